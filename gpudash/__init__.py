@@ -1,0 +1,3 @@
+"""gpudash: NVIDIA GPU fleet monitoring as code."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,95 @@
+"""The `gpudash` command: a thin shell over library functions.
+
+Subcommands live beside the code they drive and are imported only when used, so `gpudash exporter`
+on a GPU node never imports grafanalib or grafana-client. Every GpudashError becomes one line on stderr
+and its exit code, here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import click
+
+from gpudash import __version__
+from gpudash.errors import GpudashError
+
+# name -> (module, attribute, one-line summary shown by `gpudash --help` without importing the module)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "dashboards": ("gpudash.dashboards_cli", "dashboards", "Generate the Grafana dashboards as JSON."),
+    "rules": ("gpudash.rules.cli", "rules", "Render alert/recording rules, Alertmanager and scrape config."),
+    "exporter": ("gpudash.exporter.cli", "exporter", "Run the NVML (or simulated) GPU exporter."),
+    "push": ("gpudash.sync.cli", "push", "Create or update every dashboard in Grafana."),
+    "diff": ("gpudash.sync.cli", "diff", "Show how Grafana's dashboards differ from the local ones."),
+    "sync": ("gpudash.sync.cli", "sync", "Write only what changed to Grafana; refuse to clobber UI edits."),
+    "provision": ("gpudash.sync.cli", "provision", "Bring an empty Grafana to a working state."),
+    "check": ("gpudash.check", "check", "Run every panel and rule query against a live Prometheus."),
+    "demo": ("gpudash.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
+}
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._available()))
+
+    def _available(self) -> dict[str, tuple[str, str, str]]:
+        return {name: spec for name, spec in COMMANDS.items() if _module_exists(spec[0])}
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in self._available():
+            return command
+        module_name, attribute, _ = COMMANDS[cmd_name]
+        loaded = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(loaded, click.Command)
+        return loaded
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Summaries come from the table, so `gpudash --help` stays fast and imports nothing heavy.
+        rows = [(name, spec[2]) for name, spec in sorted(self._available().items())]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="gpudash")
+def cli() -> None:
+    """GPU fleet monitoring as code: dashboards, alerts and an exporter from one thresholds.yaml.
+
+    \b
+    Typical use, from the repository root:
+      gpudash dashboards            # regenerate dashboards/*.json from dashboards/*.py
+      gpudash rules                 # regenerate generated/ (rules, alertmanager.yml, scrape config)
+      gpudash exporter --simulate 8 # serve a simulated 8-GPU node on :9400
+      GRAFANA_URL=http://grafana:3000 GRAFANA_TOKEN=... gpudash sync
+
+    Run `gpudash COMMAND --help` for each command's options and an example.
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="gpudash", standalone_mode=False)
+    except GpudashError as exc:
+        click.echo(f"gpudash: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("gpudash: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
