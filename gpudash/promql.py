@@ -1,0 +1,176 @@
+"""PromQL builders shared by the dashboards, the rules and the live check.
+
+A `PromQL` is bound to a metric profile, the thresholds and a *scope*: the label matchers a panel adds
+(`cluster=~"$cluster"` on the fleet dashboard, and `instance`, `gpu` on the node dashboard; none in rule
+files). Names come from the catalog only.
+
+Recording rules are declared once, in `RECORDINGS`: the rule files render each one with an empty scope,
+and a dashboard either reads the recorded series (`recorded=True`, the default) or inlines the same
+expression with its own scope (`recorded=False`, used to measure what the rules save).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpudash.catalog import BY_DCGM_NAME, BY_KEY, THERMAL_OR_BRAKE_REASONS, Profile, Signal
+from gpudash.settings import Thresholds
+
+Matcher = tuple[str, str, str]  # (label, operator, value)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Label matchers every selector of a panel carries."""
+
+    matchers: tuple[Matcher, ...] = ()
+
+    def selector(self, extra: tuple[Matcher, ...] = ()) -> str:
+        parts = [f'{label}{op}"{value}"' for label, op, value in (*self.matchers, *extra)]
+        return "{" + ",".join(parts) + "}" if parts else ""
+
+
+NO_SCOPE = Scope()
+
+
+def dashboard_scope(profile: Profile, level: str) -> Scope:
+    """Matchers for a dashboard: `fleet` filters by $cluster, `node` by $cluster, $instance and $gpu."""
+    matchers: list[Matcher] = [("cluster", "=~", "$cluster")]
+    if level == "node":
+        matchers += [("instance", "=~", "$instance"), (profile.gpu_label, "=~", "$gpu")]
+    elif level != "fleet":
+        raise ValueError(f"unknown dashboard level {level!r}")
+    return Scope(tuple(matchers))
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A recording rule: its name (level:metric:operations), what it needs, and how to build it."""
+
+    record: str
+    needs: tuple[str, ...]
+    build: Callable[[PromQL], str]
+    help: str
+
+
+class PromQL:
+    def __init__(self, profile: Profile, thresholds: Thresholds, scope: Scope = NO_SCOPE,
+                 recorded: bool = True) -> None:
+        self.profile = profile
+        self.thresholds = thresholds
+        self.scope = scope
+        self.recorded = recorded
+
+    def with_scope(self, scope: Scope) -> PromQL:
+        return PromQL(self.profile, self.thresholds, scope, self.recorded)
+
+    def has(self, *keys: str) -> bool:
+        return all(self.profile.has(k) for k in keys)
+
+    @property
+    def gpu(self) -> str:
+        return self.profile.gpu_label
+
+    def metric(self, key: str, extra: tuple[Matcher, ...] = ()) -> str:
+        """One signal with the scope's matchers, converted to the DCGM unit."""
+        ref = self.profile.ref(key)
+        text = f"{ref.name}{self.scope.selector(extra)}"
+        return f"({text} {ref.convert})" if ref.convert else text
+
+    def use(self, record: str) -> str:
+        """A recorded series, or the expression it records when dashboards run without recording rules."""
+        rec = RECORDING_BY_NAME[record]
+        if self.recorded:
+            return f"{rec.record}{self.scope.selector()}"
+        return rec.build(self)
+
+    def available(self, record: str) -> bool:
+        return self.has(*RECORDING_BY_NAME[record].needs)
+
+    # -- expressions used in several places -------------------------------------------------------------
+
+    def fb_used_ratio_raw(self) -> str:
+        # dcgm-exporter's default counters carry no FB_TOTAL: the total is used + free.
+        used = self.metric("fb_used")
+        return f"{used} / ({used} + {self.metric('fb_free')})"
+
+    def fb_used_ratio(self) -> str:
+        return self.use("cluster_instance_gpu:gpu_fb_used:ratio")
+
+    def throttled(self) -> str:
+        """1 per GPU while a thermal or power-brake clock event reason is set (bundled exporter only)."""
+        reasons = "|".join(THERMAL_OR_BRAKE_REASONS)
+        active = self.metric("clock_event_active", (("clock_event", "=~", reasons),))
+        return f"max by (cluster, instance, {self.gpu}) ({active})"
+
+
+def _by(*labels: str) -> str:
+    return f"by ({', '.join(labels)})"
+
+
+def _fleet_bands(q: PromQL) -> str:
+    # Ten 10 %-wide utilization bands (0-9 ... 90-100): one series per band however many GPUs there are.
+    band = f"clamp_max(floor({q.metric('gpu_util')} / 10) * 10, 90)"
+    return f'count_values {_by("cluster")} ("band", {band})'
+
+
+RECORDINGS: tuple[Recording, ...] = (
+    Recording("cluster_instance_gpu:gpu_fb_used:ratio", ("fb_used", "fb_free"),
+              lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU."),
+    Recording("cluster:gpu_count:count", ("gpu_util",),
+              lambda q: f"count {_by('cluster')} ({q.metric('gpu_util')})", "GPUs reporting, per cluster."),
+    Recording("cluster:gpu_utilization:sum", ("gpu_util",),
+              lambda q: f"sum {_by('cluster')} ({q.metric('gpu_util')})",
+              "Sum of GPU utilization (%), per cluster; divide by the count for the mean."),
+    Recording("cluster:gpu_idle:count", ("gpu_util",),
+              lambda q: f"sum {_by('cluster')} ({q.metric('gpu_util')} < bool "
+                        f"{q.thresholds.utilization.idle_below_percent:g})",
+              "GPUs under the idle utilization level, per cluster."),
+    Recording("cluster:gpu_utilization_band:count", ("gpu_util",), _fleet_bands,
+              "GPUs per 10 % utilization band, per cluster (the fleet heatmap)."),
+    Recording("cluster:gpu_fb_used_mib:sum", ("fb_used",),
+              lambda q: f"sum {_by('cluster')} ({q.metric('fb_used')})", "Framebuffer used (MiB), per cluster."),
+    Recording("cluster:gpu_fb_total_mib:sum", ("fb_used", "fb_free"),
+              lambda q: f"sum {_by('cluster')} ({q.metric('fb_used')} + {q.metric('fb_free')})",
+              "Framebuffer used + free (MiB), per cluster."),
+    Recording("cluster:gpu_power_watts:sum", ("power",),
+              lambda q: f"sum {_by('cluster')} ({q.metric('power')})", "Power draw (W), per cluster."),
+    Recording("cluster:gpu_temperature_celsius:max", ("gpu_temp",),
+              lambda q: f"max {_by('cluster')} ({q.metric('gpu_temp')})", "Hottest GPU (C), per cluster."),
+    Recording("cluster:gpu_sm_clock_mhz:avg", ("sm_clock",),
+              lambda q: f"avg {_by('cluster')} ({q.metric('sm_clock')})", "Mean SM clock (MHz), per cluster."),
+    Recording("cluster_instance:gpu_utilization:avg", ("gpu_util",),
+              lambda q: f"avg {_by('cluster', 'instance')} ({q.metric('gpu_util')})",
+              "Mean GPU utilization (%), per node."),
+    Recording("cluster_instance:gpu_power_watts:sum", ("power",),
+              lambda q: f"sum {_by('cluster', 'instance')} ({q.metric('power')})", "Power draw (W), per node."),
+)
+
+RECORDING_BY_NAME: dict[str, Recording] = {r.record: r for r in RECORDINGS}
+
+
+def recording_rules(profile: Profile, thresholds: Thresholds) -> list[tuple[Recording, str]]:
+    """Every recording rule this profile can fill, with its expression as it goes into a rule file."""
+    q = PromQL(profile, thresholds, NO_SCOPE, recorded=False)
+    return [(rec, rec.build(q)) for rec in RECORDINGS if q.has(*rec.needs)]
+
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def signals_in(expr: str, profile: Profile) -> set[Signal]:
+    """The catalog signals an expression reads, directly or through a recorded series."""
+    names = {m.group(0) for m in _NAME.finditer(expr)}
+    by_profile_name = {ref.name: key for key, ref in profile.metrics.items()}
+    found: set[Signal] = set()
+    for name in names:
+        if name in by_profile_name:
+            found.add(BY_KEY[by_profile_name[name]])
+        elif name in RECORDING_BY_NAME:
+            found.update(BY_KEY[k] for k in RECORDING_BY_NAME[name].needs)
+        elif name in BY_DCGM_NAME:
+            found.add(BY_DCGM_NAME[name])
+    return found
+
