@@ -42,7 +42,7 @@ def parse_duration(text: str) -> Duration:
     match = _DURATION.match(text.strip())
     if not text.strip() or not match or not any(match.groups()):
         raise ValueError(text)
-    seconds = sum(int(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS) if g)
+    seconds = sum(int(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if g)
     if seconds <= 0:
         raise ValueError(text)
     return Duration(seconds, text.strip())
@@ -482,18 +482,18 @@ def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found (pass --thresholds PATH or run from the repository root)")
+        raise ConfigError(f"{path}: file not found (pass --thresholds PATH or run from the repository root)") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}")
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text")
+        raise ConfigError(f"{path}: not UTF-8 text") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: {where}invalid YAML: {problem}")
+        raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from None
 
 
 def load_thresholds(path: Path) -> Thresholds:
