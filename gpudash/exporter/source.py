@@ -1,0 +1,109 @@
+"""The small interface every GPU source implements: NVML on a real node, the simulated fleet elsewhere.
+
+A source knows its GPUs (static identity, read once) and reads one GPU on demand. The poller decides
+*which* signals to read and when (fast ones every sweep, slow ones on their own cadence); the source
+only reads what it is asked for and reports what it got:
+
+- ``values`` maps a catalog key (``gpudash.catalog``) to a number already in the catalog's unit
+  (MiB, W, mJ, MHz, C, %, ratio). A key missing from ``values`` was not read or is not supported.
+- ``unsupported`` names keys this GPU cannot provide (NVML NotSupported): their series are left out.
+- ``errors`` maps a key to a short error text for a read that failed this time (it may work next time).
+- ``up`` is False when the GPU fell off the bus or NVML lost it; then ``values`` is empty.
+
+XID errors come as cumulative counts per XID code since the source started, plus the last code and the
+time it was seen, because a counter is what Prometheus can take a rate of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# How long DCGM_FI_DEV_XID_ERRORS keeps showing the last XID code before it returns to 0: dcgm-exporter's
+# gauge never resets, which pages forever; the counter and the timestamp keep the full history.
+XID_HOLD_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class GpuIdentity:
+    """What never changes while the exporter runs: these become the per-GPU labels."""
+
+    index: int
+    uuid: str
+    pci_bus_id: str
+    model_name: str
+    minor_number: int
+
+    @property
+    def device(self) -> str:
+        return f"nvidia{self.minor_number}"
+
+
+@dataclass(frozen=True)
+class ProcessUsage:
+    pid: int
+    name: str
+    fb_used_mib: float
+
+
+@dataclass(frozen=True)
+class XidState:
+    """XID errors seen on one GPU: cumulative count per code, last code (0 once held long enough), when."""
+
+    counts: Mapping[int, int] = field(default_factory=dict)
+    last_code: int = 0
+    last_time: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    up: bool = True
+    values: Mapping[str, float] = field(default_factory=dict)
+    unsupported: frozenset[str] = frozenset()
+    errors: Mapping[str, str] = field(default_factory=dict)
+    xid: XidState = XidState()
+    processes: tuple[ProcessUsage, ...] | None = None  # None: not read this time
+
+
+class Source(Protocol):
+    """A set of GPUs that can be read one at a time. Implementations: NvmlSource, SimulatedSource."""
+
+    def driver_version(self) -> str: ...
+
+    def gpus(self) -> Sequence[GpuIdentity]: ...
+
+    def read(self, index: int, keys: frozenset[str], now: float) -> GpuReading:
+        """Read the signals named by ``keys`` (catalog keys) of GPU ``index`` at wall time ``now``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class XidLedger:
+    """Accumulates XID events of one GPU into an XidState; shared by every source."""
+
+    def __init__(self, hold_seconds: float = XID_HOLD_SECONDS) -> None:
+        self.hold_seconds = hold_seconds
+        self._counts: dict[int, int] = {}
+        self._last_code = 0
+        self._last_time: float | None = None
+
+    def record(self, code: int, when: float) -> None:
+        self._counts[code] = self._counts.get(code, 0) + 1
+        self._last_code = code
+        self._last_time = when
+
+    def state(self, now: float) -> XidState:
+        held = self._last_time is not None and now - self._last_time < self.hold_seconds
+        return XidState(dict(self._counts), self._last_code if held else 0, self._last_time)
+
+
+def xid_state(events: Iterable[tuple[float, int]], now: float, hold_seconds: float = XID_HOLD_SECONDS) -> XidState:
+    """The XidState after the (time, code) events up to ``now``, as a pure function (used by simulation)."""
+    ledger = XidLedger(hold_seconds)
+    for when, code in sorted(events):
+        if when <= now:
+            ledger.record(code, when)
+    return ledger.state(now)
