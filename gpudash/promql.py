@@ -26,10 +26,12 @@ class Scope:
     """Label matchers every selector of a panel carries."""
 
     matchers: tuple[Matcher, ...] = ()
+    offset: str = ""  # e.g. "1d": every selector looks back this far (the "same time yesterday" panels)
 
     def selector(self, extra: tuple[Matcher, ...] = ()) -> str:
         parts = [f'{label}{op}"{value}"' for label, op, value in (*self.matchers, *extra)]
-        return "{" + ",".join(parts) + "}" if parts else ""
+        text = "{" + ",".join(parts) + "}" if parts else ""
+        return f"{text} offset {self.offset}" if self.offset else text
 
 
 NO_SCOPE = Scope()

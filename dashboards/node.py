@@ -1,0 +1,130 @@
+"""GPU node: one `$instance` in detail, every GPU on its own row, line or gauge.
+
+Everything here is scoped to one node (and the chosen GPUs), so its cost does not grow with the fleet.
+"""
+
+from __future__ import annotations
+
+from grafanalib import core as G
+
+from gpudash.dashboards_build import BuildContext
+from gpudash.gpu_panels import comparison_row, stat_row
+from gpudash.panels import (
+    GREEN,
+    RED,
+    Layout,
+    Query,
+    bar_gauge,
+    color_steps,
+    gauge,
+    heatmap,
+    level_steps,
+    state_timeline,
+    table,
+    timeseries,
+    utilization_steps,
+)
+
+UID = "gpudash-node"
+TITLE = "GPU node"
+FLEET_UID = "gpudash-fleet"
+
+
+def build(ctx: BuildContext) -> G.Dashboard:
+    q = ctx.promql("node")
+    t = ctx.thresholds
+    gpu = q.gpu
+    per_gpu = f"GPU {{{{{gpu}}}}}"
+    by_gpu = f"by (cluster, instance, {gpu})"
+    layout = Layout()
+
+    layout.section("Node at a glance")
+    stat_row(layout, q, "node")
+
+    layout.section("Utilization")
+    layout.add(heatmap(
+        "Utilization per GPU", Query(q.metric("gpu_util"), per_gpu),
+        f"One row per GPU over time, colour = utilization: yellow under {t.utilization.idle_below_percent:g} % "
+        f"(idle), green, red over {t.utilization.saturated_above_percent:g} % (saturated).", t), w=24, h=9)
+    layout.add(timeseries("Utilization", [Query(q.metric("gpu_util"), per_gpu)], "percent",
+                          "GPU utilization: share of time a kernel was running.", utilization_steps(t), 0, 100), w=12)
+    if q.has("tensor_active"):
+        layout.add(timeseries("Tensor core activity", [Query(q.metric("tensor_active"), per_gpu)], "percentunit",
+                              "Ratio of cycles the tensor pipe is active: real work, unlike utilization.", None, 0, 1),
+                   w=12)
+
+    layout.section("Memory")
+    if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
+        layout.add(bar_gauge("Memory used per GPU", Query(q.fb_used_ratio(), per_gpu), "percentunit",
+                             "Framebuffer used / (used + free) of each GPU.", level_steps(t.memory), 0, 1), w=8, h=9)
+    layout.add(timeseries("Memory used", [Query(q.metric("fb_used"), per_gpu)], "mbytes",
+                          "Framebuffer used (MiB) per GPU; a line that only climbs is a leak.", None, 0), w=16, h=9)
+    if q.has("process_fb_used"):
+        layout.add(table("Memory per process", [Query(q.metric("process_fb_used"))],
+                         "Framebuffer used by each process on each GPU (pid, process name).", "mbytes",
+                         hide_columns=("__name__",)), w=24, h=7)
+
+    layout.section("Temperature")
+    temp = t.temperature
+    for key, title, levels in (("gpu_temp", "GPU temperature", temp.gpu), ("hbm_temp", "HBM temperature", temp.hbm)):
+        if q.has(key):
+            layout.add(gauge(title, Query(q.metric(key), per_gpu), "celsius",
+                             f"{title} of each GPU now, against the warning and critical levels.",
+                             level_steps(levels), 0, 100), w=12, h=7)
+    temps = [Query(q.metric("gpu_temp"), f"{per_gpu} die")]
+    if q.has("hbm_temp"):
+        temps.append(Query(q.metric("hbm_temp"), f"{per_gpu} HBM"))
+    if q.has("slowdown_temp"):
+        temps.append(Query(f"max {by_gpu} ({q.metric('slowdown_temp')})", f"{per_gpu} slowdown", ref="Z"))
+    layout.add(timeseries("Temperature", temps, "celsius", "GPU die and HBM temperature; dashed: slowdown level.",
+                          level_steps(temp.gpu), dashed_refs=("Z",)), w=24)
+
+    layout.section("Power")
+    power = [Query(q.metric("power"), per_gpu, ref="A")]
+    if q.has("power_limit"):
+        power.append(Query(q.metric("power_limit"), f"{per_gpu} limit", ref="L"))
+    layout.add(timeseries("Power per GPU", power, "watt",
+                          "Power draw per GPU; dashed: the enforced power limit where the exporter gives it.",
+                          None, 0, dashed_refs=("L",)), w=16)
+    if q.has("power", "power_limit"):
+        layout.add(bar_gauge("Power against limit", Query(f"{q.metric('power')} / {q.metric('power_limit')}",
+                                                          per_gpu),
+                             "percentunit", "Power draw as a fraction of the enforced limit.", level_steps(t.power),
+                             0, 1), w=8)
+
+    layout.section("SM clock")
+    clocks = [Query(q.metric("sm_clock"), per_gpu, ref="A")]
+    if q.has("sm_clock_max"):
+        clocks.append(Query(q.metric("sm_clock_max"), f"{per_gpu} max", ref="M"))
+    layout.add(timeseries("SM clock", clocks, "rotmhz",
+                          "SM clock per GPU; dashed: the maximum clock. Busy and well under max = throttled.",
+                          None, 0, dashed_refs=("M",)), w=16)
+    if q.has("clock_event_active"):
+        layout.add(state_timeline(
+            "Throttle reasons", Query(q.throttled(), per_gpu),
+            "Red while a thermal or power-brake clock event reason is set.", color_steps((GREEN, None), (RED, 1))), w=8)
+    elif q.has("clock_event_reasons"):
+        layout.add(state_timeline(
+            "Clock event reasons (bitmask)", Query(q.metric("clock_event_reasons"), per_gpu),
+            "NVML clock event reason bitmask; 0 = none, 1 = idle; anything else slows the clocks.",
+            color_steps((GREEN, None), ("yellow", 2))), w=8)
+
+    layout.section(f"Now against {t.dashboards.comparison_offset} ago")
+    comparison_row(layout, q, "node")
+
+    layout.section("Errors and I/O")
+    if q.has("pcie_rx", "pcie_tx"):
+        layout.add(timeseries("PCIe throughput", [Query(q.metric("pcie_rx"), f"{per_gpu} RX"),
+                                                  Query(q.metric("pcie_tx"), f"{per_gpu} TX")],
+                              "Bps", "Host <-> GPU PCIe throughput per GPU.", None, 0), w=12)
+    if q.has("xid_last"):
+        layout.add(timeseries("Last XID error", [Query(q.metric("xid_last"), per_gpu)], "none",
+                              "Code of the last XID error per GPU (0 = none since start).", None, 0), w=12)
+    if q.has("xid_total"):
+        xids = Query(f"increase({q.metric('xid_total')}[$__rate_interval])", f"{per_gpu} XID {{{{xid}}}}")
+        layout.add(timeseries("XID errors by code", [xids], "none",
+                              "XID events per interval, by code (bundled exporter).", None, 0), w=12)
+
+    links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True)]
+    return ctx.dashboard(UID, TITLE, "One GPU node in detail: every GPU's utilization, memory, heat, power, clocks.",
+                         "node", layout.panels, links)

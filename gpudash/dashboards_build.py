@@ -1,0 +1,154 @@
+"""Build the dashboards from their definitions (dashboards/*.py), render them deterministically, write them.
+
+A definition file is plain Python that defines `UID`, `TITLE` and `build(ctx: BuildContext) -> Dashboard`
+(a grafanalib Dashboard). The output is modern Grafana JSON (see gpudash.modern) with sorted keys, written
+atomically to `<out>/<uid>.json`; two runs give identical bytes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from grafanalib import core as G
+from grafanalib._gen import DashboardEncoder
+
+from gpudash.catalog import Profile, profile
+from gpudash.errors import ConfigError, StaleOutputError
+from gpudash.modern import modernize
+from gpudash.promql import PromQL, dashboard_scope
+from gpudash.settings import Settings
+
+DEFAULT_DEFINITIONS = Path("dashboards")
+JSON_DIR_NAME = "json"
+TAG = "gpudash"
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    settings: Settings
+    profile: Profile
+    recorded: bool = True
+
+    @property
+    def thresholds(self) -> Any:
+        return self.settings.thresholds
+
+    def promql(self, level: str) -> PromQL:
+        return PromQL(self.profile, self.settings.thresholds, dashboard_scope(self.profile, level), self.recorded)
+
+    def variables(self, level: str) -> G.Templating:
+        """$datasource, $cluster; on the node dashboard also $instance (by cluster) and $gpu (by instance)."""
+        anchor = self.profile.ref("gpu_util").name
+        chain = [("cluster", "Cluster", anchor)]
+        if level == "node":
+            chain += [("instance", "Node", f'{anchor}{{cluster=~"$cluster"}}'),
+                      (self.profile.gpu_label, "GPU", f'{anchor}{{cluster=~"$cluster",instance=~"$instance"}}')]
+        templates = [G.Template(name="datasource", label="Data source", query="prometheus", type="datasource")]
+        for label, title, series in chain:
+            name = "gpu" if label == self.profile.gpu_label else label
+            templates.append(G.Template(
+                name=name, label=title, query=f"label_values({series}, {label})", dataSource="${datasource}",
+                includeAll=True, multi=True, allValue=".*", sort=3 if name == "gpu" else 1,
+            ))
+        return G.Templating(templates)
+
+    def dashboard(self, uid: str, title: str, description: str, level: str, panels: list[Any],
+                  links: list[G.DashboardLink]) -> G.Dashboard:
+        knobs = self.settings.thresholds.dashboards
+        return G.Dashboard(
+            title=title, uid=uid, description=description, tags=[TAG, "gpu", level],
+            templating=self.variables(level), panels=panels, links=links, timezone="browser",
+            time=G.Time(f"now-{knobs.default_range}", "now"), refresh=str(knobs.refresh),
+        )
+
+
+def definition_files(definitions: Path) -> list[Path]:
+    if not definitions.is_dir():
+        raise ConfigError(f"{definitions}: no such directory of dashboard definitions")
+    files = sorted(p for p in definitions.glob("*.py") if not p.name.startswith("_"))
+    if not files:
+        raise ConfigError(f"{definitions}: no dashboard definitions (*.py) found")
+    return files
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"gpudash_dashboard_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{path}: cannot load as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for attribute in ("UID", "build"):
+        if not hasattr(module, attribute):
+            raise ConfigError(f"{path}: a dashboard definition must define {attribute}")
+    return module
+
+
+def to_json(dashboard: G.Dashboard) -> dict[str, Any]:
+    raw = json.loads(json.dumps(dashboard.to_json_data(), cls=DashboardEncoder))
+    return modernize(raw)
+
+
+def build_all(settings: Settings, definitions: Path = DEFAULT_DEFINITIONS, recorded: bool = True,
+              profile_name: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every dashboard, keyed by output file name (`<uid>.json`)."""
+    ctx = BuildContext(settings, profile(profile_name or settings.site.profile), recorded)
+    built: dict[str, dict[str, Any]] = {}
+    for path in definition_files(definitions):
+        module = _load(path)
+        data = to_json(module.build(ctx))
+        if data.get("uid") != module.UID:
+            raise ConfigError(f"{path}: build() returned uid {data.get('uid')!r}, expected UID {module.UID!r}")
+        name = f"{module.UID}.json"
+        if name in built:
+            raise ConfigError(f"{path}: uid {module.UID!r} is used by another definition")
+        built[name] = data
+    return built
+
+
+def render(dashboard: dict[str, Any]) -> bytes:
+    return (json.dumps(dashboard, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Write `data` to `path` through a temp file and rename; return False when it was already identical."""
+    if path.exists() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; generated files are for everyone to read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def write_all(built: dict[str, dict[str, Any]], out: Path) -> tuple[list[Path], list[Path]]:
+    """Write every dashboard; remove JSON files no definition produces. Returns (written, removed)."""
+    rendered = {name: render(d) for name, d in built.items()}  # render all before touching the disk
+    written = [out / name for name, data in rendered.items() if write_atomic(out / name, data)]
+    removed = []
+    for orphan in sorted(out.glob("*.json")):
+        if orphan.name not in rendered:
+            orphan.unlink()
+            removed.append(orphan)
+    return written, removed
+
+
+def check_all(built: dict[str, dict[str, Any]], out: Path) -> None:
+    """Raise StaleOutputError naming every file that differs from what the definitions generate now."""
+    stale = [str(out / name) for name, d in built.items()
+             if not (out / name).exists() or (out / name).read_bytes() != render(d)]
+    stale += [f"{p} (no definition)" for p in sorted(out.glob("*.json")) if p.name not in built]
+    if stale:
+        raise StaleOutputError(f"stale dashboards, run `make dashboards`: {', '.join(stale)}")

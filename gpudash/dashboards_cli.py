@@ -1,0 +1,56 @@
+"""`gpudash dashboards`: generate the dashboard JSON from dashboards/*.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpudash.catalog import PROFILES
+from gpudash.dashboards_build import DEFAULT_DEFINITIONS, JSON_DIR_NAME, build_all, check_all, write_all
+from gpudash.settings import load_settings
+
+
+@click.command("dashboards")
+@click.option("--definitions", type=click.Path(path_type=Path), default=DEFAULT_DEFINITIONS, show_default=True,
+              help="Directory of dashboard definitions (*.py, one per dashboard).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write the JSON here instead of <definitions>/json.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 naming the files that are stale.")
+@click.option("--thresholds", type=click.Path(path_type=Path), default=None,
+              help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
+@click.option("--site", type=click.Path(path_type=Path), default=None,
+              help="Site config (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+@click.option("--profile", "profile_name", type=click.Choice(sorted(PROFILES)), default=None,
+              help="Metric profile, overriding the site config: dcgm (dcgm-exporter and gpudash exporter) "
+                   "or nvidia_smi (nvidia_gpu_exporter).")
+@click.option("--no-recording-rules", is_flag=True,
+              help="Inline the raw expressions instead of reading recording rules (for comparison).")
+def dashboards(definitions: Path, out: Path | None, check: bool, thresholds: Path | None, site: Path | None,
+               profile_name: str | None, no_recording_rules: bool) -> None:
+    """Generate the Grafana dashboards as JSON from their Python definitions.
+
+    Reads thresholds.yaml (colour steps) and the metric catalog, builds each dashboards/*.py with
+    grafanalib, and writes modern Grafana 10-12 JSON with sorted keys, atomically. Nothing is written
+    when thresholds.yaml or a definition is invalid.
+
+    \b
+    Examples:
+      gpudash dashboards                      # rewrite dashboards/json/*.json
+      gpudash dashboards --check              # CI: fail if the committed JSON is stale
+      gpudash dashboards --profile nvidia_smi --out /tmp/smi
+    """
+    settings = load_settings(thresholds, site)
+    built = build_all(settings, definitions, recorded=not no_recording_rules, profile_name=profile_name)
+    target = out or definitions / JSON_DIR_NAME
+    if check:
+        check_all(built, target)
+        click.echo(f"{len(built)} dashboards in {target} are up to date")
+        return
+    written, removed = write_all(built, target)
+    for path in written:
+        click.echo(f"wrote {path}")
+    for path in removed:
+        click.echo(f"removed {path} (no definition)")
+    if not written and not removed:
+        click.echo(f"{len(built)} dashboards in {target} already up to date")

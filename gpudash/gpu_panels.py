@@ -1,0 +1,78 @@
+"""GPU panels both dashboards use, built from a scoped PromQL: the stat row and the 24 h comparison row.
+
+Each function adds its panels to a Layout and leaves out what the metric profile cannot fill.
+"""
+
+from __future__ import annotations
+
+from gpudash.panels import GREEN, Layout, Query, color_steps, level_steps, stat, timeseries, utilization_steps
+from gpudash.promql import PromQL, Scope
+
+
+def aggregate(q: PromQL, level: str, what: str) -> str | None:
+    """Whole-scope aggregates: from recording rules on the fleet dashboard, from raw series on a node."""
+    fleet = level == "fleet"
+    exprs: dict[str, tuple[tuple[str, ...], str]] = {
+        "gpus": (("gpu_util",),
+                 f"sum({q.use('cluster:gpu_count:count')})" if fleet else f"count({q.metric('gpu_util')})"),
+        "util": (("gpu_util",),
+                 f"sum({q.use('cluster:gpu_utilization:sum')}) / sum({q.use('cluster:gpu_count:count')})"
+                 if fleet else f"avg({q.metric('gpu_util')})"),
+        "idle": (("gpu_util",),
+                 f"sum({q.use('cluster:gpu_idle:count')})" if fleet else
+                 f"sum({q.metric('gpu_util')} < bool {q.thresholds.utilization.idle_below_percent:g})"),
+        "hottest": (("gpu_temp",),
+                    f"max({q.use('cluster:gpu_temperature_celsius:max')})" if fleet else
+                    f"max({q.metric('gpu_temp')})"),
+        "power": (("power",),
+                  f"sum({q.use('cluster:gpu_power_watts:sum')})" if fleet else f"sum({q.metric('power')})"),
+        "memory": (("fb_used", "fb_free"),
+                   f"sum({q.use('cluster:gpu_fb_used_mib:sum')}) / sum({q.use('cluster:gpu_fb_total_mib:sum')})"
+                   if fleet else f"sum({q.metric('fb_used')}) / sum({q.metric('fb_used')} + {q.metric('fb_free')})"),
+        "temp_mean": (("gpu_temp",), f"avg({q.metric('gpu_temp')})"),
+    }
+    needs, expr = exprs[what]
+    return expr if q.has(*needs) else None
+
+
+def stat_row(layout: Layout, q: PromQL, level: str) -> None:
+    t = q.thresholds
+    where = "in the selected clusters" if level == "fleet" else "on the selected node"
+    specs = [
+        ("GPUs reporting", "gpus", "none", f"GPUs whose exporter reported utilization {where}.", None),
+        ("Mean utilization", "util", "percent", f"Mean GPU utilization {where}.", utilization_steps(t)),
+        ("Idle GPUs", "idle", "none",
+         f"GPUs under {t.utilization.idle_below_percent:g} % utilization {where}: capacity nobody uses.",
+         color_steps((GREEN, None), ("yellow", 1))),
+        ("Hottest GPU", "hottest", "celsius", f"Highest GPU die temperature {where}.", level_steps(t.temperature.gpu)),
+        ("Memory used", "memory", "percentunit", f"Framebuffer used / (used + free) {where}.", level_steps(t.memory)),
+        ("Total power", "power", "watt", f"Power drawn by all GPUs {where}.", None),
+    ]
+    for title, what, unit, description, steps in specs:
+        expr = aggregate(q, level, what)
+        if expr is not None:
+            layout.add(stat(title, Query(expr, title), unit, description, steps, graph=what in ("util", "power"),
+                            no_value="0" if what in ("gpus", "idle") else "no data"), w=4, h=4)
+
+
+def comparison_row(layout: Layout, q: PromQL, level: str) -> None:
+    """Now against the same time yesterday: both lines overlaid, and the change as a stat beside each."""
+    offset = str(q.thresholds.dashboards.comparison_offset)
+    before = q.with_scope(Scope(q.scope.matchers, offset))
+    t = q.thresholds
+    specs = [
+        ("Utilization", "util", "percent", utilization_steps(t)),
+        ("Memory used", "memory", "percentunit", level_steps(t.memory)),
+        ("Temperature (mean)", "temp_mean", "celsius", level_steps(t.temperature.gpu)),
+        ("Power", "power", "watt", None),
+    ]
+    for title, what, unit, steps in specs:
+        now, then = aggregate(q, level, what), aggregate(before, level, what)
+        if now is None or then is None:
+            continue
+        layout.add(timeseries(
+            f"{title}: now and {offset} ago", [Query(now, "now", ref="A"), Query(then, f"{offset} ago", ref="B")],
+            unit, f"{title} now (solid) against the same time {offset} earlier (dashed).", steps,
+            dashed_refs=("B",)), w=4, h=7)
+        layout.add(stat(f"{title}: change vs {offset} ago", Query(f"({now}) - ({then})", "change"), unit,
+                        f"{title} now minus {title.lower()} {offset} ago.", None, graph=False), w=2, h=7)
