@@ -1,0 +1,99 @@
+# gpudash: `make help` lists the targets. Every target bootstraps what it needs (virtualenv, Debian packages).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+GPUDASH := $(BIN)/gpudash
+APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help venv deps dashboards rules generate check-generated lint test test-fast push sync diff provision \
+        demo exporter bench bench-exporter bench-sync bench-alerts bench-scale e2e-grafana clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(VENV)/.installed ## create .venv and install gpudash with its dev tools
+
+deps: ## install Prometheus, promtool, Alertmanager, node_exporter, VictoriaMetrics from Debian when missing
+	@missing=""; \
+	for pair in prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager \
+	            amtool:prometheus-alertmanager prometheus-node-exporter:prometheus-node-exporter \
+	            victoria-metrics:victoria-metrics; do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+dashboards: venv ## regenerate dashboards/json/*.json from dashboards/*.py, then verify they are current
+	$(GPUDASH) dashboards
+	$(GPUDASH) dashboards --check
+
+rules: venv ## regenerate generated/ (alert + recording rules, alertmanager.yml, scrape config)
+	$(GPUDASH) rules
+	$(GPUDASH) rules --check
+
+generate: dashboards rules ## regenerate every committed artifact
+
+check-generated: venv ## fail when committed dashboards or rules are stale
+	$(GPUDASH) dashboards --check
+	$(GPUDASH) rules --check
+
+lint: venv ## ruff and mypy
+	$(BIN)/ruff check gpudash dashboards tests bench
+	$(BIN)/mypy
+
+test: venv deps lint check-generated ## the whole suite: lint, types, generated files, unit and end-to-end tests
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+test-fast: venv ## unit tests only (no servers)
+	$(BIN)/pytest -q -m "not e2e" $(PYTEST_ARGS)
+
+push: venv ## push every dashboard to Grafana (GRAFANA_URL, GRAFANA_TOKEN)
+	$(GPUDASH) push
+
+sync: venv ## write only what changed to Grafana; refuse to overwrite UI edits
+	$(GPUDASH) sync
+
+diff: venv ## show how Grafana differs from the local dashboards
+	$(GPUDASH) diff
+
+provision: venv ## bring an empty Grafana to a working state (GRAFANA_URL, PROMETHEUS_URL)
+	$(GPUDASH) provision
+
+demo: venv deps ## run exporter + Prometheus + Alertmanager locally, check every query (ONCE=1: run once and exit)
+	$(GPUDASH) demo $(if $(ONCE),--once,)
+
+exporter: venv ## serve a simulated 8-GPU node on :9400
+	$(GPUDASH) exporter --simulate 8
+
+bench: bench-exporter bench-sync bench-alerts ## every benchmark that runs on a laptop
+
+bench-exporter: venv ## exporter scrape latency, CPU and memory
+	$(BIN)/python bench/exporter_bench.py
+
+bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stand-in
+	$(BIN)/python bench/sync_bench.py
+
+bench-alerts: venv deps ## alert-quality report: gpudash rules against naive rules on the scenario corpus
+	$(BIN)/python bench/alert_quality.py
+
+bench-scale: venv deps ## dashboard load time against fleet size on a real Prometheus TSDB
+	$(BIN)/python bench/fleet_scale.py
+
+e2e-grafana: venv ## run the sync tests against a real Grafana (GRAFANA_URL, GRAFANA_TOKEN)
+	@[ -n "$$GRAFANA_URL" ] || { echo "set GRAFANA_URL (and GRAFANA_TOKEN) to a Grafana you can write to"; exit 2; }
+	$(BIN)/pytest -q tests -k sync --real-grafana $(PYTEST_ARGS)
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
