@@ -1,0 +1,57 @@
+"""The command line as a new user meets it: help that teaches, one-line errors, no tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpudash.cli import COMMANDS, _module_exists, cli
+
+
+def test_top_level_help_lists_every_command() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert name in result.output
+    assert "Typical use" in result.output
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_command_exists_and_its_help_has_an_example(name: str) -> None:
+    assert _module_exists(COMMANDS[name][0]), f"gpudash {name}: module {COMMANDS[name][0]} is missing"
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.output, f"gpudash {name} --help shows no example"
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpudash", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_missing_thresholds_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    result = _run("dashboards", "--definitions", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == "gpudash: thresholds.yaml: file not found (pass --thresholds PATH or run from the " \
+                            "repository root)\n"
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_broken_thresholds_writes_nothing(repo_copy: Path) -> None:
+    (repo_copy / "thresholds.yaml").write_text((repo_copy / "thresholds.yaml").read_text()
+                                               .replace("warning_ratio: 0.90", "warning_ratio: lots", 1))
+    out = repo_copy / "out"
+    result = _run("dashboards", "--out", str(out), cwd=repo_copy)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "thresholds.yaml: memory.warning_ratio: expected a number between 0 and 1, got 'lots'" in result.stderr
+    assert not out.exists()
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0 and "gpudash" in result.output
