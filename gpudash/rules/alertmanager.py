@@ -1,0 +1,118 @@
+"""alertmanager.yml: routes by cluster and severity, inhibitions, receivers from the site config.
+
+Critical alerts go straight through; warnings wait and arrive as one digest per cluster. Secrets are never
+written: every secret option becomes a `*_file` field. A secret named by an environment variable becomes
+`<SECRETS_DIR>/<VARIABLE>`, a file the deployment writes from that variable before Alertmanager starts
+(docs/alerts.md, "Deploying alertmanager.yml").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudash.catalog import profile as catalog_profile
+from gpudash.errors import ConfigError
+from gpudash.settings import Receiver, Settings
+
+SECRETS_DIR = "/etc/alertmanager/secrets"
+CRITICAL_RECEIVER = "gpudash-critical"
+DIGEST_RECEIVER = "gpudash-warning-digest"
+
+# Notification timing: pages go out within seconds and repeat hourly; the warning digest collects for
+# ten minutes, then at most hourly, and repeats daily.
+_TOP = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
+_CRITICAL = {"group_wait": "10s", "group_interval": "1m", "repeat_interval": "1h"}
+_DIGEST = {"group_by": ["cluster"], "group_wait": "10m", "group_interval": "1h", "repeat_interval": "24h"}
+
+_SLACK_TITLE = "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} ({{ .CommonLabels.cluster }})"
+_SLACK_TEXT = "{{ range .Alerts }}{{ .Annotations.summary }}\n{{ end }}"
+
+
+def _secret_file(receiver: Receiver, key: str) -> str | None:
+    """The file a secret is read from: given directly (`<key>_file`) or by environment variable."""
+    path = receiver.option(f"{key}_file")
+    env = receiver.option(f"{key}_env")
+    if path:
+        return path
+    if env:
+        return f"{SECRETS_DIR}/{env}"
+    return None
+
+
+def _notifier(receiver: Receiver, source: str) -> tuple[str, dict[str, Any]]:
+    where = f"{source}: receivers: {receiver.name}"
+    if receiver.kind == "webhook":
+        url_file = _secret_file(receiver, "url")
+        if receiver.option("url"):
+            return "webhook_configs", {"url": receiver.option("url"), "send_resolved": True}
+        if url_file:
+            return "webhook_configs", {"url_file": url_file, "send_resolved": True}
+        raise ConfigError(f"{where}: a webhook receiver needs url, url_file or url_env")
+    if receiver.kind == "slack":
+        config: dict[str, Any] = {"api_url_file": _secret_file(receiver, "api_url")}
+        if receiver.option("channel"):
+            config["channel"] = receiver.option("channel")
+        config.update({"send_resolved": True, "title": _SLACK_TITLE, "text": _SLACK_TEXT})
+        return "slack_configs", config
+    missing = [k for k in ("to", "from", "smarthost") if not receiver.option(k)]
+    if missing:
+        raise ConfigError(f"{where}: an email receiver needs {', '.join(missing)}")
+    config = {k: receiver.option(k) for k in ("to", "from", "smarthost")}
+    if receiver.option("auth_username"):
+        config["auth_username"] = receiver.option("auth_username")
+        password = _secret_file(receiver, "auth_password")
+        if password:
+            config["auth_password_file"] = password
+    config["send_resolved"] = True
+    return "email_configs", config
+
+
+def _receiver(name: str, receivers: tuple[Receiver, ...], source: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    for receiver in receivers:
+        kind, config = _notifier(receiver, source)
+        out.setdefault(kind, []).append(config)
+    return out
+
+
+def _severity_routes() -> list[dict[str, Any]]:
+    return [
+        {"matchers": ['severity="critical"'], "receiver": CRITICAL_RECEIVER, **_CRITICAL},
+        {"matchers": ['severity="warning"'], "receiver": DIGEST_RECEIVER, **_DIGEST},
+    ]
+
+
+def alertmanager_config(settings: Settings, source: str = "site config") -> dict[str, Any]:
+    site = settings.site
+    gpu = catalog_profile(site.profile).gpu_label
+    routes = [
+        {"matchers": [f'cluster="{cluster.name}"'], "routes": _severity_routes()} for cluster in site.clusters
+    ]
+    routes += _severity_routes()  # alerts from a cluster the site config does not list
+    return {
+        "global": {"resolve_timeout": "5m"},
+        "route": {
+            "receiver": CRITICAL_RECEIVER,
+            "group_by": ["cluster", "instance", "alertname"],
+            **_TOP,
+            "routes": routes,
+        },
+        "inhibit_rules": [
+            {
+                # A target that is down (the exporter or its whole node) silences that instance's GPU alerts.
+                "source_matchers": ['alertname="GPUExporterDown"', f'{gpu}=""'],
+                "target_matchers": ['alertname=~"GPU.+"'],
+                "equal": ["cluster", "instance"],
+            },
+            {
+                # Critical silences the warning of the same alert on the same GPU.
+                "source_matchers": ['severity="critical"'],
+                "target_matchers": ['severity="warning"'],
+                "equal": ["alertname", "cluster", "instance", gpu],
+            },
+        ],
+        "receivers": [
+            _receiver(CRITICAL_RECEIVER, site.receivers, source),
+            _receiver(DIGEST_RECEIVER, site.receivers, source),
+        ],
+    }

@@ -1,0 +1,140 @@
+"""The GPU alerting rules: names, severities, `for:` durations and annotations around `expressions`.
+
+Each alert is one or more Prometheus rules of the same name (one per severity, per sensor or per source
+of a signal); every one carries `severity`, `summary`, `description` (with the value) and `runbook_url`,
+which points at the alert's section of docs/alerts.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudash.catalog import profile as catalog_profile
+from gpudash.promql import PromQL
+from gpudash.rules.expressions import SILENT_LOOKBACK_SECONDS, AlertExpressions, duration_text
+from gpudash.settings import Duration, Settings
+
+GROUP_NAME = "gpudash-gpu-alerts"
+
+ALERT_NAMES = (
+    "GPUHighTemperature",
+    "GPUThermalThrottling",
+    "GPUMemoryPressure",
+    "GPUMemoryLeakPredicted",
+    "GPUJobStalled",
+    "GPUDataLoaderBottleneck",
+    "GPUXidError",
+    "GPUExporterDown",
+)
+
+_WHERE = "GPU {{ $labels.%s }} on {{ $labels.instance }} ({{ $labels.cluster }})"
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    alert: str
+    severity: str
+    expr: str
+    summary: str
+    description: str
+    for_: Duration | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self, runbook_base_url: str) -> dict[str, Any]:
+        rule: dict[str, Any] = {"alert": self.alert, "expr": self.expr}
+        if self.for_ is not None:
+            rule["for"] = str(self.for_)
+        rule["labels"] = {"severity": self.severity, **self.labels}
+        rule["annotations"] = {
+            "summary": self.summary,
+            "description": self.description,
+            "runbook_url": f"{runbook_base_url}#{self.alert.lower()}",
+        }
+        return rule
+
+
+def alert_rules(settings: Settings) -> list[AlertRule]:
+    """Every alerting rule the site's metric profile can evaluate, in a stable order."""
+    prof = catalog_profile(settings.site.profile)
+    q = PromQL(prof, settings.thresholds)
+    x = AlertExpressions(q, settings.site)
+    t, a = settings.thresholds, settings.thresholds.alerts
+    where = _WHERE % q.gpu
+    rules: list[AlertRule] = []
+
+    def add(alert: str, severity: str, expr: str | None, summary: str, description: str,
+            for_: Duration | None = None, **labels: str) -> None:
+        if expr is not None:
+            rules.append(AlertRule(alert, severity, expr, summary, description, for_, labels))
+
+    for key, sensor, levels in (("gpu_temp", "gpu", t.temperature.gpu), ("hbm_temp", "hbm", t.temperature.hbm)):
+        if not q.has(key):
+            continue
+        name = "GPU" if sensor == "gpu" else "HBM (memory)"
+        for severity, level in (("warning", levels.warning), ("critical", levels.critical)):
+            add("GPUHighTemperature", severity, x.temperature(key, level),
+                f"{name} temperature over {level:g} C on {where}",
+                f"The {name} temperature of {where} has stayed above {level:g} C (lowest reading over "
+                f"{a.temperature.window}: {{{{ $value }}}} C) for {a.temperature.for_}.",
+                a.temperature.for_, sensor=sensor)
+
+    add("GPUThermalThrottling", "warning", x.throttling(),
+        f"{where} is throttled by heat or the power brake",
+        f"The SM clock of {where} is at {{{{ $value }}}} MHz: more than {t.throttle_drop_ratio:.0%} below "
+        f"its level over the last {a.throttling.window} (or its max clock) while at or above "
+        f"{t.temperature.gpu.warning:g} C, or a thermal / power-brake throttle reason is set, "
+        f"for {a.throttling.for_}.",
+        a.throttling.for_)
+
+    for severity, level in (("warning", t.memory.warning), ("critical", t.memory.critical)):
+        add("GPUMemoryPressure", severity, x.memory_pressure(level),
+            f"Framebuffer memory over {level:.0%} and growing on {where}",
+            f"{where} has {{{{ $value | humanizePercentage }}}} of its framebuffer in use, above {level:.0%}, "
+            f"and usage rose over each half of the last {a.memory_pressure.growth_window}.",
+            a.memory_pressure.for_)
+
+    add("GPUMemoryLeakPredicted", "warning", x.memory_leak(),
+        f"Framebuffer memory on {where} is on course for {t.memory.critical:.0%} within {a.memory_leak.horizon}",
+        f"A linear fit over the last {a.memory_leak.window} projects framebuffer use of {where} to reach "
+        f"{{{{ $value | humanizePercentage }}}} in {a.memory_leak.horizon} (critical level "
+        f"{t.memory.critical:.0%}), and usage is still growing: a likely leak, heading for out-of-memory.",
+        a.memory_leak.for_)
+
+    s = a.job_stalled
+    add("GPUJobStalled", "warning", x.job_stalled(),
+        f"Job on {where} holds memory but does no work",
+        f"{where} holds more than {s.memory_above_ratio:.0%} of its framebuffer, yet its highest utilization "
+        f"over the last {s.window} is {{{{ $value }}}} % (under {s.util_below_percent:g} %): the job looks hung.",
+        s.for_)
+
+    d = a.data_loader
+    add("GPUDataLoaderBottleneck", "warning", x.data_loader(),
+        f"{where} is starved by its input pipeline",
+        f"{where} averaged {{{{ $value | printf \"%.0f\" }}}} % utilization over {d.window} (under "
+        f"{d.util_below_percent:g} %) while the node's 1-minute load per CPU core stayed above "
+        f"{d.cpu_load_ratio:g}: the data loader cannot keep the GPU fed.",
+        d.for_)
+
+    for severity, kind in (("critical", "a GPU or its memory is gone"), ("warning", "an error the driver reported")):
+        add("GPUXidError", severity, x.xid(severity == "critical"),
+            f"XID {{{{ $labels.xid }}}} on {where}",
+            f"{where} reported XID {{{{ $labels.xid }}}} within the last {a.xid.window}: {kind}.")
+
+    down = a.exporter_down.for_
+    gpu = f"$labels.{q.gpu}"
+    add("GPUExporterDown", "critical", x.exporter_down(),
+        f"{{{{ if {gpu} }}}}{where} stopped reporting"
+        f"{{{{ else }}}}GPU exporter on {{{{ $labels.instance }}}} ({{{{ $labels.cluster }}}}) is down{{{{ end }}}}",
+        f"{{{{ if {gpu} }}}}{where} reported within the last {duration_text(SILENT_LOOKBACK_SECONDS)} but has "
+        f"published nothing (or reports itself lost) for {down} while its exporter is up: it may have fallen "
+        f"off the bus.{{{{ else }}}}Prometheus has failed to scrape job {settings.site.scrape_job} on "
+        f"{{{{ $labels.instance }}}} for {down}: none of its GPUs is observed.{{{{ end }}}}",
+        down)
+    return rules
+
+
+def alert_groups(settings: Settings) -> dict[str, Any]:
+    """The alerting rule file, as a mapping ready to dump."""
+    base = settings.site.runbook_base_url
+    return {"groups": [{"name": GROUP_NAME, "rules": [r.as_dict(base) for r in alert_rules(settings)]}]}

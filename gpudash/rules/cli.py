@@ -1,0 +1,41 @@
+"""`gpudash rules`: render the rule files, alertmanager.yml and the scrape config into one folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpudash.errors import StaleOutputError
+from gpudash.rules.render import render_all, stale_files, write_files
+from gpudash.settings import load_settings
+
+
+@click.command("rules")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+              show_default=True, help="Folder to write prometheus/ and alertmanager/ into.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 naming every file that is stale.")
+@click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
+@click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Site config to read (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+def rules(out: Path, check: bool, thresholds: Path | None, site: Path | None) -> None:
+    """Render alerting and recording rules, alertmanager.yml and the scrape config.
+
+    \b
+    Example:
+      gpudash rules                 # regenerate generated/
+      gpudash rules --check         # CI: fail if generated/ is out of date
+    """
+    files = render_all(load_settings(thresholds, site))
+    if check:
+        stale = stale_files(out, files)
+        if stale:
+            names = ", ".join(str(out / rel) for rel in stale)
+            raise StaleOutputError(f"stale generated files (run `gpudash rules`): {names}")
+        click.echo(f"{len(files)} files in {out} are up to date")
+        return
+    written = write_files(out, files)
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"{len(written)} of {len(files)} files changed in {out}")

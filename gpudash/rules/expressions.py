@@ -1,0 +1,188 @@
+"""The PromQL of each alert, built from the shared `PromQL` builder, the catalog and the thresholds.
+
+Every expression ends in `max by (cluster, instance, <gpu>)` (or `by (cluster, instance)` for a target),
+so an alert carries exactly the labels that name one GPU, whatever else the exporter attaches (UUID,
+modelName, err_code, pod ...). Every number comes from thresholds.yaml.
+
+node_exporter's names are not GPU signals, so the catalog has no row for them; they live here, once.
+"""
+
+from __future__ import annotations
+
+from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
+from gpudash.promql import PromQL
+from gpudash.settings import Duration, Site
+
+NODE_LOAD1 = "node_load1"
+NODE_CPU_SECONDS = "node_cpu_seconds_total"
+UP = "up"  # Prometheus' own per-target health series
+
+# The signal whose disappearance means "this GPU stopped reporting": dcgm-exporter publishes it on every
+# GPU (MIG instances included) and nvidia_gpu_exporter has it too.
+PRESENCE_SIGNAL = "fb_used"
+# How far back a GPU must have reported to count as "stopped reporting" rather than "never existed".
+SILENT_LOOKBACK_SECONDS = 3600
+# `instance` without its port, so a GPU exporter (host:9400) and node_exporter (host:9100) meet on `host`.
+_HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
+
+
+def duration_text(seconds: int) -> str:
+    """Prometheus duration text for a whole number of seconds: 450 -> 7m30s, 3600 -> 1h."""
+    parts = []
+    for unit, name in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
+        if seconds >= unit:
+            parts.append(f"{seconds // unit}{name}")
+            seconds %= unit
+    return "".join(parts) or "0s"
+
+
+class AlertExpressions:
+    """Builds each alert's expression for one metric profile, thresholds and site."""
+
+    def __init__(self, q: PromQL, site: Site) -> None:
+        self.q = q
+        self.t = q.thresholds
+        self.a = q.thresholds.alerts
+        self.site = site
+        self.gpu = f"cluster, instance, {q.gpu}"
+
+    # -- helpers -----------------------------------------------------------------------------------------
+
+    def per_gpu(self, expr: str) -> str:
+        return f"max by ({self.gpu}) ({expr})"
+
+    def over_time(self, func: str, key: str, window: Duration | str) -> str:
+        """`func_over_time` of one signal; unit conversions are positive scales, so they apply after."""
+        ref = self.q.profile.ref(key)
+        inner = f"{func}_over_time({ref.name}[{window}])"
+        return f"({inner} {ref.convert})" if ref.convert else inner
+
+    def has(self, *keys: str) -> bool:
+        return self.q.has(*keys)
+
+    @property
+    def fb_ratio(self) -> str:
+        return self.q.fb_used_ratio()
+
+    def memory_growing(self) -> str:
+        """Memory rose over both halves of the growth window.
+
+        Two disjoint halves, so a model that loads in one step and then stays flat never counts (a single
+        step can sit in one half only), while a leak rises in both.
+        """
+        half = duration_text(self.a.memory_pressure.growth_window.seconds // 2)
+        full = self.a.memory_pressure.growth_window
+        r = self.fb_ratio
+        return f"({r} > {r} offset {half}) and ({r} offset {half} > {r} offset {full})"
+
+    # -- alerts ------------------------------------------------------------------------------------------
+
+    def temperature(self, key: str, level: float) -> str:
+        window = self.a.temperature.window
+        return f"{self.per_gpu(self.over_time('min', key, window))} > {level:g}"
+
+    def throttling(self) -> str | None:
+        if not self.has("sm_clock", "gpu_temp"):
+            return None
+        keep = 1 - self.t.throttle_drop_ratio
+        clock = self.per_gpu(self.q.metric("sm_clock"))
+        recent = self.per_gpu(self.over_time("max", "sm_clock", self.a.throttling.window))
+        hot = f"{self.per_gpu(self.q.metric('gpu_temp'))} >= {self.t.temperature.gpu.warning:g}"
+        dropped = [f"{clock} < {keep:g} * {recent}"]
+        if self.has("sm_clock_max"):
+            dropped.append(f"{clock} < {keep:g} * {self.per_gpu(self.q.metric('sm_clock_max'))}")
+        parts = [f"(\n  ({' or '.join(dropped)})\n  and\n  {hot}\n)"]
+        reasons = self._throttle_reasons()
+        if reasons:
+            parts.append(f"(\n  {clock}\n  and\n  ({reasons}) > 0\n)")
+        return "\nor\n".join(parts)
+
+    def _throttle_reasons(self) -> str | None:
+        """Per GPU, > 0 while a thermal or power-brake reason is set, from whichever form is published."""
+        forms = []
+        if self.has("clock_event_active"):
+            forms.append(self.q.throttled())
+        if self.has("clock_event_reasons"):
+            mask = self.q.metric("clock_event_reasons")
+            bits = dict((name, bit) for bit, name in CLOCK_EVENT_REASONS)
+            # PromQL has no bitwise AND: bit b of x is floor(x / b) % 2.
+            terms = " + ".join(f"floor({mask} / {bits[name]}) % 2" for name in THERMAL_OR_BRAKE_REASONS)
+            forms.append(self.per_gpu(terms))
+        return " or ".join(forms) or None
+
+    def memory_pressure(self, level: float) -> str | None:
+        if not self.has("fb_used", "fb_free"):
+            return None
+        return self.per_gpu(f"\n  {self.fb_ratio} > {level:g}\n  and\n  {self.memory_growing()}\n")
+
+    def memory_leak(self) -> str | None:
+        if not self.has("fb_used", "fb_free"):
+            return None
+        leak = self.a.memory_leak
+        projected = f"predict_linear({self.fb_ratio}[{leak.window}], {leak.horizon.seconds})"
+        return self.per_gpu(
+            f"\n  {projected} >= {self.t.memory.critical:g}\n  and\n  {self.memory_growing()}\n"
+        )
+
+    def job_stalled(self) -> str | None:
+        if not self.has("gpu_util", "fb_used", "fb_free"):
+            return None
+        s = self.a.job_stalled
+        busiest = self.per_gpu(self.over_time("max", "gpu_util", s.window))
+        held = self.per_gpu(f"min_over_time({self.fb_ratio}[{s.window}])")
+        return f"{busiest} < {s.util_below_percent:g}\nand\n{held} > {s.memory_above_ratio:g}"
+
+    def data_loader(self) -> str | None:
+        if not self.has("gpu_util"):
+            return None
+        d = self.a.data_loader
+        node = f'job="{self.site.node_job}"'
+        util = f"{self.per_gpu(self.over_time('avg', 'gpu_util', d.window))} < {d.util_below_percent:g}"
+        load = (
+            f"sum by (instance) (avg_over_time({NODE_LOAD1}{{{node}}}[{d.window}]))\n"
+            f"    / on (instance)\n"
+            f'    count by (instance) ({NODE_CPU_SECONDS}{{{node},mode="idle"}})\n'
+            f"    > {d.cpu_load_ratio:g}"
+        )
+        return (
+            f"label_replace(\n  {util},\n  {_HOST_FROM_INSTANCE}\n)\n"
+            f"and on (host)\n"
+            f"label_replace(\n  {load},\n  {_HOST_FROM_INSTANCE}\n)"
+        )
+
+    def xid(self, critical: bool) -> str | None:
+        """New XID events per GPU, labelled `xid`, from dcgm-exporter's gauge and/or the bundled counter."""
+        w = self.a.xid.window
+        parts = []
+        if self.has("xid_last"):
+            # The gauge holds the last code: a new event changes it, or starts a new series (err_code label).
+            x = self.q.metric("xid_last")
+            new = f"{x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))"
+            codes = " or ".join(f"{x} == {c}" for c in self.a.xid.critical_codes)
+            keep = "and" if critical else "unless"
+            parts.append(f'count_values by ({self.gpu}) ("xid",\n  ({new})\n  {keep}\n  ({codes})\n)')
+        if self.has("xid_total"):
+            # The counter counts per code: a new event raises it, or starts the code's series at 1.
+            op = "=~" if critical else "!~"
+            c = self.q.metric("xid_total", (("xid", op, "|".join(str(n) for n in self.a.xid.critical_codes)),))
+            parts.append(f"max by ({self.gpu}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
+                         f"  ({c} unless {c} offset {w})\n)")
+        return "\nor\n".join(parts) or None
+
+    def exporter_down(self) -> str:
+        """The exporter target is down (no gpu label), or one GPU stopped reporting on a target that is up."""
+        return f"{self.target_down()}\nor\n{self.gpu_silent()}"
+
+    def target_down(self) -> str:
+        return f'max by (cluster, instance) ({UP}{{job="{self.site.scrape_job}"}}) == 0'
+
+    def gpu_silent(self) -> str:
+        """A GPU seen within the lookback that reports nothing now, on a target that is itself up."""
+        key = PRESENCE_SIGNAL
+        seen = self.per_gpu(self.over_time("max", key, duration_text(SILENT_LOOKBACK_SECONDS)))
+        now = self.per_gpu(self.q.metric(key))
+        down = f'{UP}{{job="{self.site.scrape_job}"}} == 0'
+        parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
+        if self.has("gpu_up"):
+            parts.append(f"{self.per_gpu(self.q.metric('gpu_up'))} == 0")
+        return "\nor\n".join(parts)

@@ -1,0 +1,21 @@
+"""The recording rule file, rendered from the registry in gpudash.promql that the dashboards read too."""
+
+from __future__ import annotations
+
+from gpudash.catalog import profile as catalog_profile
+from gpudash.promql import recording_rules
+from gpudash.rules.render import dump
+from gpudash.settings import Settings
+
+GROUP_NAME = "gpudash-gpu-recording"
+
+
+def recording_rule_file(settings: Settings) -> str:
+    """The rule file text; each rule is preceded by a comment with its help line."""
+    rules = recording_rules(catalog_profile(settings.site.profile), settings.thresholds)
+    lines = ["groups:", f"  - name: {GROUP_NAME}", "    rules:"]
+    for rec, expr in rules:
+        lines.append(f"      # {rec.help}")
+        item = dump([{"record": rec.record, "expr": expr}])
+        lines.extend("      " + line if line else line for line in item.splitlines())
+    return "\n".join(lines) + "\n"
