@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
 from gpudash.exporter.source import (
+    COSTLY_KEYS,
     GpuIdentity,
     GpuReading,
     ProcessUsage,
@@ -223,6 +225,7 @@ class Fleet:
         self._energy0 = [1e9 * (5 + 50 * _u(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
         self._cum_energy = [array("d", [0.0]) for _ in range(self.gpus)]
         self._cum_nvlink = [array("d", [0.0]) for _ in range(self.gpus)]
+        self._counter_lock = threading.Lock()
 
     def _identity(self, i: int) -> GpuIdentity:
         h = "".join(f"{int(_u(self.seed, i, _CH_ID, k) * 2**32):08x}" for k in range(4))
@@ -312,7 +315,7 @@ class Fleet:
             "clock_event_reasons": float(reasons),
         }
         if xid.last_time is not None:
-            values["xid_last_time"] = self.epoch + xid.last_time
+            values["xid_last_time"] = xid.last_time
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
             pid = 4000 + 17 * i + int(1000 * _u(self.seed, _CH_ID, 99))
@@ -325,7 +328,10 @@ class Fleet:
         return any(f.kind == "lost" and f.active(t) for f in self.faults.get(i, ()))
 
     def _xid(self, i: int, t: float) -> XidState:
-        return xid_state(self.xid_events(i), t) if i in self.faults else XidState()
+        """XID state in Unix time (the epoch plus fleet time), as a real source reports it."""
+        if i not in self.faults:
+            return XidState()
+        return xid_state(((self.epoch + w, code) for w, code in self.xid_events(i)), self.epoch + t)
 
     def _dead_since(self, i: int) -> float:
         """When this GPU's job died (OOM, or its GPU was lost and reset); inf if it never does."""
@@ -433,11 +439,12 @@ class Fleet:
         """Energy (mJ since driver load) and NVLink (KiB): integrals of the rates on a fixed grid."""
         energy, nvlink = self._cum_energy[i], self._cum_nvlink[i]
         k = int(t // _COUNTER_STEP)
-        while len(energy) <= k + 1:
-            n = len(energy) - 1
-            power, link = self._power_at(i, n * _COUNTER_STEP)
-            energy.append(energy[n] + power * 1000.0 * _COUNTER_STEP)
-            nvlink.append(nvlink[n] + link * _COUNTER_STEP)
+        with self._counter_lock:  # the exporter's fast and slow loops may both extend the integral
+            while len(energy) <= k + 1:
+                n = len(energy) - 1
+                power, link = self._power_at(i, n * _COUNTER_STEP)
+                energy.append(energy[n] + power * 1000.0 * _COUNTER_STEP)
+                nvlink.append(nvlink[n] + link * _COUNTER_STEP)
         f = (t - k * _COUNTER_STEP) / _COUNTER_STEP
         e = energy[k] + (energy[k + 1] - energy[k]) * f
         link = nvlink[k] + (nvlink[k + 1] - nvlink[k]) * f
@@ -471,6 +478,9 @@ class SimulatedSource:
 
     def gpus(self) -> Sequence[GpuIdentity]:
         return self.fleet.identities
+
+    def costly_keys(self) -> frozenset[str]:
+        return COSTLY_KEYS  # cheap here, but read on the same cadence as on a real node
 
     def read(self, index: int, keys: frozenset[str], now: float) -> GpuReading:
         full = self.fleet.sample_gpu(index, now - self.fleet.epoch)

@@ -20,6 +20,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# Fields that cost milliseconds per GPU through NVML (shared/reference/h200-nvml-costs.md): the energy
+# counter (~4 ms), the PCIe replay counter, NVLink counters, row remapping and the enforced power limit
+# (which rarely changes). The poller reads these on its slow cadence.
+COSTLY_KEYS = frozenset(
+    {
+        "energy",
+        "pcie_replay",
+        "nvlink_bandwidth",
+        "vgpu_license",
+        "remapped_rows_unc",
+        "remapped_rows_cor",
+        "row_remap_failure",
+        "power_limit",
+    }
+)
+
 # How long DCGM_FI_DEV_XID_ERRORS keeps showing the last XID code before it returns to 0: dcgm-exporter's
 # gauge never resets, which pages forever; the counter and the timestamp keep the full history.
 XID_HOLD_SECONDS = 300.0
@@ -63,7 +79,7 @@ class GpuReading:
     values: Mapping[str, float] = field(default_factory=dict)
     unsupported: frozenset[str] = frozenset()
     errors: Mapping[str, str] = field(default_factory=dict)
-    xid: XidState = XidState()
+    xid: XidState = field(default_factory=XidState)
     processes: tuple[ProcessUsage, ...] | None = None  # None: not read this time
 
 
@@ -73,6 +89,10 @@ class Source(Protocol):
     def driver_version(self) -> str: ...
 
     def gpus(self) -> Sequence[GpuIdentity]: ...
+
+    def costly_keys(self) -> frozenset[str]:
+        """Keys that take milliseconds to read here: the poller reads them on its slow cadence."""
+        ...
 
     def read(self, index: int, keys: frozenset[str], now: float) -> GpuReading:
         """Read the signals named by ``keys`` (catalog keys) of GPU ``index`` at wall time ``now``."""

@@ -1,0 +1,150 @@
+"""`gpudash exporter`: serve NVML (or a simulated node) on :9400 with dcgm-exporter's names and labels."""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from gpudash.catalog import SIGNALS
+from gpudash.errors import UsageError
+from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
+from gpudash.exporter.service import Exporter
+from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs, parse_seconds
+from gpudash.exporter.source import Source
+from gpudash.exporter.webconfig import load_web_config
+
+log = logging.getLogger("gpudash.exporter")
+_MS = re.compile(r"^(\d+(?:\.\d+)?)ms$")
+
+
+def _seconds(flag: str, text: str) -> float:
+    try:
+        match = _MS.match(text.strip())
+        value = float(match.group(1)) / 1000.0 if match else parse_seconds(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected a duration such as 1s, 500ms or 30s") from None
+    if value < 0.05:
+        raise UsageError(f"{flag} {text!r}: must be at least 50ms")
+    return value
+
+
+def _fields_table() -> str:
+    rows = [f"{s.dcgm_name:44} {s.type:8} {s.unit:6} {s.source.value}" for s in SIGNALS]
+    return "\n".join(["FIELD                                        TYPE     UNIT   SOURCE", *rows])
+
+
+@click.command(context_settings={"max_content_width": 110})
+@click.option("--listen", "-a", default=":9400", show_default=True, help="Address to serve /metrics on.")
+@click.option("--interval", "-c", default="1s", show_default=True, help="How often the fast fields are read.")
+@click.option(
+    "--slow-interval", default="10s", show_default=True, help="How often costly fields (energy, PCIe, ...) are read."
+)
+@click.option(
+    "--collectors", "-f", type=click.Path(path_type=Path, dir_okay=False),
+    help="A dcgm-exporter counters CSV selecting the fields to publish (default: every field).",
+)
+@click.option("--simulate", type=click.IntRange(1, 4096), metavar="N", help="Serve N simulated H200s instead of NVML.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the simulated node.")
+@click.option(
+    "--workload", multiple=True, metavar="IDX=NAME", help="Simulated workload of one GPU: train, inference, idle."
+)
+@click.option(
+    "--fault", multiple=True, metavar="IDX=KIND[:ARG][@START][+DURATION]",
+    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m).",
+)
+@click.option("--hostname", default="", help="Value of the host label (default: this machine's name).")
+@click.option("--no-hostname", "-n", is_flag=True, help="Leave the host label out, as dcgm-exporter's --no-hostname.")
+@click.option(
+    "--legacy-hostname-label", is_flag=True,
+    help="Spell the host label 'Hostname', as dcgm-exporter did before it was renamed 'hostname'.",
+)
+@click.option(
+    "--web-config", "--web.config.file", "web_config", type=click.Path(path_type=Path, dir_okay=False),
+    help="exporter-toolkit web config: TLS and basic auth.",
+)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
+@click.option("--list-fields", is_flag=True, help="Print every field the exporter can publish and exit.")
+def exporter(
+    listen: str,
+    interval: str,
+    slow_interval: str,
+    collectors: Path | None,
+    simulate: int | None,
+    seed: int,
+    workload: tuple[str, ...],
+    fault: tuple[str, ...],
+    hostname: str,
+    no_hostname: bool,
+    legacy_hostname_label: bool,
+    web_config: Path | None,
+    log_level: str,
+    list_fields: bool,
+) -> None:
+    """Run the GPU exporter: NVML read in the background, dcgm-exporter compatible /metrics.
+
+    \b
+    Examples:
+      gpudash exporter                                  # every GPU of this node on :9400
+      gpudash exporter -f default-counters.csv          # only the fields a dcgm-exporter CSV names
+      gpudash exporter --simulate 8 --fault 2=leak --fault 5=thermal --seed 7
+      gpudash exporter --web-config web-config.yml      # TLS and basic auth
+    """
+    if list_fields:
+        click.echo(_fields_table())
+        return
+    logging.basicConfig(level=log_level.upper(), format="gpudash-exporter: %(levelname)s: %(message)s")
+    if (workload or fault) and simulate is None:
+        raise UsageError("--workload and --fault need --simulate N")
+    fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
+    chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
+    web = load_web_config(web_config) if web_config is not None else None
+    source: Source
+    if simulate is not None:
+        source = SimulatedSource(fleet_from_specs(simulate, seed, workload, fault))
+    else:
+        from gpudash.exporter.nvml import NvmlSource
+
+        source = NvmlSource()
+    try:
+        service = Exporter(
+            source,
+            collectors=chosen,
+            listen=listen,
+            interval=fast,
+            slow_interval=slow,
+            hostname=None if no_hostname else hostname,
+            hostname_label="Hostname" if legacy_hostname_label else "hostname",
+            web=web,
+        )
+    except BaseException:
+        source.close()
+        raise
+    _serve(service, chosen, simulate)
+
+
+def _serve(service: Exporter, chosen: Collectors, simulate: int | None) -> None:
+    done = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        done.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    service.start()
+    what = f"{simulate} simulated GPUs" if simulate else f"{len(service.poller.gpus)} GPUs through NVML"
+    log.info("serving %s, %d signals (%s), on %s/metrics", what, len(chosen.keys), chosen.origin, service.url)
+    try:
+        while not done.wait(1.0):
+            pass
+    finally:
+        service.stop()
+    log.info("stopped")

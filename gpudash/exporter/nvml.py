@@ -1,0 +1,418 @@
+"""Real GPUs through NVML (nvidia-ml-py), converted to DCGM's units as dcgm-exporter reports them.
+
+shared/reference/nvml-mapping.md gives the NVML call behind each DCGM field. Each reader below is one
+NVML call feeding one or more catalog keys; a call that raises NotSupported marks its keys unsupported
+for that GPU (never asked again), GPU_IS_LOST marks the GPU down until its UUID answers again, any other
+error is reported for that field and retried next sweep. Hopper's profiling ratios and PCIe throughput
+come from GPM (two samples, one sweep apart), which costs microseconds where nvmlDeviceGetPcieThroughput
+blocks ~20 ms per direction; without GPM the latter is used on the slow cadence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpudash.errors import ExporterError
+from gpudash.exporter.source import (
+    COSTLY_KEYS,
+    XID_HOLD_SECONDS,
+    GpuIdentity,
+    GpuReading,
+    ProcessUsage,
+    XidLedger,
+)
+
+log = logging.getLogger("gpudash.exporter")
+
+MIB = 1024.0 * 1024.0
+_UINT_MAX = 0xFFFFFFFF
+# catalog key -> (NVML GPM metric id, scale to the DCGM unit): percentages -> ratios, MiB/s -> B/s
+GPM_METRICS: dict[str, tuple[int, float]] = {
+    "gr_engine_active": (1, 0.01),  # NVML_GPM_METRIC_GRAPHICS_UTIL
+    "sm_active": (2, 0.01),  # NVML_GPM_METRIC_SM_UTIL
+    "sm_occupancy": (3, 0.01),  # NVML_GPM_METRIC_SM_OCCUPANCY
+    "tensor_active": (5, 0.01),  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    "dram_active": (10, 0.01),  # NVML_GPM_METRIC_DRAM_BW_UTIL
+    "pcie_tx": (20, MIB),  # NVML_GPM_METRIC_PCIE_TX_PER_SEC
+    "pcie_rx": (21, MIB),  # NVML_GPM_METRIC_PCIE_RX_PER_SEC
+}
+_PCIE = frozenset({"pcie_tx", "pcie_rx"})
+
+
+class _Unsupported(Exception):
+    """A reader found the GPU cannot provide its fields (beyond NVML's own NotSupported)."""
+
+
+def _no_gpm(_handle: Any, _index: int) -> dict[str, float]:
+    raise _Unsupported()  # before Hopper these ratios need DCGM's own profiling module
+
+
+Values = dict[str, float]
+
+
+@dataclass(frozen=True)
+class Reader:
+    keys: frozenset[str]
+    read: Callable[[Any, int], Values]  # (handle, index) -> values
+
+
+def _load_pynvml() -> Any:
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError:
+        raise ExporterError(
+            "nvidia-ml-py is not installed: pip install nvidia-ml-py (or run with --simulate N)"
+        ) from None
+
+
+class NvmlSource:
+    """The Source over every GPU NVML sees on this node."""
+
+    def __init__(self, xid_hold_seconds: float = XID_HOLD_SECONDS) -> None:
+        nv = self.nv = _load_pynvml()
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise ExporterError(
+                f"cannot start NVML: {exc} (is the NVIDIA driver installed and loaded? "
+                "--simulate N serves a simulated node instead)"
+            ) from None
+        try:
+            self._driver = str(nv.nvmlSystemGetDriverVersion())
+            count = nv.nvmlDeviceGetCount()
+            self._handles: list[Any] = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self._gpus = [self._identity(i, h) for i, h in enumerate(self._handles)]
+        except nv.NVMLError as exc:
+            nv.nvmlShutdown()
+            raise ExporterError(f"NVML cannot list the GPUs: {exc}") from None
+        if not self._gpus:
+            nv.nvmlShutdown()
+            raise ExporterError("NVML sees no GPU on this node (--simulate N serves a simulated node instead)")
+        self._lost = [False] * count
+        self._unsupported: list[set[str]] = [set() for _ in range(count)]
+        self._ledgers = [XidLedger(xid_hold_seconds) for _ in range(count)]
+        self._memory_v2 = [True] * count
+        self._gpm = [_Gpm(nv, h) for h in self._handles]
+        self._process_names: dict[int, str] = {}
+        self._event_lock = threading.Lock()
+        self._events = self._register_xid_events()
+        # errors that will not go away by asking again: the field is left out for that GPU
+        self._permanent = (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_NO_PERMISSION)
+        self._common = self._build_readers()
+        self._readers = [self._readers_for(i) for i in range(count)]
+
+    # -- setup -------------------------------------------------------------------------------------
+
+    def _identity(self, index: int, handle: Any) -> GpuIdentity:
+        nv = self.nv
+        bus = nv.nvmlDeviceGetPciInfo(handle).busId
+        bus = bus.decode() if isinstance(bus, bytes) else str(bus)
+        try:
+            minor = int(nv.nvmlDeviceGetMinorNumber(handle))
+        except nv.NVMLError:
+            minor = index
+        return GpuIdentity(index, str(nv.nvmlDeviceGetUUID(handle)), bus, str(nv.nvmlDeviceGetName(handle)), minor)
+
+    def _register_xid_events(self) -> Any:
+        nv = self.nv
+        try:
+            events = nv.nvmlEventSetCreate()
+        except nv.NVMLError as exc:
+            log.info("XID events unavailable: %s", exc)
+            return None
+        for gpu, handle in zip(self._gpus, self._handles, strict=True):
+            try:
+                nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, events)
+            except nv.NVMLError as exc:
+                log.info("GPU %d: XID events unavailable: %s", gpu.index, exc)
+        return events
+
+    def _build_readers(self) -> list[Reader]:
+        nv = self.nv
+
+        def util(h: Any, _i: int) -> Values:
+            u = nv.nvmlDeviceGetUtilizationRates(h)
+            return {"gpu_util": float(u.gpu), "mem_copy_util": float(u.memory)}
+
+        def temp(h: Any, _i: int) -> Values:
+            value = float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
+            return {"gpu_temp": value} if value <= 200 else {}  # DCGM drops values over 200 C as bogus
+
+        def hbm_temp(h: Any, _i: int) -> Values:
+            (field,) = nv.nvmlDeviceGetFieldValues(h, [nv.NVML_FI_DEV_MEMORY_TEMP])
+            if field.nvmlReturn != nv.NVML_SUCCESS:
+                raise nv.NVMLError(field.nvmlReturn)
+            value = float(field.value.uiVal)  # as DCGM: r545 drivers report a wrong valueType here
+            return {"hbm_temp": value} if value <= 200 else {}
+
+        def nvlink(h: Any, _i: int) -> Values:
+            ids = [
+                (nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, _UINT_MAX),  # KiB, summed over all links
+                (nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, _UINT_MAX),
+            ]
+            total = 0.0
+            for field in nv.nvmlDeviceGetFieldValues(h, ids):
+                if field.nvmlReturn in (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_INVALID_ARGUMENT):
+                    raise _Unsupported()
+                if field.nvmlReturn != nv.NVML_SUCCESS:
+                    raise nv.NVMLError(field.nvmlReturn)
+                total += float(field.value.ullVal)
+            return {"nvlink_bandwidth": total}
+
+        def vgpu_license(h: Any, _i: int) -> Values:
+            feats = nv.nvmlDeviceGetGridLicensableFeatures(h)
+            if not feats.isGridLicenseSupported:
+                raise _Unsupported()
+            vgpu = nv.NVML_GRID_LICENSE_FEATURE_CODE_VGPU
+            listed = feats.gridLicensableFeatures[: feats.licensableFeaturesCount]
+            return {"vgpu_license": float(any(f.featureCode == vgpu and f.featureState for f in listed))}
+
+        def remapped(h: Any, _i: int) -> Values:
+            corr, unc, _pending, failure = nv.nvmlDeviceGetRemappedRows(h)
+            return {
+                "remapped_rows_cor": float(corr),
+                "remapped_rows_unc": float(unc),
+                "row_remap_failure": float(failure),
+            }
+
+        def pcie_throughput(h: Any, _i: int) -> Values:
+            tx = nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES)
+            rx = nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES)
+            return {"pcie_tx": tx * 1024.0, "pcie_rx": rx * 1024.0}  # KB/s -> B/s
+
+        threshold = nv.nvmlDeviceGetTemperatureThreshold
+
+        def one(key: str, call: Callable[[Any], float], scale: float = 1.0) -> Reader:
+            return Reader(frozenset({key}), lambda h, _i: {key: float(call(h)) * scale})
+
+        readers = [
+            Reader(frozenset({"gpu_util", "mem_copy_util"}), util),
+            Reader(frozenset({"fb_used", "fb_free", "fb_reserved", "fb_total"}), self._memory),
+            one("sm_clock", lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+            one("mem_clock", lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+            Reader(frozenset({"gpu_temp"}), temp),
+            Reader(frozenset({"hbm_temp"}), hbm_temp),
+            one("power", nv.nvmlDeviceGetPowerUsage, 0.001),  # mW -> W
+            one("energy", nv.nvmlDeviceGetTotalEnergyConsumption),  # mJ, as DCGM
+            one("pcie_replay", nv.nvmlDeviceGetPcieReplayCounter),
+            one("enc_util", lambda h: nv.nvmlDeviceGetEncoderUtilization(h)[0]),
+            one("dec_util", lambda h: nv.nvmlDeviceGetDecoderUtilization(h)[0]),
+            one("clock_event_reasons", nv.nvmlDeviceGetCurrentClocksEventReasons),
+            one("power_limit", nv.nvmlDeviceGetEnforcedPowerLimit, 0.001),
+            one("sm_clock_max", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+            one("slowdown_temp", lambda h: threshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
+            one("shutdown_temp", lambda h: threshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)),
+            Reader(frozenset({"nvlink_bandwidth"}), nvlink),
+            Reader(frozenset({"vgpu_license"}), vgpu_license),
+            Reader(frozenset({"remapped_rows_cor", "remapped_rows_unc", "row_remap_failure"}), remapped),
+        ]
+        self._pcie_throughput = Reader(_PCIE, pcie_throughput)
+        return readers
+
+    def _readers_for(self, index: int) -> list[Reader]:
+        """The common readers plus this GPU's source of profiling ratios and PCIe throughput."""
+        gpm_keys = frozenset(GPM_METRICS)
+        if self._gpm[index].supported:
+            return [*self._common, Reader(gpm_keys, lambda h, i: self._gpm[i].read())]
+        return [*self._common, Reader(gpm_keys - _PCIE, _no_gpm), self._pcie_throughput]
+
+    # -- Source ------------------------------------------------------------------------------------
+
+    def driver_version(self) -> str:
+        return self._driver
+
+    def gpus(self) -> Sequence[GpuIdentity]:
+        return self._gpus
+
+    def costly_keys(self) -> frozenset[str]:
+        """PCIe throughput is costly only where it comes from the blocking call rather than GPM."""
+        if all(g.supported for g in self._gpm):
+            return COSTLY_KEYS
+        return COSTLY_KEYS | _PCIE
+
+    def read(self, index: int, keys: frozenset[str], now: float) -> GpuReading:
+        nv = self.nv
+        self._drain_xid_events(now)
+        xid = self._ledgers[index].state(now)
+        handle = self._handle(index)
+        if handle is None:
+            return GpuReading(index, up=False, xid=xid)
+        values: Values = {}
+        unsupported: set[str] = set()
+        errors: dict[str, str] = {}
+        skip = self._unsupported[index]
+        for reader in self._readers[index]:
+            wanted = (reader.keys & keys) - skip
+            if not wanted:
+                continue
+            try:
+                values.update(reader.read(handle, index))
+            except _Unsupported:
+                unsupported |= wanted
+            except nv.NVMLError as exc:
+                if exc.value in (nv.NVML_ERROR_GPU_IS_LOST, nv.NVML_ERROR_RESET_REQUIRED):
+                    self._lost[index] = True
+                    return GpuReading(index, up=False, xid=xid)
+                if exc.value in self._permanent:
+                    unsupported |= wanted
+                else:
+                    errors.update((k, str(exc)) for k in wanted)
+        unsupported |= self._gpm[index].unsupported & keys
+        skip |= unsupported
+        processes = None
+        if "process_fb_used" in keys:
+            processes = self._processes(handle)
+        return GpuReading(index, True, values, frozenset(unsupported), errors, xid, processes)
+
+    def close(self) -> None:
+        nv = self.nv
+        for gpm in self._gpm:
+            gpm.free()
+        if self._events is not None:
+            with contextlib.suppress(nv.NVMLError):
+                nv.nvmlEventSetFree(self._events)
+            self._events = None
+        with contextlib.suppress(nv.NVMLError):
+            nv.nvmlShutdown()
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _handle(self, index: int) -> Any:
+        if not self._lost[index]:
+            return self._handles[index]
+        nv = self.nv
+        try:  # back on the bus? its UUID answers again
+            handle = nv.nvmlDeviceGetHandleByUUID(self._gpus[index].uuid)
+            nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)
+        except nv.NVMLError:
+            return None
+        self._gpm[index].free()
+        self._gpm[index] = _Gpm(nv, handle)
+        self._readers[index] = self._readers_for(index)
+        self._handles[index], self._lost[index] = handle, False
+        return handle
+
+    def _memory(self, handle: Any, index: int) -> Values:
+        nv = self.nv
+        if self._memory_v2[index]:
+            try:
+                m = nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2)
+                return {
+                    "fb_used": m.used / MIB,
+                    "fb_free": m.free / MIB,
+                    "fb_reserved": m.reserved / MIB,
+                    "fb_total": m.total / MIB,
+                }
+            except nv.NVMLError as exc:
+                if exc.value not in (nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_ARGUMENT_VERSION_MISMATCH):
+                    raise
+                self._memory_v2[index] = False  # drivers before 510: no reserved field
+        m = nv.nvmlDeviceGetMemoryInfo(handle)
+        return {"fb_used": m.used / MIB, "fb_free": m.free / MIB, "fb_total": m.total / MIB}
+
+    def _processes(self, handle: Any) -> tuple[ProcessUsage, ...] | None:
+        nv = self.nv
+        try:
+            running = nv.nvmlDeviceGetComputeRunningProcesses(handle)
+        except nv.NVMLError:
+            return None
+        out = []
+        for proc in running:
+            used = proc.usedGpuMemory
+            out.append(ProcessUsage(int(proc.pid), self._process_name(int(proc.pid)), (used or 0) / MIB))
+        return tuple(out)
+
+    def _process_name(self, pid: int) -> str:
+        name = self._process_names.get(pid)
+        if name is None:
+            try:
+                name = str(self.nv.nvmlSystemGetProcessName(pid))
+            except self.nv.NVMLError:
+                try:
+                    name = Path(f"/proc/{pid}/comm").read_text(encoding="utf-8", errors="replace").strip()
+                except OSError:
+                    name = ""
+            if len(self._process_names) > 4096:
+                self._process_names.clear()
+            self._process_names[pid] = name
+        return name
+
+    def _drain_xid_events(self, now: float) -> None:
+        if self._events is None:
+            return
+        nv = self.nv
+        with self._event_lock:
+            for _ in range(1000):  # bounded: a storm of events must not stall the sweep
+                try:
+                    event = nv.nvmlEventSetWait(self._events, 0)
+                except nv.NVMLError:
+                    return  # Timeout: nothing pending
+                index = self._index_of(event.device)
+                if index is not None and event.eventType & nv.nvmlEventTypeXidCriticalError:
+                    self._ledgers[index].record(int(event.eventData), now)
+                    log.warning("GPU %d: XID %d", index, int(event.eventData))
+
+    def _index_of(self, device: Any) -> int | None:
+        address = ctypes.cast(device, ctypes.c_void_p).value
+        for i, handle in enumerate(self._handles):
+            if ctypes.cast(handle, ctypes.c_void_p).value == address:
+                return i
+        return None
+
+
+class _Gpm:
+    """GPM metrics of one GPU: each read takes a sample and reports the window since the previous one."""
+
+    def __init__(self, nv: Any, handle: Any) -> None:
+        self.nv, self.handle = nv, handle
+        self.lock = threading.Lock()
+        self.supported = False
+        self.samples: list[Any] = []
+        self.have_previous = False
+        self.unsupported: set[str] = set()
+        try:
+            self.supported = bool(nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+            if self.supported:
+                self.samples = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
+                self.request = nv.c_nvmlGpmMetricsGet_t()
+        except (nv.NVMLError, AttributeError):
+            self.supported = False
+
+    def read(self) -> Values:
+        nv = self.nv
+        with self.lock:
+            previous, current = self.samples
+            nv.nvmlGpmSampleGet(self.handle, current)
+            self.samples = [current, previous]
+            if not self.have_previous:  # a ratio needs a window: the first sweep has none yet
+                self.have_previous = True
+                return {}
+            request = self.request
+            request.version = nv.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(GPM_METRICS)
+            request.sample1, request.sample2 = previous, current
+            for slot, (metric_id, _scale) in enumerate(GPM_METRICS.values()):
+                request.metrics[slot].metricId = metric_id
+            nv.nvmlGpmMetricsGet(request)
+            values: Values = {}
+            for slot, (key, (_id, scale)) in enumerate(GPM_METRICS.items()):
+                metric = request.metrics[slot]
+                if metric.nvmlReturn == nv.NVML_SUCCESS:
+                    values[key] = float(metric.value) * scale
+                elif metric.nvmlReturn == nv.NVML_ERROR_NOT_SUPPORTED:
+                    self.unsupported.add(key)
+            return values
+
+    def free(self) -> None:
+        for sample in self.samples:
+            with contextlib.suppress(self.nv.NVMLError):
+                self.nv.nvmlGpmSampleFree(sample)
+        self.samples, self.supported = [], False

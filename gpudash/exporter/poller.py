@@ -1,0 +1,205 @@
+"""The background poller: reads the source off the scrape path and keeps one pre-rendered exposition.
+
+Three cadences, so a slow call never delays a fast one:
+
+- static facts (max SM clock, slowdown and shutdown temperatures) are read at start, and again after
+  a GPU comes back;
+- the fast loop reads everything cheap every ``interval`` (default 1 s);
+- the slow loop reads what the source calls costly (the energy counter takes ~4 ms, PCIe throughput
+  without GPM blocks ~20 ms per direction) every ``slow_interval``, in its own thread.
+
+After each sweep the snapshot is rendered once; a scrape only writes those bytes. Faults stay local: a
+NotSupported field is left out for that GPU and logged once; a lost GPU reads ``gpudash_gpu_up 0`` while
+the others keep reporting, and is read in full again when it comes back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from gpudash.exporter.render import Exposition, GpuView, Snapshot, render
+from gpudash.exporter.source import GpuReading, ProcessUsage, Source, XidState
+
+log = logging.getLogger("gpudash.exporter")
+
+STATIC_KEYS = frozenset({"sm_clock_max", "slowdown_temp", "shutdown_temp"})
+# Published signals that need a different read, or none (they come with every reading).
+_READ_FOR: dict[str, frozenset[str]] = {
+    "clock_event_active": frozenset({"clock_event_reasons"}),
+    "xid_total": frozenset(),
+    "xid_last": frozenset(),
+    "xid_last_time": frozenset(),
+    "gpu_up": frozenset(),
+}
+
+
+def keys_to_read(published: Iterable[str]) -> frozenset[str]:
+    keys: set[str] = set()
+    for key in published:
+        keys |= _READ_FOR.get(key, frozenset({key}))
+    return frozenset(keys)
+
+
+@dataclass
+class _GpuState:
+    up: bool = True
+    values: dict[str, float] = field(default_factory=dict)
+    xid: XidState = field(default_factory=XidState)
+    processes: tuple[ProcessUsage, ...] = ()
+    unsupported: set[str] = field(default_factory=set)
+    failing: set[str] = field(default_factory=set)  # fields whose failure was logged, until they recover
+    needs_full: bool = False  # came back from being lost: read static and slow fields on the next sweep
+
+
+class Poller:
+    def __init__(
+        self,
+        source: Source,
+        published: Iterable[str],
+        *,
+        slow_keys: Iterable[str] = (),
+        hostname: str | None = None,
+        hostname_label: str = "hostname",
+        driver_version_label: bool = True,
+        interval: float = 1.0,
+        slow_interval: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.source = source
+        self.published = tuple(published)
+        wanted = keys_to_read(self.published)
+        self.static_keys = wanted & STATIC_KEYS
+        self.slow_keys = (wanted & frozenset(slow_keys)) - self.static_keys
+        self.fast_keys = wanted - self.static_keys - self.slow_keys
+        self.interval = interval
+        self.slow_interval = slow_interval
+        self.clock = clock
+        self.gpus = list(source.gpus())
+        self._labels = (hostname, hostname_label, source.driver_version() if driver_version_label else None)
+        self._state = {g.index: _GpuState() for g in self.gpus}
+        self._lock = threading.Lock()
+        self._durations: dict[str, float] = {}
+        self._errors: dict[str, int] = {}
+        self._last_sweep: float | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._exposition = Exposition(self._render())
+
+    @property
+    def exposition(self) -> Exposition:
+        return self._exposition
+
+    # -- one sweep, callable directly (tests drive the poller with their own clock) -----------------
+
+    def sweep(self, loop: str = "fast", now: float | None = None) -> None:
+        """Read every GPU's ``loop`` fields (fast | slow | static) once, then re-render."""
+        keys = {"fast": self.fast_keys, "slow": self.slow_keys, "static": self.static_keys}[loop]
+        started = time.perf_counter()
+        now = self.clock() if now is None else now
+        clean = True
+        for gpu in self.gpus:
+            state = self._state[gpu.index]
+            wanted = keys | (self.slow_keys | self.static_keys if state.needs_full and loop == "fast" else set())
+            wanted = frozenset(wanted - state.unsupported)
+            try:
+                reading = self.source.read(gpu.index, wanted, now)
+            except Exception as exc:  # a bug or a broken driver: keep the other GPUs going
+                clean = False
+                self._count_error("read")
+                log.error("GPU %d: reading failed: %s", gpu.index, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+                reading = GpuReading(gpu.index, up=False, xid=state.xid)
+            self._merge(state, gpu.index, wanted, reading)
+        with self._lock:
+            self._durations[loop] = time.perf_counter() - started
+            if clean and loop == "fast":
+                self._last_sweep = now
+        self._exposition = Exposition(self._render())
+
+    def _merge(self, state: _GpuState, index: int, wanted: frozenset[str], reading: GpuReading) -> None:
+        with self._lock:
+            state.xid = reading.xid
+            if not reading.up:
+                if state.up:
+                    log.warning("GPU %d: lost (fell off the bus or NVML cannot reach it); gpu_up is 0", index)
+                state.up, state.needs_full, state.processes = False, True, ()
+                state.values.clear()
+                return
+            if not state.up:
+                log.warning("GPU %d: back", index)
+            state.up = True
+            state.needs_full = state.needs_full and not (self.slow_keys | self.static_keys) <= wanted
+            for key in wanted:
+                if key in reading.values:
+                    state.values[key] = reading.values[key]
+                    state.failing.discard(key)
+                else:
+                    state.values.pop(key, None)
+            for key in reading.unsupported - state.unsupported:
+                log.info("GPU %d: %s is not supported; its series is left out", index, key)
+                state.unsupported.add(key)
+            for key, error in reading.errors.items():
+                self._errors[key] = self._errors.get(key, 0) + 1
+                if key not in state.failing:
+                    state.failing.add(key)
+                    log.warning("GPU %d: reading %s failed: %s (logged once until it recovers)", index, key, error)
+            if reading.processes is not None:
+                state.processes = reading.processes
+
+    def _count_error(self, key: str) -> None:
+        with self._lock:
+            self._errors[key] = self._errors.get(key, 0) + 1
+
+    def _render(self) -> bytes:
+        hostname, hostname_label, driver = self._labels
+        with self._lock:
+            views = [
+                GpuView(g, s.up, dict(s.values), s.xid, s.processes)
+                for g in self.gpus
+                for s in (self._state[g.index],)
+            ]
+            snap = Snapshot(
+                views,
+                self.published,
+                hostname,
+                hostname_label,
+                driver,
+                dict(self._durations),
+                dict(self._errors),
+                self._last_sweep,
+            )
+        return render(snap)
+
+    # -- the loops ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Read everything once (so the first scrape has data), then start the fast and slow loops."""
+        self.sweep("static")
+        self.sweep("slow")
+        self.sweep("fast")
+        self._threads = [threading.Thread(target=self._loop, args=("fast", self.interval), daemon=True)]
+        if self.slow_keys:
+            self._threads.append(threading.Thread(target=self._loop, args=("slow", self.slow_interval), daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _loop(self, loop: str, interval: float) -> None:
+        next_at = time.monotonic() + interval
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            try:
+                self.sweep(loop)
+            except Exception:  # never let the loop die: the scrape would serve stale data forever
+                log.exception("%s sweep failed", loop)
+                self._count_error("sweep")
+            next_at += interval
+            now = time.monotonic()
+            if next_at < now:  # overran: skip the ticks we missed rather than sweep back to back
+                next_at = now + interval - (now - next_at) % interval

@@ -1,0 +1,196 @@
+"""Snapshot -> Prometheus text exposition (format 0.0.4), as a pure function.
+
+Series look exactly like dcgm-exporter's: the same names, help and types (from the catalog) and the
+labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION``, then
+a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``). Unlike dcgm-exporter, label
+values are escaped, so a process name with a quote cannot break a scrape.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Signal
+from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
+
+SELF_DURATION = "gpudash_exporter_collection_duration_seconds"
+SELF_ERRORS = "gpudash_exporter_collection_errors_total"
+SELF_LAST_SWEEP = "gpudash_exporter_last_sweep_timestamp_seconds"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """What the exporter knows about one GPU after the latest sweeps."""
+
+    identity: GpuIdentity
+    up: bool
+    values: Mapping[str, float] = field(default_factory=dict)
+    xid: XidState = field(default_factory=XidState)
+    processes: tuple[ProcessUsage, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    gpus: Sequence[GpuView]
+    keys: Sequence[str]  # the published signals (catalog keys), in catalog order
+    hostname: str | None  # None: no host label (dcgm-exporter's --no-hostname)
+    hostname_label: str = "hostname"  # or "Hostname", dcgm-exporter's spelling before 3.3
+    driver_version: str | None = None  # None: no DCGM_FI_DRIVER_VERSION label
+    sweep_seconds: Mapping[str, float] = field(default_factory=dict)  # by loop: fast, slow, static
+    errors_total: Mapping[str, int] = field(default_factory=dict)  # by field
+    last_sweep: float | None = None
+
+
+class Exposition:
+    """The bytes one scrape writes, rendered once per sweep; the gzip body is made on first request."""
+
+    __slots__ = ("_gzipped", "body")
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self._gzipped: bytes | None = None
+
+    def gzipped(self) -> bytes:
+        if self._gzipped is None:  # two threads may both compress once; either result is correct
+            self._gzipped = gzip.compress(self.body, compresslevel=1, mtime=0)
+        return self._gzipped
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def number(value: float) -> str:
+    if type(value) is int:
+        return str(value)
+    if value != value:
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
+    parts = [
+        f'gpu="{identity.index}"',
+        f'UUID="{escape_label(identity.uuid)}"',
+        f'pci_bus_id="{escape_label(identity.pci_bus_id)}"',
+        f'device="{escape_label(identity.device)}"',
+        f'modelName="{escape_label(identity.model_name)}"',
+    ]
+    if snap.hostname is not None:
+        parts.append(f'{snap.hostname_label}="{escape_label(snap.hostname)}"')
+    if snap.driver_version is not None:
+        parts.append(f'DCGM_FI_DRIVER_VERSION="{escape_label(snap.driver_version)}"')
+    return ",".join(parts)
+
+
+Lines = Iterator[str]
+_Series = Callable[[Signal, Sequence[tuple[GpuView, str]]], Lines]
+
+
+def _plain(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+    for view, labels in gpus:
+        value = view.values.get(signal.key)
+        if view.up and value is not None:
+            yield f"{signal.dcgm_name}{{{labels}}} {number(value)}\n"
+
+
+def _clock_events(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+    for view, labels in gpus:
+        mask = view.values.get("clock_event_reasons")
+        if view.up and mask is not None:
+            for bit, reason in CLOCK_EVENT_REASONS:
+                on = 1 if int(mask) & bit else 0
+                yield f'{signal.dcgm_name}{{{labels},clock_event="{reason}"}} {on}\n'
+
+
+def _xid_total(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+    for view, labels in gpus:
+        for code, count in sorted(view.xid.counts.items()):
+            yield f'{signal.dcgm_name}{{{labels},xid="{code}"}} {count}\n'
+
+
+def _xid_last(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+    for view, labels in gpus:
+        if view.up:
+            yield f"{signal.dcgm_name}{{{labels}}} {view.xid.last_code}\n"
+
+
+def _xid_last_time(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+    for view, labels in gpus:
+        if view.xid.last_time is not None:
+            yield f"{signal.dcgm_name}{{{labels}}} {number(view.xid.last_time)}\n"
+
+
+def _processes(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+    for view, labels in gpus:
+        if not view.up:
+            continue
+        for proc in view.processes:
+            name = escape_label(proc.name)
+            yield f'{signal.dcgm_name}{{{labels},pid="{proc.pid}",process_name="{name}"}} {number(proc.fb_used_mib)}\n'
+
+
+def _up(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+    for view, labels in gpus:
+        yield f"{signal.dcgm_name}{{{labels}}} {1 if view.up else 0}\n"
+
+
+# Signals that are not a plain per-GPU value: how each is drawn from the snapshot.
+_SPECIAL: dict[str, _Series] = {
+    "clock_event_active": _clock_events,
+    "xid_total": _xid_total,
+    "xid_last": _xid_last,
+    "xid_last_time": _xid_last_time,
+    "process_fb_used": _processes,
+    "gpu_up": _up,
+}
+
+
+def _family(name: str, kind: str, help_: str, lines: list[str], out: list[str]) -> None:
+    if lines:
+        out.append(f"# HELP {name} {escape_help(help_)}\n# TYPE {name} {kind}\n")
+        out.extend(lines)
+
+
+def render(snap: Snapshot) -> bytes:
+    gpus = [(view, gpu_labels(view.identity, snap)) for view in snap.gpus]
+    out: list[str] = []
+    for key in snap.keys:
+        signal = BY_KEY[key]
+        lines = list(_SPECIAL.get(key, _plain)(signal, gpus))
+        _family(signal.dcgm_name, signal.type, signal.help, lines, out)
+    _family(
+        SELF_DURATION,
+        "gauge",
+        "Seconds the last sweep of each collection loop took (fast: every interval; slow: costly fields).",
+        [f'{SELF_DURATION}{{loop="{loop}"}} {number(s)}\n' for loop, s in sorted(snap.sweep_seconds.items())],
+        out,
+    )
+    _family(
+        SELF_ERRORS,
+        "counter",
+        "Failed reads since the exporter started, by field (NotSupported is not counted).",
+        [f'{SELF_ERRORS}{{field="{escape_label(f)}"}} {n}\n' for f, n in sorted(snap.errors_total.items())],
+        out,
+    )
+    if snap.last_sweep is not None:
+        _family(
+            SELF_LAST_SWEEP,
+            "gauge",
+            "Unix time of the last sweep that read every GPU without an unexpected error.",
+            [f"{SELF_LAST_SWEEP} {number(snap.last_sweep)}\n"],
+            out,
+        )
+    return "".join(out).encode("utf-8")

@@ -1,0 +1,157 @@
+"""The HTTP side: /metrics writes the latest pre-rendered exposition, nothing else happens per scrape.
+
+One thread per connection (HTTP/1.1 keep-alive, as Prometheus uses), gzip when asked (compressed once
+per sweep), TLS and basic auth from a web config. The TLS handshake runs in the connection's thread, so a
+slow or hostile client cannot hold up accept().
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from gpudash.errors import ExporterError
+from gpudash.exporter.render import CONTENT_TYPE, Exposition
+from gpudash.exporter.webconfig import WebConfig
+
+log = logging.getLogger("gpudash.exporter")
+
+LANDING = b"""<!doctype html><html><head><title>gpudash exporter</title></head>
+<body><h1>gpudash exporter</h1><p><a href="/metrics">Metrics</a></p></body></html>
+"""
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``:9400``, ``0.0.0.0:9400``, ``127.0.0.1:0``, ``[::1]:9400`` -> (host, port)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ExporterError(f"--listen {listen!r}: expected [HOST]:PORT, e.g. :9400 or 127.0.0.1:9400")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return host or "0.0.0.0", int(port)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(
+        self, address: tuple[str, int], exposition: Callable[[], Exposition], web: WebConfig | None
+    ) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.exposition = exposition
+        self.web = web or WebConfig()
+        super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, addr = self.socket.accept()
+        if self.web.ssl_context is not None:
+            sock = self.web.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "gpudash-exporter"
+    timeout = 30  # an idle keep-alive connection gives its thread back after this
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        if isinstance(self.connection, ssl.SSLSocket):
+            try:
+                self.connection.do_handshake()
+            except (ssl.SSLError, OSError) as exc:
+                log.debug("TLS handshake with %s failed: %s", self.client_address[0], exc)
+                self.close_connection = True
+                raise
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ssl.SSLError, ConnectionError, TimeoutError):
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            challenge = {"WWW-Authenticate": 'Basic realm="gpudash"'}
+            self._send(401, b"Unauthorized\n", "text/plain; charset=utf-8", challenge)
+            return
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            exposition = self.server.exposition()
+            if "gzip" in self.headers.get("Accept-Encoding", ""):
+                self._send(200, exposition.gzipped(), CONTENT_TYPE, {"Content-Encoding": "gzip"})
+            else:
+                self._send(200, exposition.body, CONTENT_TYPE)
+        elif path == "/":
+            self._send(200, LANDING, "text/html; charset=utf-8")
+        elif path in ("/-/healthy", "/-/ready"):
+            self._send(200, b"OK\n", "text/plain; charset=utf-8")
+        else:
+            self._send(404, b"Not Found\n", "text/plain; charset=utf-8")
+
+    def _authorized(self) -> bool:
+        web = self.server.web
+        if not web.users:
+            return True
+        scheme, _, encoded = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        return bool(sep) and web.authorized(user, password)
+
+    def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in {**self.server.web.headers, **(extra or {})}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.client_address[0], format % args)
+
+
+class MetricsServer:
+    """Serves ``exposition()`` on ``listen`` in a background thread until ``stop()``."""
+
+    def __init__(self, exposition: Callable[[], Exposition], listen: str, web: WebConfig | None = None) -> None:
+        host, port = parse_listen(listen)
+        try:
+            self._server = _Server((host, port), exposition, web)
+        except OSError as exc:
+            raise ExporterError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
+        self._thread: threading.Thread | None = None
+        self.tls = web is not None and web.ssl_context is not None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = str(self._server.server_address[0])
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5.0)
