@@ -1,0 +1,203 @@
+"""Run each query against a live Prometheus and decide what an empty answer means.
+
+A query that returns series is fine. An empty one is looked into, selector by selector:
+
+- a series it reads does not exist: a failure when that is a signal every dcgm-exporter publishes (or a
+  recorded series whose inputs exist: the recording rules are not loaded); *optional* when the signal is
+  one a deployment may lack (catalog `Signal.optional`) or, for a rule, not a GPU signal at all;
+- everything it reads exists: *needs history* when it looks back with `offset` and has data without it;
+  *nothing matches* when it filters with a comparison (a list of GPUs with XID errors is rightly empty);
+  *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
+from gpudash.check_client import Prometheus, QueryError, Window, series_count
+from gpudash.check_promql import Selector, filters, offsets, selectors, without_offsets
+from gpudash.check_targets import ALERT, VARIABLE, Group, Query, unresolved
+from gpudash.promql import RECORDING_BY_NAME
+
+
+class Status(Enum):
+    OK = "ok"
+    NOT_FIRING = "not firing"
+    NOTHING_MATCHES = "nothing matches now"
+    NEEDS_HISTORY = "needs history"
+    OPTIONAL = "optional"
+    SKIPPED = "not checked"
+    EMPTY = "NO DATA"
+    ERROR = "ERROR"
+
+    @property
+    def failed(self) -> bool:
+        return self in (Status.EMPTY, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Result:
+    query: Query
+    series: int
+    status: Status
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    group: Group
+    results: tuple[Result, ...]
+
+    @property
+    def failures(self) -> list[Result]:
+        return [r for r in self.results if r.status.failed]
+
+
+_LABEL_VALUES = re.compile(
+    r"^\s*label_values\(\s*(?:(?P<match>.+),\s*)?(?P<label>[a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$", re.S)
+_QUERY_RESULT = re.compile(r"^\s*query_result\((?P<expr>.+)\)\s*$", re.S)
+
+
+class Checker:
+    """Runs queries for one profile against one server, all at the same moment `window.end`."""
+
+    def __init__(self, prometheus: Prometheus, profile: Profile, window: Window) -> None:
+        self.prometheus = prometheus
+        self.profile = profile
+        self.window = window
+        self._by_name = {ref.name: BY_KEY[key] for key, ref in profile.metrics.items()}
+        self._exists: dict[str, bool] = {}
+
+    def run_group(self, group: Group) -> GroupResult:
+        window = Window(self.window.end, group.range_s or self.window.range_s, group.step_s or self.window.step_s)
+        return GroupResult(group, tuple(self.run(q, window) for q in group.queries))
+
+    def run(self, query: Query, window: Window | None = None) -> Result:
+        window = window or self.window
+        missing_vars = unresolved(query.expr)
+        if missing_vars:
+            return Result(query, 0, Status.ERROR, f"unknown variable {', '.join(sorted(set(missing_vars)))}")
+        try:
+            if query.kind == VARIABLE:
+                return self._variable(query, window)
+            if query.instant:
+                count = series_count(self.prometheus.instant(query.expr, self.window.end))
+            else:
+                count = series_count(self.prometheus.range(query.expr, window))
+        except QueryError as exc:
+            return Result(query, 0, Status.ERROR, str(exc))
+        if count:
+            return Result(query, count, Status.OK)
+        return self._explain_empty(query)
+
+    # -- variables ------------------------------------------------------------------------------------
+
+    def _variable(self, query: Query, window: Window) -> Result:
+        label_values = _LABEL_VALUES.match(query.expr)
+        query_result = _QUERY_RESULT.match(query.expr)
+        if label_values:
+            match, label = label_values.group("match"), label_values.group("label")
+            values = self.prometheus.label_values(label, match.strip() if match else None, window)
+            if values:
+                return Result(query, len(values), Status.OK, f"{label}: {_sample(values)}")
+            if match and not self._has(match.strip()):
+                return self._missing(query, [_as_selector(match.strip())])
+            return Result(query, 0, Status.EMPTY, f"no series carries a {label!r} label: the variable lists nothing")
+        if query_result:
+            count = series_count(self.prometheus.instant(query_result.group("expr"), self.window.end))
+            return Result(query, count, Status.OK) if count else self._explain_empty(query)
+        return Result(query, 0, Status.SKIPPED, "only label_values() and query_result() variables are checked")
+
+    # -- empty answers ----------------------------------------------------------------------------------
+
+    def _has(self, selector: str) -> bool:
+        if selector not in self._exists:
+            try:
+                self._exists[selector] = bool(series_count(
+                    self.prometheus.instant(f"count({without_offsets(selector)})", self.window.end)))
+            except QueryError:
+                self._exists[selector] = False
+        return self._exists[selector]
+
+    def _explain_empty(self, query: Query) -> Result:
+        expr = query_result.group("expr") if (query_result := _QUERY_RESULT.match(query.expr)) else query.expr
+        missing = [s for s in selectors(expr) if not self._has(str(s))]
+        if missing:
+            return self._missing(query, missing)
+        shifted = offsets(expr)
+        if shifted:
+            try:
+                has_now = series_count(self.prometheus.instant(without_offsets(expr), self.window.end)) > 0
+            except QueryError:
+                has_now = False
+            if has_now or filters(expr):
+                return Result(query, 0, Status.NEEDS_HISTORY,
+                              f"returns data without offset {', '.join(sorted(set(shifted)))}; "
+                              "Prometheus holds less history than that")
+        if query.kind == ALERT:
+            return Result(query, 0, Status.NOT_FIRING)
+        if filters(expr):
+            return Result(query, 0, Status.NOTHING_MATCHES, "every series it reads exists; none passes its filter")
+        return Result(query, 0, Status.EMPTY, "returns nothing although every series it reads exists "
+                                              "(labels that do not line up in a join?)")
+
+    def _missing(self, query: Query, missing: list[Selector]) -> Result:
+        found = [self._why_missing(sel, query.kind) for sel in missing]
+        worst = max((status for _, status in found), key=_SEVERITY.index)
+        return Result(query, 0, worst, "; ".join(reason for reason, _ in found))
+
+    def _why_missing(self, sel: Selector, kind: str) -> tuple[str, Status]:
+        """Why a selector has no series, and what that makes of the query."""
+        name = sel.name
+        if name in RECORDING_BY_NAME:
+            needs = RECORDING_BY_NAME[name].needs
+            absent = [k for k in needs if not self.profile.has(k) or not self._has(self.profile.ref(k).name)]
+            if not absent:
+                return (f"no {name}: its inputs exist, so the recording rules are not loaded or not evaluated yet",
+                        Status.EMPTY)
+            signals = [BY_KEY[k] for k in absent]
+            return self._signals_reason(signals, f"{name} (recorded from {', '.join(self._names(signals))})")
+        signal = self._by_name.get(name) or BY_DCGM_NAME.get(name)
+        if signal is None:
+            if kind == ALERT:
+                return f"no {sel} (not a GPU signal; its exporter is not scraped here)", Status.OPTIONAL
+            return f"no series {sel}", Status.EMPTY
+        if sel.matchers and self._has(name):
+            if _only_variables(sel.matchers) and not signal.optional:
+                return f"{name} exists but none matches {sel.matchers}", Status.EMPTY
+            return f"{name} exists, none matches {sel.matchers} now", Status.NOTHING_MATCHES
+        return self._signals_reason([signal], name)
+
+    def _signals_reason(self, signals: list[Signal], what: str) -> tuple[str, Status]:
+        if all(s.optional for s in signals):
+            sources = sorted({s.source.value for s in signals})
+            return f"no {what}: optional signal ({', '.join(sources)})", Status.OPTIONAL
+        return (f"no {what}: every dcgm-exporter publishes it, so the exporter is not scraped or mislabelled",
+                Status.EMPTY)
+
+    def _names(self, signals: list[Signal]) -> list[str]:
+        return [self.profile.ref(s.key).name if self.profile.has(s.key) else s.dcgm_name for s in signals]
+
+
+# From least to most serious: a query with several missing selectors takes the most serious reason.
+_SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.OPTIONAL, Status.EMPTY)
+
+
+def _only_variables(matchers: str) -> bool:
+    """True when every matcher is a variable's All (`=~".*"`): then no series at all is a failure."""
+    inner = matchers.strip("{}").strip()
+    return not inner or all(part.strip().endswith('=~".*"') for part in inner.split(","))
+
+
+def _as_selector(text: str) -> Selector:
+    found = selectors(text)
+    return found[0] if found else Selector(text, "")
+
+
+def _sample(values: list[str], limit: int = 4) -> str:
+    shown = ", ".join(sorted(values)[:limit])
+    return shown + (f" (+{len(values) - limit})" if len(values) > limit else "")
+
