@@ -1,0 +1,317 @@
+"""`gpudash push`, `diff`, `sync` and `provision`: thin click shells over gpudash.sync."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpudash.errors import DriftError, UsageError
+from gpudash.settings import load_settings
+from gpudash.sync import diffing
+from gpudash.sync.apply import Applier, Outcome, Target, ensure_folder, read_plan
+from gpudash.sync.client import ChangedMeanwhile, Grafana, GrafanaFailure, connection_from
+from gpudash.sync.local import DEFAULT_DIR, load_local, version_message
+from gpudash.sync.plan import Action, Plan
+from gpudash.sync.provision import DEFAULT_DASHBOARDS_PATH, DatasourceSpec, ensure_datasource, provisioning_files
+from gpudash.sync.provision import write_files as write_provisioning
+from gpudash.sync.remote import GrafanaRemote
+from gpudash.sync.watch import regenerate_command, run_regenerate, watch
+
+DEFAULT_FILES_DIR = Path("generated/grafana-provisioning")
+F = Callable[..., Any]
+
+
+def _echo(text: str) -> None:
+    click.echo(text)
+
+
+class _Redacting(logging.Filter):
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        record.msg, record.args = text, None
+        return True
+
+
+def _logging(verbose: int, secrets: tuple[str, ...]) -> None:
+    """-v: retries and progress details from gpudash; -vv: every request, HTTP libraries included."""
+    if not verbose:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_Redacting(secrets))
+    root, ours = logging.getLogger(), logging.getLogger("gpudash")
+    levels = root.level, ours.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
+    ours.setLevel(logging.DEBUG)
+
+    def restore() -> None:
+        root.removeHandler(handler)
+        root.setLevel(levels[0])
+        ours.setLevel(levels[1])
+
+    click.get_current_context().call_on_close(restore)
+
+
+@dataclass
+class Context:
+    remote: GrafanaRemote
+    target: Target
+    directory: Path
+    verbose: int
+    started: float
+
+    @property
+    def grafana(self) -> Grafana:
+        return self.remote.grafana
+
+    def stats(self) -> str:
+        requests = sum(self.grafana.requests.values())
+        return f"{requests} requests, {self.grafana.writes} writes, {time.monotonic() - self.started:.2f} s"
+
+
+def connection_options(command: F) -> F:
+    options = [
+        click.option("--dir", "directory", type=click.Path(path_type=Path), default=DEFAULT_DIR, show_default=True,
+                     help="Directory of generated dashboard JSON."),
+        click.option("--url", default=None, help="Grafana root URL (default: $GRAFANA_URL)."),
+        click.option("--user", default=None, help="Basic-auth login (default: $GRAFANA_USER); password from "
+                                                  "$GRAFANA_PASSWORD or --password-file."),
+        click.option("--token-file", type=click.Path(path_type=Path), default=None,
+                     help="Read the service-account token from this file (default: $GRAFANA_TOKEN)."),
+        click.option("--password-file", type=click.Path(path_type=Path), default=None,
+                     help="Read the basic-auth password from this file."),
+        click.option("--ca-file", type=click.Path(path_type=Path), default=None,
+                     help="CA bundle to verify Grafana's TLS certificate (verification is always on)."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), default=None,
+                     help="Seconds to wait for each answer (default 10)."),
+        click.option("--retries", type=click.IntRange(0, 10), default=None,
+                     help="Retries of reads and of 5xx answers, with backoff (default 3)."),
+        click.option("--org-id", type=int, default=None, help="Grafana organisation (default: $GRAFANA_ORG_ID)."),
+        click.option("--thresholds", type=click.Path(path_type=Path), default=None,
+                     help="thresholds.yaml (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS)."),
+        click.option("--site", type=click.Path(path_type=Path), default=None,
+                     help="Site config with grafana.folder/folder_uid (default: ./gpudash.yaml or $GPUDASH_SITE)."),
+        click.option("-v", "--verbose", count=True, help="-v: retries and unchanged dashboards; -vv: every request."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _open(kwargs: dict[str, Any], need_local: bool = True) -> tuple[Context, list[dict[str, Any]]]:
+    connection = connection_from(
+        os.environ, url=kwargs.pop("url"), user=kwargs.pop("user"), token_file=kwargs.pop("token_file"),
+        password_file=kwargs.pop("password_file"), ca_file=kwargs.pop("ca_file"), timeout=kwargs.pop("timeout"),
+        org_id=kwargs.pop("org_id"), retries=kwargs.pop("retries"))
+    verbose = kwargs.pop("verbose")
+    _logging(verbose, connection.secrets)
+    settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
+    directory = kwargs.pop("directory")
+    local = load_local(directory) if need_local else []
+    target = Target.from_site(settings.site.grafana_folder_uid, settings.site.grafana_folder)
+    remote = GrafanaRemote(Grafana(connection))
+    started = time.monotonic()
+    version = remote.probe()
+    folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
+    if need_local:
+        click.echo(f"Grafana {version} at {connection.url}: {len(local)} dashboards from {directory} -> {folder}")
+    return Context(remote, target, directory, verbose, started), local
+
+
+def _finish(verb: str, ctx: Context, plan: Plan, outcome: Outcome, dry_run: bool) -> None:
+    total = len(plan.writes)
+    if dry_run:
+        click.echo(f"{verb} --dry-run: would {plan.summary()}; nothing written ({ctx.stats()})")
+    else:
+        click.echo(f"{verb}: {outcome.summary()} ({ctx.stats()})")
+    not_written = [s.uid for s, _ in outcome.failed] + [s.uid for s in outcome.not_attempted]
+    drifted = [s.uid for s in outcome.drifted]
+    if outcome.failed:
+        first = outcome.failed[0][1]
+        extra = f"; drifted, not overwritten: {', '.join(drifted)}" if drifted else ""
+        message = (f"{first.format_message()} ({len(outcome.written)} of {total} written; not written: "
+                   f"{', '.join(not_written)}{extra})")
+        raise (ChangedMeanwhile(message) if isinstance(first, ChangedMeanwhile)
+               else GrafanaFailure(message, getattr(first, "status", 0)))
+    if drifted:
+        raise DriftError(f"{len(drifted)} dashboard(s) changed in Grafana outside gpudash, not overwritten: "
+                         f"{', '.join(drifted)}; review with `gpudash diff`, then `gpudash sync --force` "
+                         "to overwrite")
+
+
+def _write_plan(verb: str, ctx: Context, local: list[dict[str, Any]], *, force: bool, prune: bool, dry_run: bool,
+                show_drift: bool) -> None:
+    plan = read_plan(ctx.remote, local, ctx.target, force=force, prune=prune)
+    if plan.of(Action.CREATE, Action.UPDATE):
+        ensure_folder(ctx.remote, ctx.target, dry_run, _echo)
+    commit, message = version_message(ctx.directory)
+    applier = Applier(ctx.remote, ctx.target, commit, message, _echo, force)
+    outcome = applier.run(plan, dry_run=dry_run, verbose=ctx.verbose > 0)
+    if show_drift:
+        for step in outcome.drifted:
+            if step.remote is not None and step.local is not None:
+                click.echo(diffing.report(step.remote.dashboard, step.local, step.uid), nl=False)
+    _finish(verb, ctx, plan, outcome, dry_run)
+
+
+@click.command("push")
+@connection_options
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--force", is_flag=True, help="Overwrite dashboards changed in Grafana since gpudash pushed them.")
+def push(dry_run: bool, force: bool, **kwargs: Any) -> None:
+    """Create or update every generated dashboard in its Grafana folder.
+
+    Reads Grafana first and writes only dashboards that are new or differ, each with a version message
+    naming the source commit. A dashboard changed in the Grafana UI since gpudash pushed it is not
+    overwritten (exit 3) unless --force.
+
+    \b
+    Examples:
+      GRAFANA_URL=https://grafana.example.com GRAFANA_TOKEN=glsa_... gpudash push
+      gpudash push --dry-run
+    """
+    ctx, local = _open(kwargs)
+    _write_plan("push", ctx, local, force=force, prune=False, dry_run=dry_run, show_drift=False)
+
+
+@click.command("diff")
+@connection_options
+def diff(**kwargs: Any) -> None:
+    """Show how Grafana's dashboards differ from the local ones; exit 0 when equal, 1 when not.
+
+    Ignores what Grafana owns (id, version) and gpudash's marker. For each difference: a summary
+    (panels added, removed, changed; thresholds and queries moved), then a unified diff of canonical JSON
+    from Grafana's copy to the local file.
+
+    \b
+    Example:
+      gpudash dashboards && gpudash diff
+    """
+    ctx, local = _open(kwargs)
+    plan = read_plan(ctx.remote, local, ctx.target, prune=True)
+    differ = 0
+    for step in plan.steps:
+        if step.action is Action.CREATE:
+            click.echo(f"only local  {step.uid}  {step.title!r}: not in Grafana")
+        elif step.action is Action.PRUNE:
+            click.echo(f"only in Grafana  {step.uid}  {step.title!r}: gpudash's; `gpudash sync --prune` deletes it")
+        elif step.action in (Action.UPDATE, Action.DRIFTED):
+            state = step.reason if step.action is Action.DRIFTED else "local changes not pushed yet"
+            assert step.remote is not None and step.local is not None
+            if step.remote.folder_uid != ctx.target.folder_uid:
+                state += f"; in folder {step.remote.folder_uid or 'General'}"
+            click.echo(f"differs     {step.uid}  {step.title!r}: {state}")
+            click.echo(diffing.report(step.remote.dashboard, step.local, step.uid), nl=False)
+        else:
+            if step.action is Action.UNCHANGED and ctx.verbose:
+                click.echo(f"equal       {step.uid}  {step.title!r}")
+            continue
+        differ += 1
+    click.echo(f"diff: {differ} of {len(local)} dashboards differ ({ctx.stats()})")
+    if differ:
+        raise click.exceptions.Exit(1)
+
+
+@click.command("sync")
+@connection_options
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--force", is_flag=True, help="Overwrite (and with --prune, delete) dashboards changed in Grafana.")
+@click.option("--prune", is_flag=True, help="Delete dashboards gpudash pushed that no longer exist locally.")
+@click.option("--watch", "watching", is_flag=True, help="Regenerate and sync whenever a definition or "
+                                                        "thresholds.yaml changes.")
+@click.option("--definitions", type=click.Path(path_type=Path), default=Path("dashboards"), show_default=True,
+              help="With --watch: dashboard definitions to watch and regenerate from.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="With --watch: seconds between polls.")
+@click.option("--watch-polls", type=int, default=None, hidden=True)
+def sync(dry_run: bool, force: bool, prune: bool, watching: bool, definitions: Path, interval: float,
+         watch_polls: int | None, **kwargs: Any) -> None:
+    """Write only what changed; never overwrite a dashboard edited in the Grafana UI.
+
+    Compares every local dashboard with Grafana's copy: a no-op sync writes nothing. A dashboard
+    changed in Grafana since gpudash pushed it is shown as a diff and left alone (exit 3) unless
+    --force. --prune deletes dashboards that gpudash pushed and that are gone locally; nothing else is
+    ever deleted.
+
+    \b
+    Examples:
+      gpudash sync                    # after `gpudash dashboards`
+      gpudash sync --prune --dry-run  # what would be deleted
+      gpudash sync --watch            # edit thresholds.yaml, see Grafana follow
+    """
+    thresholds, site, directory = kwargs["thresholds"], kwargs["site"], kwargs["directory"]
+    ctx, local = _open(kwargs)
+    if not watching:
+        _write_plan("sync", ctx, local, force=force, prune=prune, dry_run=dry_run, show_drift=True)
+        return
+    command = regenerate_command(definitions, directory, thresholds, site)
+
+    def cycle() -> None:
+        run_regenerate(command)
+        ctx.started = time.monotonic()
+        _write_plan("sync", ctx, load_local(directory), force=force, prune=prune, dry_run=dry_run,
+                    show_drift=True)
+
+    paths = [definitions, thresholds or Path(os.environ.get("GPUDASH_THRESHOLDS", "thresholds.yaml"))]
+    paths += [site] if site else [Path("gpudash.yaml")]
+    try:
+        watch(paths, cycle, _echo, interval, watch_polls)
+    except KeyboardInterrupt:
+        click.echo("watch: stopped")
+
+
+@click.command("provision")
+@connection_options
+@click.option("--prometheus-url", envvar="PROMETHEUS_URL", default=None,
+              help="URL Grafana uses to reach Prometheus (default: $PROMETHEUS_URL).")
+@click.option("--files-dir", type=click.Path(path_type=Path), default=DEFAULT_FILES_DIR, show_default=True,
+              help="Where to write Grafana's file-provisioning YAML.")
+@click.option("--no-files", is_flag=True, help="Do not write the provisioning YAML.")
+@click.option("--files-only", is_flag=True, help="Only write the provisioning YAML; do not contact Grafana.")
+@click.option("--dashboards-path", default=DEFAULT_DASHBOARDS_PATH, show_default=True,
+              help="Path on the Grafana server where the dashboard JSON files are copied (provider YAML).")
+@click.option("--dry-run", is_flag=True, help="Print what would be created; write nothing.")
+def provision(prometheus_url: str | None, files_dir: Path, no_files: bool, files_only: bool, dashboards_path: str,
+              dry_run: bool, **kwargs: Any) -> None:
+    """Bring an empty Grafana to a working state: data source, folder, every dashboard.
+
+    The Prometheus data source gets a fixed uid (grafana.datasource_uid), so the dashboards find it.
+    Also writes provisioning YAML (data source + dashboard provider) for Grafana's own file provisioning.
+
+    \b
+    Examples:
+      gpudash provision --prometheus-url http://prometheus:9090
+      gpudash provision --files-only --prometheus-url http://prometheus:9090 --files-dir /etc/grafana/provisioning
+    """
+    if no_files and files_only:
+        raise UsageError("--no-files and --files-only exclude each other")
+    if not prometheus_url:
+        raise UsageError("no Prometheus URL: pass --prometheus-url or set PROMETHEUS_URL (the URL Grafana uses "
+                         "to reach Prometheus, e.g. http://prometheus:9090)")
+    settings = load_settings(kwargs["thresholds"], kwargs["site"])
+    site = settings.site
+    spec = DatasourceSpec(site.datasource_uid, site.datasource_name, prometheus_url, str(site.scrape_interval))
+    target = Target.from_site(site.grafana_folder_uid, site.grafana_folder)
+    if not no_files and not dry_run:
+        for path in write_provisioning(files_dir, provisioning_files(spec, target, dashboards_path)):
+            click.echo(f"wrote {path}")
+    if files_only:
+        return
+    ctx, local = _open(kwargs)
+    ensure_datasource(ctx.remote, spec, dry_run, _echo)
+    _write_plan("provision", ctx, local, force=False, prune=False, dry_run=dry_run, show_drift=False)

@@ -1,0 +1,278 @@
+"""The connection to Grafana: settings from the environment and flags, and one guarded way to call it.
+
+Every request goes through `Grafana.call`, which wraps a grafana-client call, retries what is safe to
+retry (reads on any transport failure or 5xx, writes on 5xx) with bounded exponential backoff, and turns
+whatever went wrong into one line naming the object and what the server said. The token and password are
+held only here, never appear in a message or a log record, and are scrubbed from any text that could
+echo them.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from threading import Lock
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import niquests
+import niquests.exceptions
+from grafana_client import GrafanaApi
+from grafana_client.client import GrafanaException, GrafanaTimeoutError
+
+from gpudash import __version__
+from gpudash.errors import ConfigError, DriftError, RemoteError
+
+log = logging.getLogger("gpudash.sync")
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_RETRIES = 3
+SETUP_HINT = ("set GRAFANA_URL (e.g. GRAFANA_URL=http://grafana:3000) and GRAFANA_TOKEN (a service-account "
+              "token), or GRAFANA_USER and GRAFANA_PASSWORD; or pass --url")
+# Statuses that concern one object: the run goes on with the next one. Anything else stops it.
+PER_OBJECT_STATUSES = frozenset({400, 404, 409, 412, 422})
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where Grafana is and how to authenticate. `url` never carries credentials."""
+
+    url: str
+    token: str = field(default="", repr=False)
+    user: str = ""
+    password: str = field(default="", repr=False)
+    ca_file: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    org_id: int | None = None
+    retries: int = DEFAULT_RETRIES
+    backoff: float = 0.25  # seconds before the first retry; doubles each time, at most 4 s
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        values = [self.token, self.password]
+        if self.user or self.password:
+            values.append(base64.b64encode(f"{self.user}:{self.password}".encode()).decode())
+        return tuple(value for value in values if value)
+
+
+def _read_secret(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}") from exc
+
+
+def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str | None = None,
+                    token_file: Path | None = None, password_file: Path | None = None,
+                    ca_file: Path | None = None, timeout: float | None = None, org_id: int | None = None,
+                    retries: int | None = None) -> Connection:
+    """GRAFANA_URL, GRAFANA_TOKEN or GRAFANA_USER/GRAFANA_PASSWORD, GRAFANA_ORG_ID; flags win."""
+    raw_url = url or env.get("GRAFANA_URL", "")
+    if not raw_url.strip():
+        raise ConfigError(f"GRAFANA_URL is not set: {SETUP_HINT}")
+    parts = urlsplit(raw_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"GRAFANA_URL: expected http(s)://host[:port][/path], got {parts.scheme or 'no'} scheme"
+                          f" and host {parts.hostname or 'none'}")
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError as exc:
+        raise ConfigError("GRAFANA_URL: the port is not a number") from exc
+    display = f"{parts.scheme}://{parts.hostname}{port}{parts.path.rstrip('/')}"
+    token = _read_secret(token_file, "token") if token_file else env.get("GRAFANA_TOKEN", "").strip()
+    login = user or env.get("GRAFANA_USER", "") or (parts.username or "")
+    if password_file:
+        password = _read_secret(password_file, "password")
+    else:
+        password = env.get("GRAFANA_PASSWORD", "") or (parts.password or "")
+    if token and (user or password_file):
+        token = ""  # flags for basic auth win over a token from the environment
+    if not token and not (login and password):
+        missing = "GRAFANA_PASSWORD" if login else "GRAFANA_TOKEN"
+        raise ConfigError(f"{missing} is not set: {SETUP_HINT}")
+    if ca_file is not None and not ca_file.is_file():
+        raise ConfigError(f"{ca_file}: --ca-file: no such file")
+    org_text = env.get("GRAFANA_ORG_ID", "")
+    if org_id is None and org_text:
+        if not org_text.isdigit():
+            raise ConfigError(f"GRAFANA_ORG_ID: expected a whole number, got {org_text!r}")
+        org_id = int(org_text)
+    return Connection(display, token, "" if token else login, "" if token else password, ca_file,
+                      DEFAULT_TIMEOUT if timeout is None else timeout, org_id,
+                      DEFAULT_RETRIES if retries is None else retries)
+
+
+class GrafanaFailure(RemoteError):
+    """Grafana refused or could not be reached. `per_object`: the next object may still succeed."""
+
+    def __init__(self, message: str, status: int = 0, keyword: str = "", per_object: bool = False,
+                 said: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.keyword = keyword
+        self.per_object = per_object
+        self.said = said
+
+
+class ChangedMeanwhile(DriftError):
+    """412 version-mismatch: someone saved the object between gpudash's read and its write."""
+
+    per_object = True
+    status = 412
+
+
+@dataclass(frozen=True)
+class _Trouble:
+    status: int  # 0: no HTTP answer
+    said: str  # what the server said, or what happened on the way
+    keyword: str = ""
+    transport: bool = False
+
+
+def _snippet(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _body_text(body: Any, status: int) -> tuple[str, str]:
+    """(message, keyword) from an error body; says so when the body was not JSON."""
+    if isinstance(body, dict):
+        message = str(body.get("message") or body.get("title") or "").strip()
+        keyword = str(body.get("status") or body.get("messageId") or "")
+        return message or f"no message in the {status} answer", keyword
+    text = body if isinstance(body, str) else ""
+    if not text.strip():
+        return "an empty body", ""
+    return f"a body that is not JSON: {_snippet(text)!r}", "non-json"
+
+
+def _refused(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class Grafana:
+    """A grafana-client `GrafanaApi` plus retries, error mapping, request counts and redaction."""
+
+    def __init__(self, connection: Connection, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.connection = connection
+        self._sleep = sleep
+        parts = urlsplit(connection.url)
+        prefix = parts.path.strip("/")
+        credential: Any = connection.token or (connection.user, connection.password)
+        self.api = GrafanaApi(
+            auth=credential, host=parts.hostname, port=parts.port, protocol=parts.scheme,
+            url_path_prefix=f"{prefix}/" if prefix else "",
+            verify=str(connection.ca_file) if connection.ca_file else True,
+            timeout=connection.timeout, organization_id=connection.org_id, user_agent=f"gpudash/{__version__}",
+        )
+        self.requests: Counter[str] = Counter()
+        self._lock = Lock()
+
+    @property
+    def writes(self) -> int:
+        return sum(n for method, n in self.requests.items() if method != "GET")
+
+    def redact(self, text: str) -> str:
+        for secret in self.connection.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def call(self, what: str, method: str, path: str, request: Callable[[], T]) -> T:
+        """Run one request (`request` makes exactly one), retrying what is safe; raise one clear line."""
+        attempts = 1 + max(0, self.connection.retries)
+        for attempt in range(1, attempts + 1):
+            with self._lock:
+                self.requests[method] += 1
+            started = time.monotonic()
+            try:
+                result = request()
+            except (GrafanaException, niquests.exceptions.RequestException, ValueError) as exc:
+                trouble = self._classify(exc)
+                took = (time.monotonic() - started) * 1000
+                log.debug("%s %s failed in %.0f ms: %s %s", method, path, took, trouble.status or "-",
+                          self.redact(trouble.said))
+                retry = trouble.status >= 500 or (method == "GET" and trouble.transport)
+                if retry and attempt < attempts:
+                    pause = min(4.0, self.connection.backoff * 2 ** (attempt - 1))
+                    log.info("%s %s: %s; retry %d of %d in %.2f s", method, path, self.redact(trouble.said),
+                             attempt, attempts - 1, pause)
+                    self._sleep(pause)
+                    continue
+                raise self._failure(what, trouble, attempt) from None
+            log.debug("%s %s ok in %.0f ms", method, path, (time.monotonic() - started) * 1000)
+            return result
+        raise AssertionError("unreachable")
+
+    def expect(self, what: str, value: Any, kind: type) -> Any:
+        """A 2xx answer of the wrong shape (an HTML login page behind a proxy, say) as one line."""
+        if isinstance(value, kind):
+            return value
+        shown = f"{_snippet(value)!r}" if isinstance(value, str) else type(value).__name__
+        raise GrafanaFailure(self.redact(
+            f"{what}: Grafana at {self.connection.url} answered with a body that is not the expected JSON: "
+            f"{shown} (is GRAFANA_URL the Grafana root URL?)"))
+
+    def _classify(self, exc: BaseException) -> _Trouble:
+        if isinstance(exc, (GrafanaTimeoutError, niquests.exceptions.Timeout)):
+            return _Trouble(0, f"no answer within {self.connection.timeout:g} s (timeout)", "timeout", True)
+        if isinstance(exc, GrafanaException) and exc.status_code:
+            message, keyword = _body_text(exc.response, exc.status_code)
+            return _Trouble(int(exc.status_code), message, keyword)
+        if isinstance(exc, (niquests.exceptions.InvalidJSONError, ValueError)):
+            doc = getattr(exc, "doc", "")
+            return _Trouble(200, f"a body that is not JSON: {_snippet(str(doc))!r}", "non-json")
+        if isinstance(exc, niquests.exceptions.SSLError) or "certificate" in str(exc).lower():
+            return _Trouble(0, f"TLS verification failed ({_snippet(str(exc), 120)}); pass --ca-file", "tls", True)
+        if _refused(exc):
+            return _Trouble(0, "connection refused", "refused", True)
+        return _Trouble(0, f"request failed: {_snippet(str(exc), 160)}", "transport", True)
+
+    def _failure(self, what: str, trouble: _Trouble, attempts: int) -> GrafanaFailure | ChangedMeanwhile:
+        url = self.connection.url
+        tries = f" (tried {attempts} times)" if attempts > 1 else ""
+        status, said = trouble.status, trouble.said
+        if status == 412 and trouble.keyword == "version-mismatch":
+            return ChangedMeanwhile(self.redact(
+                f"{what}: changed in Grafana while gpudash was writing it (412 version-mismatch: {said}); "
+                "run `gpudash sync` again to see the change"))
+        if status == 0:
+            text = f"{what}: cannot reach Grafana at {url}: {said}{tries}"
+            if trouble.keyword == "refused":
+                text += "; is Grafana running and GRAFANA_URL right?"
+            elif trouble.keyword == "timeout":
+                text += "; raise --timeout or check the server"
+            return GrafanaFailure(self.redact(text), 0, trouble.keyword, said=self.redact(said))
+        hint = {
+            401: "; check GRAFANA_TOKEN (or GRAFANA_USER and GRAFANA_PASSWORD)",
+            403: "; the token's role lacks the permission (Editor for dashboards and folders, Admin for data "
+                 "sources)",
+        }.get(status, "")
+        if trouble.keyword == "name-exists":
+            hint = "; another dashboard in that folder has the same title: rename or delete one of them"
+        elif trouble.keyword == "name-match":
+            hint = "; a folder has the same title: rename the dashboard or the folder"
+        elif "provisioned" in said.lower():
+            hint = "; it is provisioned from files on the Grafana server: change it there"
+        if trouble.keyword == "non-json":
+            text = f"{what}: Grafana at {url} answered {status} with {said}{tries}"
+        else:
+            keyword = f" {trouble.keyword}" if trouble.keyword and trouble.keyword != said else ""
+            text = f"{what}: Grafana answered {status}{keyword}: {said}{tries}{hint}"
+        return GrafanaFailure(self.redact(text), status, trouble.keyword, status in PER_OBJECT_STATUSES,
+                              self.redact(said))
+
+
+def connection_from_environment(**overrides: Any) -> Connection:
+    return connection_from(os.environ, **overrides)

@@ -1,0 +1,102 @@
+"""What gpudash compares, and how it marks what it pushed.
+
+The canonical form of a dashboard is its JSON without what the server owns (`id`, `version`) and without
+the gpudash marker, with the normalisation Grafana applies on save (title trimmed, refresh raised to the
+5 s minimum, integral floats written as integers as Go does). Two dashboards are equal when their
+canonical forms are.
+
+Every dashboard gpudash writes carries a marker, a top-level key holding the hash of the canonical form
+it wrote. When the remote canonical form still hashes to the marker, nobody changed the dashboard since
+gpudash pushed it; when it does not, or the marker is gone (a save from the Grafana UI drops unknown
+keys), someone did.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+MARKER_KEY = "gpudashSync"
+SERVER_OWNED_KEYS = ("id", "version")
+MIN_REFRESH_SECONDS = 5  # Grafana's default min_refresh_interval; shorter values are raised on save
+
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w|M|y)$")
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "M": 2592000, "y": 31536000}
+
+Provenance = Literal["pushed", "edited", "unmarked"]
+
+
+def _numbers_as_go_writes_them(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _numbers_as_go_writes_them(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_go_writes_them(item) for item in value]
+    return value
+
+
+def _clamped_refresh(refresh: Any) -> Any:
+    if not isinstance(refresh, str):
+        return refresh
+    match = _DURATION.match(refresh.strip())
+    if match and int(match.group(1)) * _SECONDS[match.group(2)] < MIN_REFRESH_SECONDS:
+        return f"{MIN_REFRESH_SECONDS}s"
+    return refresh
+
+
+def canonical(dashboard: dict[str, Any]) -> dict[str, Any]:
+    """The dashboard as gpudash compares it (a new dict; the argument is not changed)."""
+    body = {key: value for key, value in dashboard.items() if key not in (*SERVER_OWNED_KEYS, MARKER_KEY)}
+    body = _numbers_as_go_writes_them(copy.deepcopy(body))
+    if isinstance(body.get("title"), str):
+        body["title"] = body["title"].strip()
+    if isinstance(body.get("uid"), str):
+        body["uid"] = body["uid"].strip()
+    if "refresh" in body:
+        body["refresh"] = _clamped_refresh(body["refresh"])
+    return body
+
+
+def canonical_text(dashboard: dict[str, Any]) -> str:
+    """Canonical JSON as text: sorted keys, two-space indent; what `gpudash diff` shows."""
+    return json.dumps(canonical(dashboard), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def content_hash(dashboard: dict[str, Any]) -> str:
+    compact = json.dumps(canonical(dashboard), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(compact.encode("utf-8")).hexdigest()
+
+
+def same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return canonical(a) == canonical(b)
+
+
+def marked(dashboard: dict[str, Any], commit: str) -> dict[str, Any]:
+    """The dashboard as gpudash posts it: the local JSON plus the marker, without server-owned keys."""
+    body = {key: value for key, value in dashboard.items() if key not in (*SERVER_OWNED_KEYS, MARKER_KEY)}
+    body[MARKER_KEY] = {"contentHash": content_hash(dashboard), "commit": commit}
+    return body
+
+
+def marker_hash(dashboard: dict[str, Any]) -> str | None:
+    marker = dashboard.get(MARKER_KEY)
+    if isinstance(marker, dict) and isinstance(marker.get("contentHash"), str):
+        return str(marker["contentHash"])
+    return None
+
+
+def marker_commit(dashboard: dict[str, Any]) -> str:
+    marker = dashboard.get(MARKER_KEY)
+    return str(marker.get("commit") or "") if isinstance(marker, dict) else ""
+
+
+def provenance(remote: dict[str, Any]) -> Provenance:
+    """`pushed`: exactly what gpudash wrote; `edited`: written by gpudash, changed since; `unmarked`: neither."""
+    stored = marker_hash(remote)
+    if stored is None:
+        return "unmarked"
+    return "pushed" if stored == content_hash(remote) else "edited"

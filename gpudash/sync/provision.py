@@ -1,0 +1,137 @@
+"""From an empty Grafana to a working one: the Prometheus data source (fixed uid), the folder, the dashboards.
+
+Also writes Grafana's own file-provisioning YAML (a data source file and a dashboard provider pointing
+at the generated JSON) for people who provision from disk instead of over the API.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from gpudash.errors import ConfigError
+from gpudash.sync.apply import Target
+from gpudash.sync.client import GrafanaFailure
+from gpudash.sync.remote import GrafanaRemote
+
+Echo = Callable[[str], None]
+DEFAULT_DASHBOARDS_PATH = "/var/lib/grafana/dashboards/gpudash"
+PROVIDER_NAME = "gpudash"
+
+
+@dataclass(frozen=True)
+class DatasourceSpec:
+    uid: str
+    name: str
+    url: str
+    scrape_interval: str
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"Prometheus URL: expected http(s)://host:port, got {self.url!r} "
+                              "(pass --prometheus-url or set PROMETHEUS_URL: the URL Grafana uses to reach it)")
+
+    @property
+    def json_data(self) -> dict[str, Any]:
+        # POST lets long PromQL through proxies; timeInterval keeps $__rate_interval >= 4x the scrape interval
+        return {"httpMethod": "POST", "timeInterval": self.scrape_interval}
+
+    def owned_fields(self) -> dict[str, Any]:
+        return {"uid": self.uid, "name": self.name, "type": "prometheus", "access": "proxy", "url": self.url}
+
+
+def _needs_update(existing: dict[str, Any], spec: DatasourceSpec) -> list[str]:
+    changed = [key for key, value in spec.owned_fields().items() if existing.get(key) != value]
+    json_data = existing.get("jsonData") or {}
+    changed += [f"jsonData.{key}" for key, value in spec.json_data.items() if json_data.get(key) != value]
+    return changed
+
+
+def ensure_datasource(remote: GrafanaRemote, spec: DatasourceSpec, dry_run: bool, echo: Echo) -> bool:
+    """Create or correct the data source; return whether anything was (or would be) written."""
+    label = f"data source {spec.name!r} ({spec.uid})"
+    existing = remote.datasource(spec.uid)
+    if existing is None:
+        if dry_run:
+            echo(f"would create {label} -> {spec.url}")
+            return True
+        listing = remote.grafana.call(label, "GET", "/api/datasources",
+                                      lambda: remote.grafana.api.datasource.list_datasources())
+        has_default = any(isinstance(d, dict) and d.get("isDefault") for d in listing or [])
+        body = {**spec.owned_fields(), "isDefault": not has_default, "jsonData": spec.json_data}
+        try:
+            remote.create_datasource(body)
+        except GrafanaFailure as exc:
+            if exc.status == 409 and "name" in exc.said:
+                raise GrafanaFailure(f"{exc.message}; another data source already has this name: set "
+                                     "grafana.datasource_name in gpudash.yaml, or rename that one",
+                                     exc.status, exc.keyword, said=exc.said) from None
+            raise
+        echo(f"created    {label} -> {spec.url}")
+        return True
+    changed = _needs_update(existing, spec)
+    if not changed:
+        echo(f"unchanged  {label}")
+        return False
+    if dry_run:
+        echo(f"would update {label}: {', '.join(changed)}")
+        return True
+    keep = ("user", "database", "basicAuth", "basicAuthUser", "withCredentials", "isDefault")
+    body = {key: existing[key] for key in keep if key in existing}
+    body.update(spec.owned_fields())
+    body["jsonData"] = {**(existing.get("jsonData") or {}), **spec.json_data}
+    body["version"] = existing.get("version", 0)  # optimistic lock: 409 if someone saved it meanwhile
+    remote.update_datasource(spec.uid, body)
+    echo(f"updated    {label}: {', '.join(changed)}")
+    return True
+
+
+def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: str,
+                       update_seconds: int = 30) -> dict[str, str]:
+    """Relative path -> YAML text for Grafana's provisioning/ directory."""
+    datasource = {
+        "apiVersion": 1,
+        "datasources": [{**{k: v for k, v in spec.owned_fields().items()}, "orgId": 1, "isDefault": False,
+                         "editable": False, "jsonData": spec.json_data}],
+    }
+    provider: dict[str, Any] = {
+        "name": PROVIDER_NAME, "orgId": 1, "type": "file", "disableDeletion": False,
+        "updateIntervalSeconds": update_seconds, "allowUiUpdates": False,
+        "options": {"path": dashboards_path, "foldersFromFilesStructure": False},
+    }
+    if target.folder_uid:
+        provider.update(folder=target.folder_title, folderUid=target.folder_uid)
+    else:
+        provider["folder"] = ""
+    header = ("# Written by `gpudash provision --write-files`. Grafana reads it at start-up.\n"
+              "# Regenerate it rather than editing it by hand.\n")
+    dump = lambda data: header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)  # noqa: E731
+    return {
+        "datasources/gpudash.yaml": dump(datasource),
+        "dashboards/gpudash.yaml": dump({"apiVersion": 1, "providers": [provider]}),
+    }
+
+
+def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
+    """Write each file atomically (temp file + rename); return the paths written."""
+    written = []
+    for relative, text in files.items():
+        path = out_dir / relative
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            os.replace(temp, path)
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot write: {exc.strerror}") from exc
+        written.append(path)
+    return written

@@ -1,0 +1,149 @@
+"""Typed Grafana operations over grafana-client, each one request through `Grafana.call`.
+
+Only what behaves the same on Grafana 9 to 12 is relied on: dashboards by uid, folders by uid, data
+sources by uid, search by dashboardUIDs and tag. Response fields that differ by version (the POST
+response's folderUid, DELETE's id or uid, the folder list's scope) are never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import quote
+
+from gpudash.sync.client import Grafana, GrafanaFailure
+from gpudash.sync.plan import RemoteDashboard
+
+SEARCH_CHUNK = 100  # uids per search request: keeps the query string well under proxy limits
+PAGE = 1000
+
+
+def dashboard_label(uid: str, title: str = "") -> str:
+    return f"dashboard {title!r} ({uid})" if title else f"dashboard {uid}"
+
+
+class GrafanaRemote:
+    def __init__(self, grafana: Grafana, workers: int = 8) -> None:
+        self.grafana = grafana
+        self.workers = max(1, workers)
+        self.server_version = ""
+
+    @property
+    def where(self) -> str:
+        return f"Grafana at {self.grafana.connection.url}"
+
+    def probe(self) -> str:
+        """Check the address and the credentials once, up front; return Grafana's version."""
+        g = self.grafana
+        body = g.expect(self.where, g.call(self.where, "GET", "/api/frontend/settings",
+                                           lambda: g.api.client.GET("/frontend/settings")), dict)
+        info = body.get("buildInfo")
+        if not isinstance(info, dict):
+            raise GrafanaFailure(f"{self.where}: /api/frontend/settings has no buildInfo; is this Grafana?")
+        self.server_version = str(info.get("version", "")).split("-")[0]
+        return self.server_version
+
+    # ------------------------------------------------------------------ dashboards
+
+    def dashboard(self, uid: str, title: str = "") -> RemoteDashboard | None:
+        g, what = self.grafana, dashboard_label(uid, title)
+        try:
+            body = g.call(what, "GET", f"/api/dashboards/uid/{uid}", lambda: g.api.dashboard.get_dashboard(uid))
+        except GrafanaFailure as exc:
+            if exc.status == 404:
+                return None
+            raise
+        body = g.expect(what, body, dict)
+        try:
+            return RemoteDashboard.from_api(uid, body)
+        except (ValueError, TypeError) as exc:
+            raise GrafanaFailure(f"{what}: Grafana's answer has no dashboard and meta ({exc})") from None
+
+    def existing_uids(self, uids: Iterable[str]) -> set[str]:
+        """Which of `uids` exist, by search (cheap), so a first push does not GET what is not there."""
+        wanted = sorted(set(uids))
+        found: set[str] = set()
+        g = self.grafana
+        for start in range(0, len(wanted), SEARCH_CHUNK):
+            chunk = wanted[start:start + SEARCH_CHUNK]
+            hits = g.expect(self.where, g.call(f"{self.where} (search)", "GET", "/api/search",
+                                               self._search(type_="dash-db", dashboard_uids=chunk)), list)
+            found.update(str(hit.get("uid")) for hit in hits if isinstance(hit, dict))
+        return found & set(wanted)
+
+    def dashboards(self, wanted: dict[str, str]) -> dict[str, RemoteDashboard]:
+        """uid -> remote copy for each uid in `wanted` (uid -> title) that exists; GETs run in parallel."""
+        present = sorted(self.existing_uids(wanted))
+        if not present:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(present))) as pool:
+            results = list(pool.map(lambda uid: self.dashboard(uid, wanted[uid]), present))
+        return {item.uid: item for item in results if item is not None}
+
+    def _search(self, **params: Any) -> Callable[[], Any]:
+        return lambda: self.grafana.api.search.search_dashboards(limit=PAGE, **params)
+
+    def tagged(self, tag: str) -> list[dict[str, Any]]:
+        """Every dashboard search hit carrying `tag`, all pages."""
+        g = self.grafana
+        hits: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            batch = g.expect(self.where, g.call(f"{self.where} (search)", "GET", "/api/search",
+                                                self._search(type_="dash-db", tag=tag, page=page)), list)
+            hits += [hit for hit in batch if isinstance(hit, dict)]
+            if len(batch) < PAGE:
+                return hits
+            page += 1
+
+    def save(self, body: dict[str, Any], what: str) -> dict[str, Any]:
+        g = self.grafana
+        answer = g.call(what, "POST", "/api/dashboards/db", lambda: g.api.dashboard.update_dashboard(body))
+        return dict(g.expect(what, answer, dict))
+
+    def delete(self, uid: str, what: str) -> None:
+        g = self.grafana
+        g.expect(what, g.call(what, "DELETE", f"/api/dashboards/uid/{uid}",
+                              lambda: g.api.dashboard.delete_dashboard(uid)), dict)
+
+    # ------------------------------------------------------------------ folders
+
+    def folder(self, uid: str) -> dict[str, Any] | None:
+        g, what = self.grafana, f"folder {uid}"
+        try:
+            body = g.call(what, "GET", f"/api/folders/{uid}", lambda: g.api.folder.get_folder(uid))
+        except GrafanaFailure as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(g.expect(what, body, dict))
+
+    def create_folder(self, uid: str, title: str) -> dict[str, Any]:
+        g, what = self.grafana, f"folder {title!r} ({uid})"
+        body = g.call(what, "POST", "/api/folders", lambda: g.api.folder.create_folder(title, uid=uid))
+        return dict(g.expect(what, body, dict))
+
+    # ------------------------------------------------------------------ data sources
+
+    def datasource(self, uid: str) -> dict[str, Any] | None:
+        g, what = self.grafana, f"data source {uid}"
+        try:
+            body = g.call(what, "GET", f"/api/datasources/uid/{uid}",
+                          lambda: g.api.datasource.get_datasource_by_uid(quote(uid, safe="")))
+        except GrafanaFailure as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(g.expect(what, body, dict))
+
+    def create_datasource(self, body: dict[str, Any]) -> dict[str, Any]:
+        g, what = self.grafana, f"data source {body.get('name')!r} ({body.get('uid')})"
+        answer = g.call(what, "POST", "/api/datasources", lambda: g.api.datasource.create_datasource(body))
+        return dict(g.expect(what, answer, dict))
+
+    def update_datasource(self, uid: str, body: dict[str, Any]) -> dict[str, Any]:
+        g, what = self.grafana, f"data source {body.get('name')!r} ({uid})"
+        answer = g.call(what, "PUT", f"/api/datasources/uid/{uid}",
+                        lambda: g.api.datasource.update_datasource_by_uid(quote(uid, safe=""), body))
+        return dict(g.expect(what, answer, dict))

@@ -1,0 +1,80 @@
+"""`gpudash sync --watch`: regenerate and sync whenever a definition or thresholds.yaml changes.
+
+Polls modification times (no platform file-event API needed, and it works on network filesystems).
+A failing cycle is reported and the loop goes on; the next change tries again.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from gpudash.errors import GpudashError
+
+Snapshot = dict[Path, float]
+WATCHED_SUFFIXES = (".py", ".yaml", ".yml", ".json")
+
+
+def snapshot(paths: Iterable[Path]) -> Snapshot:
+    """Modification time of every watched file (directories: their *.py/*.yaml/*.json, recursively)."""
+    seen: Snapshot = {}
+    for path in paths:
+        if path.is_dir():
+            for item in path.rglob("*"):
+                if item.suffix in WATCHED_SUFFIXES and item.is_file() and "__pycache__" not in item.parts:
+                    seen[item] = item.stat().st_mtime
+        elif path.is_file():
+            seen[path] = path.stat().st_mtime
+    return seen
+
+
+def changed(before: Snapshot, after: Snapshot) -> list[Path]:
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+
+
+def regenerate_command(definitions: Path, out: Path, thresholds: Path | None, site: Path | None) -> list[str]:
+    command = [sys.executable, "-m", "gpudash", "dashboards", "--definitions", str(definitions), "--out", str(out)]
+    if thresholds is not None:
+        command += ["--thresholds", str(thresholds)]
+    if site is not None:
+        command += ["--site", str(site)]
+    return command
+
+
+def run_regenerate(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1]
+        raise GpudashError(f"regenerating the dashboards failed: {last}")
+
+
+def watch(paths: list[Path], cycle: Callable[[], None], echo: Callable[[str], None], interval: float = 1.0,
+          polls: int | None = None, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Run `cycle` once, then again after each change; stop after `polls` polls (None: never). Return cycles run."""
+    def attempt() -> None:
+        try:
+            cycle()
+        except GpudashError as exc:
+            echo(f"watch: {exc.format_message()}")
+
+    attempt()
+    cycles = 1
+    last = snapshot(paths)
+    done = 0
+    echo(f"watch: watching {', '.join(str(p) for p in paths)} every {interval:g} s (Ctrl-C to stop)")
+    while polls is None or done < polls:
+        sleep(interval)
+        done += 1
+        now = snapshot(paths)
+        moved = changed(last, now)
+        if not moved:
+            continue
+        shown = ", ".join(str(p) for p in moved[:3]) + (f" and {len(moved) - 3} more" if len(moved) > 3 else "")
+        echo(f"watch: {shown} changed")
+        attempt()
+        cycles += 1
+        last = snapshot(paths)  # what the cycle itself wrote (the regenerated JSON) is not a new change
+    return cycles

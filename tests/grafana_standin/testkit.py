@@ -1,0 +1,235 @@
+"""What the sync tests share: a Grafana to test against (the stand-in, or a real one), small dashboards,
+and running `gpudash` in-process with its output captured.
+
+`pytest --real-grafana` (or `make e2e-grafana`) points the same tests at GRAFANA_URL with GRAFANA_TOKEN.
+Each test then works in a folder of its own (uids and titles carry a random prefix) and deletes it after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from grafana_client import GrafanaApi
+
+from gpudash.cli import main
+from gpudash.sync.content import MARKER_KEY
+
+from .flavor import TESTED_VERSIONS
+from .server import UI_MODEL_KEYS, StandIn
+
+REPO = Path(__file__).resolve().parents[2]
+THRESHOLDS = REPO / "thresholds.yaml"
+GRAFANA_ENV = ("GRAFANA_URL", "GRAFANA_TOKEN", "GRAFANA_USER", "GRAFANA_PASSWORD", "GRAFANA_ORG_ID",
+               "GPUDASH_SITE", "GPUDASH_THRESHOLDS", "PROMETHEUS_URL")
+
+
+def make_dashboard(uid: str, title: str, threshold: float = 80.0, expr: str = "avg(gpu_util)",
+                   panels: int = 3) -> dict[str, Any]:
+    """A small dashboard shaped like the generated ones (fixed uid, gpudash tag, thresholds, queries)."""
+    body: list[dict[str, Any]] = [{"id": 1, "type": "row", "title": "Overview", "collapsed": False, "panels": [],
+                                   "gridPos": {"h": 1, "w": 24, "x": 0, "y": 0}}]
+    for n in range(2, panels + 2):
+        body.append({
+            "id": n, "type": "timeseries", "title": f"Panel {n}", "gridPos": {"h": 8, "w": 12, "x": 0, "y": n * 8},
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "fieldConfig": {"defaults": {"unit": "percent", "thresholds": {"mode": "absolute", "steps": [
+                {"color": "green", "value": None}, {"color": "red", "value": threshold}]}}, "overrides": []},
+            "targets": [{"refId": "A", "expr": f"{expr} * {n}", "datasource": {"type": "prometheus",
+                                                                              "uid": "${datasource}"}}],
+        })
+    return {"uid": uid, "title": title, "tags": ["gpudash", "gpu"], "panels": body, "refresh": "30s",
+            "schemaVersion": 39, "time": {"from": "now-6h", "to": "now"}, "timezone": "browser",
+            "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus"}]},
+            "editable": True, "description": f"{title} (test)"}
+
+
+def write_set(directory: Path, dashboards: list[dict[str, Any]]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.json"):
+        old.unlink()
+    for item in dashboards:
+        (directory / f"{item['uid']}.json").write_text(json.dumps(item, indent=2, sort_keys=True) + "\n")
+    return directory
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+    @property
+    def writes(self) -> int:
+        """Writes as the run counted them (its summary line), so it works against a real Grafana too."""
+        found = re.findall(r"(\d+) writes", self.out)
+        assert found, f"no summary line in:\n{self.text}"
+        return int(found[-1])
+
+
+def run_gpudash(args: list[str], env: dict[str, str | None]) -> Result:
+    """`gpudash ARGS` in-process through gpudash.cli.main, exactly as the console script runs it."""
+    runner = CliRunner()
+    with runner.isolation(env=env) as streams:
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = streams[0].getvalue(), streams[1].getvalue()
+    return Result(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+@dataclass
+class GrafanaUnderTest:
+    """The Grafana a test talks to, with the setup a test needs: UI edits, foreign dashboards, cleanup."""
+
+    url: str
+    token: str
+    version: str
+    workdir: Path
+    standin: StandIn | None = None
+    prefix: str = field(default_factory=lambda: f"t{uuid.uuid4().hex[:8]}")
+    created: list[str] = field(default_factory=list)
+
+    @property
+    def real(self) -> bool:
+        return self.standin is None
+
+    @property
+    def folder_uid(self) -> str:
+        return f"{self.prefix}-gpu"
+
+    @property
+    def folder_title(self) -> str:
+        return f"GPU {self.prefix}"
+
+    def uid(self, name: str) -> str:
+        return f"{self.prefix}-{name}"
+
+    def dashboards(self, count: int, **kwargs: Any) -> list[dict[str, Any]]:
+        return [make_dashboard(self.uid(f"d{n:03d}"), f"{self.prefix} dashboard {n}", **kwargs) for n in range(count)]
+
+    @property
+    def site(self) -> Path:
+        path = self.workdir / "gpudash.yaml"
+        if not path.exists():
+            path.write_text(
+                f"grafana:\n  folder: {self.folder_title}\n  folder_uid: {self.folder_uid}\n"
+                f"  datasource_uid: {self.prefix}-prom\n  datasource_name: Prometheus {self.prefix}\n")
+        return path
+
+    @property
+    def local_dir(self) -> Path:
+        return self.workdir / "json"
+
+    def env(self, **extra: str | None) -> dict[str, str | None]:
+        values: dict[str, str | None] = dict.fromkeys(GRAFANA_ENV)
+        values.update(GRAFANA_URL=self.url, GRAFANA_TOKEN=self.token)
+        values.update(extra)
+        return values
+
+    def gpudash(self, *args: str, env: dict[str, str | None] | None = None) -> Result:
+        """`gpudash COMMAND` against this Grafana, the local set in `local_dir`, and this test's folder."""
+        command, *rest = args
+        full = [command, "--dir", str(self.local_dir), "--site", str(self.site), "--thresholds", str(THRESHOLDS),
+                "--retries", "1", *rest]
+        return run_gpudash(full, env if env is not None else self.env())
+
+    def push(self, dashboards: list[dict[str, Any]], *args: str) -> Result:
+        write_set(self.local_dir, dashboards)
+        self.created += [d["uid"] for d in dashboards]
+        return self.gpudash("push", *args)
+
+    # ---- direct access, the way a person or another tool would change things
+    def api(self) -> GrafanaApi:
+        return GrafanaApi.from_url(self.url, credential=self.token, timeout=10)
+
+    def get(self, uid: str) -> dict[str, Any] | None:
+        from grafana_client.client import GrafanaClientError
+
+        try:
+            return dict(self.api().dashboard.get_dashboard(uid))
+        except GrafanaClientError as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+
+    def ui_edit(self, uid: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """A save from the dashboard editor: the frontend re-serialises its model (unknown keys are dropped)."""
+        current = self.get(uid)
+        assert current is not None
+        model = {k: copy.deepcopy(v) for k, v in current["dashboard"].items() if k in UI_MODEL_KEYS}
+        change(model)
+        self.api().dashboard.update_dashboard({"dashboard": model, "folderUid": current["meta"]["folderUid"],
+                                               "overwrite": False, "message": "edited in the UI"})
+
+    def json_model_edit(self, uid: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """An edit of the JSON model in the UI's settings: every key kept, the marker included."""
+        current = self.get(uid)
+        assert current is not None
+        model = copy.deepcopy(current["dashboard"])
+        assert MARKER_KEY in model
+        change(model)
+        self.api().dashboard.update_dashboard({"dashboard": model, "folderUid": current["meta"]["folderUid"],
+                                               "overwrite": False})
+
+    def add_foreign(self, dashboard: dict[str, Any], folder_uid: str | None = None) -> None:
+        """A dashboard someone made by hand (no gpudash marker)."""
+        body = {"dashboard": dashboard, "overwrite": False}
+        body["folderUid"] = self.folder_uid if folder_uid is None else folder_uid
+        self.created.append(dashboard["uid"])
+        self.api().dashboard.update_dashboard(body)
+
+    def cleanup(self) -> None:
+        """Delete what the test made; anything already gone (pruned, never created) is fine."""
+        api = self.api()
+        for uid in self.created:
+            with contextlib.suppress(Exception):
+                api.dashboard.delete_dashboard(uid)
+        with contextlib.suppress(Exception):
+            api.folder.delete_folder(self.folder_uid)
+
+
+def _standin_only(request: pytest.FixtureRequest) -> None:
+    if request.config.getoption("--real-grafana", default=False):
+        pytest.skip("needs the stand-in (faults or server-side state a real Grafana cannot be put in)")
+
+
+@pytest.fixture(params=TESTED_VERSIONS, ids=lambda v: f"grafana{v}")
+def grafana(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GrafanaUnderTest]:
+    """The Grafana under test: the stand-in once per version, or (--real-grafana) GRAFANA_URL once."""
+    if request.config.getoption("--real-grafana", default=False):
+        if request.param != TESTED_VERSIONS[-1]:
+            pytest.skip("real Grafana: each test runs once")
+        url, token = os.environ.get("GRAFANA_URL", ""), os.environ.get("GRAFANA_TOKEN", "")
+        if not url or not token:
+            pytest.fail("--real-grafana needs GRAFANA_URL and GRAFANA_TOKEN (a token that can write)")
+        target = GrafanaUnderTest(url, token, "real", tmp_path)
+        yield target
+        target.cleanup()
+        return
+    with StandIn(request.param) as standin:
+        yield GrafanaUnderTest(standin.url, standin.token, request.param, tmp_path, standin)
+
+
+@pytest.fixture(params=TESTED_VERSIONS, ids=lambda v: f"grafana{v}")
+def standin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GrafanaUnderTest]:
+    """The stand-in only, once per version: for faults and states only a test server can produce."""
+    _standin_only(request)
+    with StandIn(request.param) as server:
+        yield GrafanaUnderTest(server.url, server.token, request.param, tmp_path, server)
