@@ -1,0 +1,253 @@
+"""`gpudash demo`: the whole path on one machine, from GPUs to dashboards, checked.
+
+Starts the exporter (this machine's GPUs when NVML finds any, else a simulated 8-GPU node with a few
+injected faults), Prometheus with the generated rules and scrape config, Alertmanager with the generated
+routes delivering to a local webhook receiver, and node_exporter beside real GPUs, all on 127.0.0.1 on
+free ports and in temporary directories. A simulated node also gets yesterday's history, so the
+"now against yesterday" panels have something to compare. Then it waits for data, runs `gpudash check`
+on every dashboard and rule, prints a short fleet summary, and pushes the dashboards when GRAFANA_URL is
+set. Ctrl-C (or SIGTERM) stops everything it started and removes its data; `--once` does it all once and
+exits 0 when every query passed, 1 when one failed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from gpudash.catalog import profile as catalog_profile
+from gpudash.check import dashboard_groups, failures, run_check, summary
+from gpudash.check_run import GroupResult
+from gpudash.check_targets import load_dashboards, rule_groups
+from gpudash.demo_report import alert_line, fleet_summary, notification_line, render_brief
+from gpudash.errors import CheckFailed, GpudashError
+from gpudash.promql import RECORDING_BY_NAME
+from gpudash.settings import Settings, load_settings
+from gpudash.stack import Alertmanager, Prometheus
+from gpudash.stack_cluster import (
+    ExporterProcess,
+    NodeExporter,
+    WebhookReceiver,
+    local_site,
+    prometheus_config,
+    rendered,
+    rule_files,
+    scrape_jobs,
+)
+
+CLUSTER = "demo"
+INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the production 15 s
+GPUS = 8
+SEED = 7
+WORKLOADS = ("3=idle", "7=inference")
+# A fault that pages at once, and two that build up over minutes, as they do on a real node.
+FAULTS = ("6=xid:13@5s", "5=thermal@1m", "2=leak:20m@1m")
+FAULT_STORY = (
+    "jobs warm up over ~3 min; GPU 6 reports XID 13 after 5 s (GPUXidError at once); GPU 5 overheats from "
+    "1 min (GPUHighTemperature, GPUThermalThrottling after several minutes); GPU 2 leaks memory from 1 min "
+    "(GPUMemoryLeakPredicted, then GPUMemoryPressure)"
+)
+DASHBOARDS = Path("dashboards/json")
+SUMMARY_EVERY_S = 30.0
+DATA_TIMEOUT_S = 90.0
+
+
+class Stopped(Exception):
+    """SIGTERM arrived: unwind and stop everything, as Ctrl-C does."""
+
+
+def nvml_gpu_count() -> int:
+    """GPUs NVML can see on this machine; 0 without a driver or GPUs."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no library, no driver, no permission: all mean "simulate"
+        return 0
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 0
+    finally:
+        with suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+@dataclass
+class DemoStack:
+    settings: Settings
+    exporter: ExporterProcess
+    prometheus: Prometheus
+    alertmanager: Alertmanager
+    receiver: WebhookReceiver
+    rules_dir: Path
+    simulated: bool
+    node_exporter: NodeExporter | None = None
+
+
+def _node_exporter(stack: ExitStack) -> NodeExporter | None:
+    try:
+        return stack.enter_context(NodeExporter())
+    except GpudashError as exc:  # not installed: the data-loader alert then has no CPU side to read
+        click.echo(f"  node_exporter: not started ({exc.format_message()})")
+        return None
+
+
+def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = click.echo) -> DemoStack:
+    """Start every server of the demo inside `stack`; they stop when it closes."""
+    receiver = stack.enter_context(WebhookReceiver(lambda body: echo(notification_line(body))))
+    args = ["--simulate", str(GPUS), "--seed", str(SEED), *_flags("--workload", WORKLOADS),
+            *_flags("--fault", FAULTS)] if simulate else []
+    exporter = stack.enter_context(ExporterProcess(args))
+    echo(f"  exporter:      {exporter.url} ({f'{GPUS} simulated H200s' if simulate else 'this machine, NVML'})")
+    # node_exporter describes this machine's CPUs: right beside real GPUs, misleading beside simulated ones.
+    node = None if simulate else _node_exporter(stack)
+    site = local_site(settings.site, CLUSTER, [exporter.address], interval=INTERVAL, webhook=receiver.url)
+    local = replace(settings, site=site)
+    files = rendered(local)
+    rules_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpudash-demo-rules-")))
+    for rel, text in files.items():
+        (rules_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (rules_dir / rel).write_text(text, encoding="utf-8")
+    alertmanager = stack.enter_context(Alertmanager(files["alertmanager/alertmanager.yml"]))
+    jobs = scrape_jobs(files)
+    if node is not None:
+        jobs.append({"job_name": site.node_job, "scrape_interval": INTERVAL,
+                     "static_configs": [{"targets": [node.address], "labels": {"cluster": CLUSTER}}]})
+    config = prometheus_config(jobs, rule_files=list(rule_files(files)), interval=INTERVAL,
+                               alertmanager=alertmanager.address)
+    if simulate:
+        prometheus = stack.enter_context(_with_yesterday(config, files, exporter, site.scrape_job, echo))
+    else:
+        prometheus = stack.enter_context(Prometheus(config, rule_files(files)))
+    echo(f"  prometheus:    {prometheus.url} (rules and scrape config from `gpudash rules`, every {INTERVAL})")
+    echo(f"  alertmanager:  {alertmanager.url} -> webhook {receiver.url}")
+    return DemoStack(local, exporter, prometheus, alertmanager, receiver, rules_dir, simulate, node)
+
+
+@contextmanager
+def _with_yesterday(config: str, files: dict[str, str], exporter: ExporterProcess, job: str,
+                    echo: Any) -> Iterator[Prometheus]:
+    from gpudash.stack_history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
+
+    started = time.monotonic()
+    times = moments(time.time() - DAY, 10 * 60, 30 * 60, 30.0)
+    target = {"job": job, "instance": exporter.address, "cluster": CLUSTER, "rack": "rack-1"}
+    history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
+    with yesterday_blocks(history, rule_files(files)["gpu-recording.rules.yml"], times[0], times[-1],
+                          eval_interval="30s") as blocks:
+        echo(f"  history:       yesterday's {len(times)} samples per series written as blocks "
+             f"({time.monotonic() - started:.1f} s)")
+        with SeededPrometheus(config, rule_files(files), blocks=blocks) as prometheus:
+            yield prometheus
+
+
+def _flags(flag: str, values: tuple[str, ...]) -> list[str]:
+    return [part for value in values for part in (flag, value)]
+
+
+def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S) -> float:
+    """Seconds until the recording rules have evaluated over scraped GPUs (RemoteError after `timeout`)."""
+    started = time.monotonic()
+    demo.prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=timeout)
+    time.sleep(2 * float(INTERVAL.rstrip("s")))  # one more round of every rule group, alerts included
+    return time.monotonic() - started
+
+
+def check_demo(demo: DemoStack) -> list[GroupResult]:
+    settings = demo.settings
+    groups = dashboard_groups(load_dashboards([DASHBOARDS]), int(float(INTERVAL.rstrip("s"))))
+    groups += rule_groups([demo.rules_dir / "prometheus"])
+    return run_check(demo.prometheus.url, groups, catalog_profile(settings.site.profile),
+                     scrape_interval_s=int(float(INTERVAL.rstrip("s"))))
+
+
+def push_or_explain(prometheus_url: str, env: dict[str, str]) -> None:
+    """Push the dashboards (and a data source for this Prometheus) when GRAFANA_URL is set; else say how."""
+    if not env.get("GRAFANA_URL"):
+        click.echo("Grafana: not pushed (GRAFANA_URL is not set). To push the dashboards with a data source for "
+                   "this Prometheus:\n  GRAFANA_URL=http://localhost:3000 GRAFANA_TOKEN=<service-account token> "
+                   "make demo\nor, against any Grafana and Prometheus: "
+                   "gpudash provision --prometheus-url http://PROMETHEUS:9090")
+        return
+    from gpudash.sync.cli import provision
+
+    click.echo(f"Grafana: provisioning {env['GRAFANA_URL']} (data source -> {prometheus_url}, then every dashboard)")
+    provision.main(args=["--no-files", "--prometheus-url", prometheus_url], standalone_mode=False)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Stopped()
+
+
+@click.command("demo")
+@click.option("--once", is_flag=True, help="Run the whole path once and exit: 0 when every query passed, else 1.")
+@click.option("--simulate/--nvml", "simulate", default=None,
+              help="Force a simulated node, or this machine's GPUs (default: NVML when it finds GPUs).")
+@click.option("--verbose", "-v", is_flag=True, help="Print every query's row, not only those that are not ok.")
+@click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
+@click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Site config (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | None, site: Path | None) -> None:
+    """Run exporter, Prometheus and Alertmanager locally, check every query, summarise the fleet.
+
+    \b
+    Examples:
+      gpudash demo                  # until Ctrl-C; prints the fleet summary every 30 s
+      gpudash demo --once           # CI: the same path once, exit 0 or 1
+      GRAFANA_URL=http://localhost:3000 GRAFANA_TOKEN=... gpudash demo   # also push the dashboards
+    """
+    settings = load_settings(thresholds, site)
+    load_dashboards([DASHBOARDS])  # fail before starting anything when run outside the repository
+    if simulate is None:
+        found = nvml_gpu_count()
+        simulate = found == 0
+        click.echo(f"NVML: {found} GPUs, reading them" if found else "NVML: no GPUs here, simulating a node")
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        with ExitStack() as stack:
+            click.echo("starting (127.0.0.1, free ports, temporary data):")
+            demo_stack = start(stack, settings, simulate)
+            if simulate:
+                click.echo(f"  injected:      {FAULT_STORY}")
+            click.echo(f"waiting for data: {wait_for_data(demo_stack):.1f} s")
+            results = check_demo(demo_stack)
+            click.echo(render_brief(results, verbose))
+            click.echo(summary(results, demo_stack.prometheus.url))
+            click.echo("")
+            click.echo(fleet_summary(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver))
+            push_or_explain(demo_stack.prometheus.url, dict(os.environ))
+            failed = failures(results)
+            if once:
+                if failed:
+                    raise CheckFailed(f"{len(failed)} queries failed (see the table above)")
+                return
+            click.echo(f"\nrunning; Prometheus {demo_stack.prometheus.url}, Alertmanager "
+                       f"{demo_stack.alertmanager.url}. Ctrl-C stops everything and removes its data.")
+            _follow(demo_stack)
+    except (KeyboardInterrupt, Stopped):
+        click.echo("\nstopped; every process the demo started is gone and its data removed")
+        if once:
+            raise click.exceptions.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _follow(demo: DemoStack) -> None:
+    seen: set[str] = set()
+    while True:
+        time.sleep(SUMMARY_EVERY_S)
+        click.echo(fleet_summary(demo.prometheus, demo.settings, demo.receiver, one_line=True))
+        for line in alert_line(demo.prometheus, seen):
+            click.echo(line)

@@ -1,0 +1,320 @@
+"""More real servers on 127.0.0.1 beside gpudash.stack: the exporter, node_exporter, VictoriaMetrics, and an
+Alertmanager webhook receiver.
+
+With gpudash.stack's Prometheus these make whole monitoring stacks for the demo and the end-to-end tests:
+one Prometheus per cluster scraping its exporters with the generated scrape config, evaluating the
+generated rules and remote-writing (with its `cluster` external label) into one VictoriaMetrics, the
+global store the dashboards read. Each process runs from its real binary, in a temporary directory, on
+a free port; leaving the `with` block stops it and removes the directory.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from gpudash.errors import RemoteError
+from gpudash.settings import Cluster, Receiver, ScrapeTarget, Settings, Site, parse_duration
+from gpudash.stack import _Process, free_port, http_get
+
+_START_ATTEMPTS = 3
+
+
+class VictoriaMetrics(_Process):
+    """Single-node VictoriaMetrics: Prometheus remote write in at /api/v1/write, PromQL out at /api/v1/query.
+
+    By default it hides the newest 30 s of samples from queries and caches results; both are turned off
+    here so a query sees what was just written, as a test or a demo that has run for seconds needs.
+    """
+
+    packages = "victoria-metrics"
+    binaries = ("victoria-metrics", "victoria-metrics-prod")
+    config_name = "unused.yml"
+
+    def __init__(self, *, extra_args: Sequence[str] = (), startup_timeout: float = 30.0) -> None:
+        super().__init__("", extra_args=extra_args, startup_timeout=startup_timeout)
+
+    def __enter__(self) -> VictoriaMetrics:
+        self.start()
+        return self
+
+    def _args(self) -> list[str]:
+        return [
+            f"-storageDataPath={self.dir / 'data'}",
+            f"-httpListenAddr={self.address}",
+            "-search.latencyOffset=0s",
+            "-search.disableCache",
+            "-loggerLevel=WARN",
+        ]
+
+    @property
+    def remote_write_url(self) -> str:
+        return f"{self.url}/api/v1/write"
+
+
+class NodeExporter(_Process):
+    """prometheus-node-exporter with only the CPU and load collectors (what the data-loader alert reads)."""
+
+    packages = "prometheus-node-exporter"
+    binaries = ("prometheus-node-exporter", "node_exporter")
+    config_name = "unused.yml"
+
+    def __init__(self, *, startup_timeout: float = 30.0) -> None:
+        super().__init__("", startup_timeout=startup_timeout)
+
+    def __enter__(self) -> NodeExporter:
+        self.start()
+        return self
+
+    def _args(self) -> list[str]:
+        return ["--collector.disable-defaults", "--collector.cpu", "--collector.loadavg",
+                f"--web.listen-address={self.address}", "--log.level=warn"]
+
+    def _wait_ready(self) -> str:
+        # node_exporter has no /-/ready: it is ready when /metrics answers.
+        return _wait_http(self, "/metrics")
+
+
+def _wait_http(server: _Process, path: str) -> str:
+    proc = server._proc
+    assert proc is not None
+    deadline = time.monotonic() + server.startup_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return f"exited with {proc.returncode}: {server.log_tail()}"
+        try:
+            http_get(f"{server.url}{path}", timeout=1.0)
+            return ""
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.05)
+    return f"not ready after {server.startup_timeout:.0f}s: {server.log_tail()}"
+
+
+class ExporterProcess:
+    """`gpudash exporter ARGS` as a child process on a free loopback port, ready when /metrics has GPUs.
+
+    ``args`` are the exporter's own options (``--simulate 8 --fault 2=leak``); ``--listen`` is added.
+    """
+
+    def __init__(self, args: Sequence[str], *, startup_timeout: float = 30.0,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.args = list(args)
+        self.startup_timeout = startup_timeout
+        self.env = dict(env) if env is not None else None
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}/metrics"
+
+    def start(self) -> ExporterProcess:
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpudash-exporter-")
+        log_path = Path(self._tmp.name) / "exporter.log"
+        last = ""
+        for _ in range(_START_ATTEMPTS):
+            self.port = free_port()
+            with open(log_path, "ab") as log:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "gpudash", "exporter", *self.args, "--listen", self.address],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
+                    start_new_session=True,  # a Ctrl-C in the terminal reaches the demo, which stops us in order
+                )
+            last = self._wait_ready(log_path)
+            if not last:
+                return self
+            self._halt()
+            if "in use" not in last:
+                break
+        self.stop()
+        raise RemoteError(f"gpudash exporter did not start: {last}")
+
+    def _wait_ready(self, log_path: Path) -> str:
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                return _tail(log_path)
+            try:
+                if b"DCGM_FI_DEV_" in http_get(self.url, timeout=1.0):
+                    return ""
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.1)
+        return f"no GPU series on {self.url} after {self.startup_timeout:.0f}s: {_tail(log_path)}"
+
+    def log_tail(self) -> str:
+        return _tail(Path(self._tmp.name) / "exporter.log") if self._tmp else ""
+
+    def _halt(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(5)
+        self._proc = None
+
+    def stop(self) -> None:
+        self._halt()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> ExporterProcess:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(text.strip().splitlines()[-lines:])
+
+
+def prometheus_config(scrape_configs: Sequence[Mapping[str, Any]], *, rule_files: Sequence[str] = (),
+                      interval: str = "15s", external_labels: Mapping[str, str] | None = None,
+                      alertmanager: str | None = None, remote_write: str | None = None) -> str:
+    """prometheus.yml text: one cluster's Prometheus, optionally alerting and remote-writing to a global store."""
+    config: dict[str, Any] = {"global": {"scrape_interval": interval, "evaluation_interval": interval}}
+    if external_labels:
+        # Added to every series on remote write and federation and to every alert it sends, unless the
+        # series already has the label (the generated scrape config attaches `cluster` as a target label).
+        config["global"]["external_labels"] = dict(external_labels)
+    if rule_files:
+        config["rule_files"] = list(rule_files)
+    if alertmanager:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    config["scrape_configs"] = [dict(job) for job in scrape_configs]
+    if remote_write:
+        # Short batches, so the global store is at most a couple of seconds behind.
+        config["remote_write"] = [{"url": remote_write, "queue_config": {"batch_send_deadline": "1s"}}]
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def local_site(site: Site, cluster: str, targets: Sequence[str], *, interval: str | None = None,
+               webhook: str | None = None) -> Site:
+    """The site config with one cluster of local targets (and a local webhook receiver), for a local stack.
+
+    Rendering the rules, scrape config and alertmanager.yml from it gives exactly what production gets,
+    only pointed at 127.0.0.1.
+    """
+    changes: dict[str, Any] = {
+        "clusters": (Cluster(cluster, tuple(ScrapeTarget(t, "rack-1") for t in targets)),),
+    }
+    if interval is not None:
+        changes["scrape_interval"] = changes["scrape_timeout"] = parse_duration(interval)
+    if webhook is not None:
+        changes["receivers"] = (Receiver("local", "webhook", (("url", webhook),)),)
+    return replace(site, **changes)
+
+
+def rendered(settings: Settings) -> dict[str, str]:
+    """The generated files for these settings (as `gpudash rules` writes them), by relative path."""
+    from gpudash.rules.render import render_all
+
+    return render_all(settings)
+
+
+def scrape_jobs(files: Mapping[str, str]) -> list[dict[str, Any]]:
+    from gpudash.rules.render import SCRAPE_FILE
+
+    jobs: list[dict[str, Any]] = yaml.safe_load(files[SCRAPE_FILE])["scrape_configs"]
+    return jobs
+
+
+def rule_files(files: Mapping[str, str]) -> dict[str, str]:
+    """The generated rule files, by the names a prometheus.yml beside them uses."""
+    from gpudash.rules.render import ALERTS_FILE, RECORDING_FILE
+
+    return {Path(rel).name: files[rel] for rel in (ALERTS_FILE, RECORDING_FILE)}
+
+
+class WebhookReceiver:
+    """An Alertmanager webhook receiver on a free loopback port: every notification it gets, in order.
+
+    Alertmanager posts one JSON document per notification (a group of alerts); `notifications` holds
+    them as they came, and `on_notification` (if given) is called with each.
+    """
+
+    def __init__(self, on_notification: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.notifications: list[dict[str, Any]] = []
+        self.on_notification = on_notification
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/alerts"
+
+    def received(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.notifications)
+
+    def _record(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.notifications.append(body)
+        if self.on_notification is not None:
+            self.on_notification(body)
+
+    def start(self) -> WebhookReceiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    self.send_response(400)
+                    self.end_headers()
+                    return
+                receiver._record(body if isinstance(body, dict) else {"body": body})
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the notifications themselves are the record."""
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> WebhookReceiver:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
