@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpudash.errors import GpudashError
 from gpudash.sync.client import ChangedMeanwhile, GrafanaFailure
-from gpudash.sync.content import marked
+from gpudash.sync.content import marked, provenance
 from gpudash.sync.plan import Action, Plan, RemoteDashboard, Step, plan_dashboard, plan_sync
 from gpudash.sync.remote import GrafanaRemote, dashboard_label
 
@@ -65,6 +65,8 @@ def read_plan(remote: GrafanaRemote, local: Sequence[dict[str, Any]], target: Ta
             uid = str(hit.get("uid", ""))
             if uid and uid not in wanted and str(hit.get("folderUid") or "") == target.folder_uid:
                 found = remote.dashboard(uid, str(hit.get("title", "")))
+                if found is not None and not found.provisioned and provenance(found.dashboard) == "unmarked":
+                    found = replace(found, pushed_before=remote.pushed_before(uid, found.title))
                 if found is not None:
                     candidates.append(found)
     return plan_sync(local, existing, target.folder_uid, force, candidates)

@@ -224,7 +224,7 @@ def diff(**kwargs: Any) -> None:
         differ += 1
     click.echo(f"diff: {differ} of {len(local)} dashboards differ ({ctx.stats()})")
     if differ:
-        raise click.exceptions.Exit(1)
+        sys.exit(1)  # not ctx.exit(): under standalone_mode=False click returns that code instead of raising
 
 
 @click.command("sync")

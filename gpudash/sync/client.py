@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -220,8 +219,9 @@ class Grafana:
         if isinstance(value, kind):
             return value
         shown = f"{_snippet(value)!r}" if isinstance(value, str) else type(value).__name__
+        prefix = f"{what}: " if what else ""
         raise GrafanaFailure(self.redact(
-            f"{what}: Grafana at {self.connection.url} answered with a body that is not the expected JSON: "
+            f"{prefix}Grafana at {self.connection.url} answered with a body that is not the expected JSON: "
             f"{shown} (is GRAFANA_URL the Grafana root URL?)"))
 
     def _classify(self, exc: BaseException) -> _Trouble:
@@ -240,15 +240,17 @@ class Grafana:
         return _Trouble(0, f"request failed: {_snippet(str(exc), 160)}", "transport", True)
 
     def _failure(self, what: str, trouble: _Trouble, attempts: int) -> GrafanaFailure | ChangedMeanwhile:
+        """One line: `what` (empty for the up-front check, which names Grafana instead), then what happened."""
         url = self.connection.url
+        prefix, grafana = (f"{what}: ", "Grafana") if what else ("", f"Grafana at {url}")
         tries = f" (tried {attempts} times)" if attempts > 1 else ""
         status, said = trouble.status, trouble.said
         if status == 412 and trouble.keyword == "version-mismatch":
             return ChangedMeanwhile(self.redact(
-                f"{what}: changed in Grafana while gpudash was writing it (412 version-mismatch: {said}); "
+                f"{prefix}changed in Grafana while gpudash was writing it (412 version-mismatch: {said}); "
                 "run `gpudash sync` again to see the change"))
         if status == 0:
-            text = f"{what}: cannot reach Grafana at {url}: {said}{tries}"
+            text = f"{prefix}cannot reach Grafana at {url}: {said}{tries}"
             if trouble.keyword == "refused":
                 text += "; is Grafana running and GRAFANA_URL right?"
             elif trouble.keyword == "timeout":
@@ -266,13 +268,9 @@ class Grafana:
         elif "provisioned" in said.lower():
             hint = "; it is provisioned from files on the Grafana server: change it there"
         if trouble.keyword == "non-json":
-            text = f"{what}: Grafana at {url} answered {status} with {said}{tries}"
+            text = f"{prefix}Grafana at {url} answered {status} with {said}{tries}"
         else:
             keyword = f" {trouble.keyword}" if trouble.keyword and trouble.keyword != said else ""
-            text = f"{what}: Grafana answered {status}{keyword}: {said}{tries}{hint}"
+            text = f"{prefix}{grafana} answered {status}{keyword}: {said}{tries}{hint}"
         return GrafanaFailure(self.redact(text), status, trouble.keyword, status in PER_OBJECT_STATUSES,
                               self.redact(said))
-
-
-def connection_from_environment(**overrides: Any) -> Connection:
-    return connection_from(os.environ, **overrides)

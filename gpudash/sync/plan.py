@@ -43,6 +43,7 @@ class RemoteDashboard:
     provisioned: bool = False
     updated_by: str = ""
     updated: str = ""
+    pushed_before: bool = False  # the version history shows gpudash wrote it once (read only when pruning)
 
     @property
     def title(self) -> str:
@@ -107,7 +108,7 @@ class Plan:
 def _edited_reason(remote: RemoteDashboard) -> str:
     who = f" by {remote.updated_by}" if remote.updated_by else ""
     when = f" at {remote.updated}" if remote.updated else ""
-    if provenance(remote.dashboard) == "edited":
+    if provenance(remote.dashboard) == "edited" or remote.pushed_before:
         return f"changed in Grafana{who}{when} (version {remote.version}) since gpudash pushed it"
     return (f"Grafana's copy has no gpudash marker (version {remote.version}, last saved{who}{when}): "
             "saved from the Grafana UI, or not created by gpudash")
@@ -144,6 +145,8 @@ def plan_prune(candidate: RemoteDashboard, force: bool = False) -> Step:
     if candidate.provisioned:
         return Step(Action.KEEP, uid, title, None, candidate, "provisioned from files on the Grafana server")
     state = provenance(candidate.dashboard)
+    if state == "unmarked" and candidate.pushed_before:
+        state = "edited"
     if state == "pushed":
         return Step(Action.PRUNE, uid, title, None, candidate, "no longer defined locally")
     if state == "edited":

@@ -13,10 +13,12 @@ from typing import Any
 from urllib.parse import quote
 
 from gpudash.sync.client import Grafana, GrafanaFailure
+from gpudash.sync.content import marker_hash
 from gpudash.sync.plan import RemoteDashboard
 
 SEARCH_CHUNK = 100  # uids per search request: keeps the query string well under proxy limits
 PAGE = 1000
+SEARCH = "dashboard search"
 
 
 def dashboard_label(uid: str, title: str = "") -> str:
@@ -36,8 +38,8 @@ class GrafanaRemote:
     def probe(self) -> str:
         """Check the address and the credentials once, up front; return Grafana's version."""
         g = self.grafana
-        body = g.expect(self.where, g.call(self.where, "GET", "/api/frontend/settings",
-                                           lambda: g.api.client.GET("/frontend/settings")), dict)
+        body = g.expect("", g.call("", "GET", "/api/frontend/settings",
+                                   lambda: g.api.client.GET("/frontend/settings")), dict)
         info = body.get("buildInfo")
         if not isinstance(info, dict):
             raise GrafanaFailure(f"{self.where}: /api/frontend/settings has no buildInfo; is this Grafana?")
@@ -60,6 +62,32 @@ class GrafanaRemote:
         except (ValueError, TypeError) as exc:
             raise GrafanaFailure(f"{what}: Grafana's answer has no dashboard and meta ({exc})") from None
 
+    def pushed_before(self, uid: str, title: str = "") -> bool:
+        """Whether the version history shows gpudash wrote this dashboard once (a UI save drops the marker).
+
+        Evidence: a version message gpudash wrote, or the marker in the oldest version Grafana kept. The
+        list is a bare array up to 11.4 and {continueToken, versions} after; both are read.
+        """
+        g, what = self.grafana, dashboard_label(uid, title)
+        listing = g.call(what, "GET", f"/api/dashboards/uid/{uid}/versions",
+                         lambda: g.api.dashboard_versions.get_dashboard_versions_by_uid(uid))
+        items = listing.get("versions") if isinstance(listing, dict) else listing
+        versions = [v for v in items or [] if isinstance(v, dict) and isinstance(v.get("version"), int)]
+        if any(str(v.get("message", "")).startswith("gpudash ") for v in versions):
+            return True
+        if not versions:
+            return False
+        oldest = min(v["version"] for v in versions)
+        try:
+            detail = g.call(what, "GET", f"/api/dashboards/uid/{uid}/versions/{oldest}",
+                            lambda: g.api.dashboard_versions.get_dashboard_version_by_uid(uid, oldest))
+        except GrafanaFailure as exc:
+            if exc.status in (404, 500):  # 9-11 answer 500 for a version that is gone
+                return False
+            raise
+        data = detail.get("data") if isinstance(detail, dict) else None
+        return isinstance(data, dict) and marker_hash(data) is not None
+
     def existing_uids(self, uids: Iterable[str]) -> set[str]:
         """Which of `uids` exist, by search (cheap), so a first push does not GET what is not there."""
         wanted = sorted(set(uids))
@@ -67,7 +95,7 @@ class GrafanaRemote:
         g = self.grafana
         for start in range(0, len(wanted), SEARCH_CHUNK):
             chunk = wanted[start:start + SEARCH_CHUNK]
-            hits = g.expect(self.where, g.call(f"{self.where} (search)", "GET", "/api/search",
+            hits = g.expect(SEARCH, g.call(SEARCH, "GET", "/api/search",
                                                self._search(type_="dash-db", dashboard_uids=chunk)), list)
             found.update(str(hit.get("uid")) for hit in hits if isinstance(hit, dict))
         return found & set(wanted)
@@ -90,7 +118,7 @@ class GrafanaRemote:
         hits: list[dict[str, Any]] = []
         page = 1
         while True:
-            batch = g.expect(self.where, g.call(f"{self.where} (search)", "GET", "/api/search",
+            batch = g.expect(SEARCH, g.call(SEARCH, "GET", "/api/search",
                                                 self._search(type_="dash-db", tag=tag, page=page)), list)
             hits += [hit for hit in batch if isinstance(hit, dict)]
             if len(batch) < PAGE:

@@ -1,8 +1,7 @@
 """What the sync tests share: a Grafana to test against (the stand-in, or a real one), small dashboards,
 and running `gpudash` in-process with its output captured.
 
-`pytest --real-grafana` (or `make e2e-grafana`) points the same tests at GRAFANA_URL with GRAFANA_TOKEN.
-Each test then works in a folder of its own (uids and titles carry a random prefix) and deletes it after.
+The fixtures that hand a test its Grafana are in fixtures.py.
 """
 
 from __future__ import annotations
@@ -10,22 +9,19 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from grafana_client import GrafanaApi
 
 from gpudash.cli import main
 from gpudash.sync.content import MARKER_KEY
 
-from .flavor import TESTED_VERSIONS
 from .server import UI_MODEL_KEYS, StandIn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,33 +199,3 @@ class GrafanaUnderTest:
                 api.dashboard.delete_dashboard(uid)
         with contextlib.suppress(Exception):
             api.folder.delete_folder(self.folder_uid)
-
-
-def _standin_only(request: pytest.FixtureRequest) -> None:
-    if request.config.getoption("--real-grafana", default=False):
-        pytest.skip("needs the stand-in (faults or server-side state a real Grafana cannot be put in)")
-
-
-@pytest.fixture(params=TESTED_VERSIONS, ids=lambda v: f"grafana{v}")
-def grafana(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GrafanaUnderTest]:
-    """The Grafana under test: the stand-in once per version, or (--real-grafana) GRAFANA_URL once."""
-    if request.config.getoption("--real-grafana", default=False):
-        if request.param != TESTED_VERSIONS[-1]:
-            pytest.skip("real Grafana: each test runs once")
-        url, token = os.environ.get("GRAFANA_URL", ""), os.environ.get("GRAFANA_TOKEN", "")
-        if not url or not token:
-            pytest.fail("--real-grafana needs GRAFANA_URL and GRAFANA_TOKEN (a token that can write)")
-        target = GrafanaUnderTest(url, token, "real", tmp_path)
-        yield target
-        target.cleanup()
-        return
-    with StandIn(request.param) as standin:
-        yield GrafanaUnderTest(standin.url, standin.token, request.param, tmp_path, standin)
-
-
-@pytest.fixture(params=TESTED_VERSIONS, ids=lambda v: f"grafana{v}")
-def standin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GrafanaUnderTest]:
-    """The stand-in only, once per version: for faults and states only a test server can produce."""
-    _standin_only(request)
-    with StandIn(request.param) as server:
-        yield GrafanaUnderTest(server.url, server.token, request.param, tmp_path, server)
