@@ -75,23 +75,23 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         for severity, level in (("warning", levels.warning), ("critical", levels.critical)):
             add("GPUHighTemperature", severity, x.temperature(key, level),
                 f"{name} temperature over {level:g} C on {where}",
-                f"The {name} temperature of {where} has stayed above {level:g} C (lowest reading over "
+                f"The {name} temperature of {where} has stayed above {level:g} C (median over "
                 f"{a.temperature.window}: {{{{ $value }}}} C) for {a.temperature.for_}.",
                 a.temperature.for_, sensor=sensor)
 
     add("GPUThermalThrottling", "warning", x.throttling(),
         f"{where} is throttled by heat or the power brake",
-        f"The SM clock of {where} is at {{{{ $value }}}} MHz: more than {t.throttle_drop_ratio:.0%} below "
-        f"its level over the last {a.throttling.window} (or its max clock) while at or above "
-        f"{t.temperature.gpu.warning:g} C, or a thermal / power-brake throttle reason is set, "
-        f"for {a.throttling.for_}.",
+        f"The SM clock of {where} runs at {{{{ $value }}}} MHz (median over {a.temperature.window}): more than "
+        f"{t.throttle_drop_ratio:.0%} below its peak over the last {a.throttling.window} (or its max clock) "
+        f"while at or above {t.temperature.gpu.warning:g} C, or with a thermal / power-brake throttle reason "
+        f"set, for {a.throttling.for_}.",
         a.throttling.for_)
 
     for severity, level in (("warning", t.memory.warning), ("critical", t.memory.critical)):
         add("GPUMemoryPressure", severity, x.memory_pressure(level),
             f"Framebuffer memory over {level:.0%} and growing on {where}",
             f"{where} has {{{{ $value | humanizePercentage }}}} of its framebuffer in use, above {level:.0%}, "
-            f"and usage rose over each half of the last {a.memory_pressure.growth_window}.",
+            f"and its lowest level rose across each third of the last {a.memory_pressure.growth_window}.",
             a.memory_pressure.for_)
 
     add("GPUMemoryLeakPredicted", "warning", x.memory_leak(),

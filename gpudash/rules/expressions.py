@@ -65,29 +65,45 @@ class AlertExpressions:
         return self.q.fb_used_ratio()
 
     def memory_growing(self) -> str:
-        """Memory rose over both halves of the growth window.
+        """Memory rose across each third of the growth window, judged by the lowest reading in each third.
 
-        Two disjoint halves, so a model that loads in one step and then stays flat never counts (a single
-        step can sit in one half only), while a leak rises in both.
+        The lowest point is the floor a training job's allocator saw-tooth keeps returning to, so the
+        saw-tooth itself does not count as growth, while a leak lifts the floor third after third. A model
+        that loads in one step and then stays flat never counts: one step can lift only one of the two
+        comparisons at a time.
         """
-        half = duration_text(self.a.memory_pressure.growth_window.seconds // 2)
-        full = self.a.memory_pressure.growth_window
+        third = duration_text(self.a.memory_pressure.growth_window.seconds // 3)
+        two_thirds = duration_text(2 * (self.a.memory_pressure.growth_window.seconds // 3))
         r = self.fb_ratio
-        return f"({r} > {r} offset {half}) and ({r} offset {half} > {r} offset {full})"
+        newest = f"min_over_time({r}[{third}])"
+        middle = f"min_over_time({r}[{third}] offset {third})"
+        oldest = f"min_over_time({r}[{third}] offset {two_thirds})"
+        return f"{newest} > {middle}\n  and\n  {middle} > {oldest}"
 
     # -- alerts ------------------------------------------------------------------------------------------
 
+    def typical(self, key: str) -> str:
+        """The median of a signal over the short window: a spike or a dip shorter than half of it is ignored."""
+        ref = self.q.profile.ref(key)
+        inner = f"quantile_over_time(0.5, {ref.name}[{self.a.temperature.window}])"
+        return self.per_gpu(f"({inner} {ref.convert})" if ref.convert else inner)
+
     def temperature(self, key: str, level: float) -> str:
-        window = self.a.temperature.window
-        return f"{self.per_gpu(self.over_time('min', key, window))} > {level:g}"
+        return f"{self.typical(key)} > {level:g}"
 
     def throttling(self) -> str | None:
+        """Hot and clocked down against the recent (or max) clock, or a thermal / power-brake reason set.
+
+        Clock and temperature are medians over the short window and reasons count if set within it, so the
+        seconds-long dips of a training job (a data-loader stall cools the die and frees the clock) neither
+        reset the `for:` nor make the alert flap.
+        """
         if not self.has("sm_clock", "gpu_temp"):
             return None
         keep = 1 - self.t.throttle_drop_ratio
-        clock = self.per_gpu(self.q.metric("sm_clock"))
+        clock = self.typical("sm_clock")
         recent = self.per_gpu(self.over_time("max", "sm_clock", self.a.throttling.window))
-        hot = f"{self.per_gpu(self.q.metric('gpu_temp'))} >= {self.t.temperature.gpu.warning:g}"
+        hot = f"{self.typical('gpu_temp')} >= {self.t.temperature.gpu.warning:g}"
         dropped = [f"{clock} < {keep:g} * {recent}"]
         if self.has("sm_clock_max"):
             dropped.append(f"{clock} < {keep:g} * {self.per_gpu(self.q.metric('sm_clock_max'))}")
@@ -98,16 +114,20 @@ class AlertExpressions:
         return "\nor\n".join(parts)
 
     def _throttle_reasons(self) -> str | None:
-        """Per GPU, > 0 while a thermal or power-brake reason is set, from whichever form is published."""
+        """Per GPU, > 0 if a thermal or power-brake reason was set within the short window."""
+        window = self.a.temperature.window
         forms = []
         if self.has("clock_event_active"):
-            forms.append(self.q.throttled())
+            reasons = "|".join(THERMAL_OR_BRAKE_REASONS)
+            active = self.q.profile.ref("clock_event_active").name
+            forms.append(self.per_gpu(f'max_over_time({active}{{clock_event=~"{reasons}"}}[{window}])'))
         if self.has("clock_event_reasons"):
-            mask = self.q.metric("clock_event_reasons")
-            bits = dict((name, bit) for bit, name in CLOCK_EVENT_REASONS)
+            mask = self.q.profile.ref("clock_event_reasons").name
+            bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
             # PromQL has no bitwise AND: bit b of x is floor(x / b) % 2.
             terms = " + ".join(f"floor({mask} / {bits[name]}) % 2" for name in THERMAL_OR_BRAKE_REASONS)
-            forms.append(self.per_gpu(terms))
+            step = self.site.scrape_interval
+            forms.append(self.per_gpu(f"max_over_time(({terms})[{window}:{step}])"))
         return " or ".join(forms) or None
 
     def memory_pressure(self, level: float) -> str | None:

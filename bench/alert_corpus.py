@@ -1,0 +1,239 @@
+"""The alert scenario corpus: simulated GPU nodes, hours long at 15 s, written as promtool `input_series`.
+
+GPU readings come from gpudash.exporter.simulate (workloads and injected faults). The simulator models
+GPUs only, so three things a scenario also needs are modelled here, separately and simply:
+
+- the node's CPU, as node_exporter publishes it (`node_load1`, `node_cpu_seconds_total`): a steady load
+  per core, raised to saturation while a data loader starves the GPUs or stalls;
+- input-pipeline starvation: while it lasts, every training GPU's utilization is scaled down to ~30 %;
+- the exporter target going down: `up` drops to 0 and every GPU series of the node goes stale.
+
+Two exporter flavours: `bundled` publishes what `gpudash exporter` does (every catalog signal the rules
+read, both XID forms, throttle reasons, gpudash_gpu_up); `dcgm` only dcgm-exporter's default counters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Source
+from gpudash.exporter.simulate import Fleet, GpuReading, fleet_from_specs, parse_fault
+
+STEP = 15  # seconds between samples and between rule evaluations
+CLUSTER = "sim"
+HOST = "gpu-node-01"
+GPU_JOB = "gpu-exporter"
+NODE_JOB = "node"
+CPUS = 16
+GPUS = 8
+SEED = 7
+# The signals the rules (ours and the naive set) read; the rest of the catalog would only slow promtool.
+KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "sm_clock_max",
+        "clock_event_reasons", "xid_last")
+FLAVOURS = ("bundled", "dcgm")
+
+Sample = float | str | None  # a number, "stale" (the series just vanished), or None (absent)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    kind: str  # "benign" or "fault"
+    description: str
+    hours: float = 4.0
+    workloads: tuple[str, ...] = ()
+    faults: tuple[str, ...] = ()
+    fault_gpu: int | None = None  # the GPU a fault hits; None: the whole node
+    cpu_load: float = 0.45  # node_load1 per core in normal operation
+    saturated: tuple[tuple[float, float], ...] = ()  # (start, end) s: CPU saturated
+    starved: tuple[float, float] | None = None  # (start, end) s: input pipeline starves the GPUs
+    target_down: tuple[float, float] | None = None  # (start, end) s: exporter unreachable
+    expected: tuple[str, ...] = ()  # the gpudash alerts meant to catch the fault
+    naive_expected: tuple[str, ...] = ()  # the naive rule (if any) that watches the signal the fault moves
+    notes: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        return int(self.hours * 3600 // STEP) + 1
+
+    def fleet(self) -> Fleet:
+        return fleet_from_specs(GPUS, SEED, self.workloads, self.faults, epoch=0.0)
+
+    @property
+    def fault_window(self) -> tuple[float, float] | None:
+        """When the fault is present: from its start to its end (or the end of the scenario)."""
+        if self.target_down:
+            return self.target_down
+        if self.starved:
+            return self.starved
+        if not self.faults:
+            return None
+        fault = parse_fault(self.faults[0])[1]
+        return fault.start, min(fault.end, self.hours * 3600)
+
+
+def _m(minutes: float) -> float:
+    return minutes * 60.0
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("training-sawtooth", "benign",
+             "8 GPUs training: allocator saw-tooth, short data-loader dips, a checkpoint every 30 min"),
+    Scenario("dataloader-stall-8m", "benign", "training with one 8-minute input stall (util 0, CPU busy)",
+             faults=tuple(f"{i}=stall@1h+8m" for i in range(GPUS)), saturated=((_m(60), _m(68)),)),
+    Scenario("checkpoint-burst", "benign",
+             "training with a checkpoint every 30 min (GPU idle ~1 min, PCIe TX burst) for 6 hours",
+             hours=6.0),
+    Scenario("model-load-97-flat", "benign", "inference: model and KV cache loaded to 97 % in 1 min, then flat",
+             workloads=tuple(f"{i}=inference" for i in range(GPUS)), cpu_load=0.25),
+    Scenario("warmup-ramp", "benign", "job start: weights load, utilization ramps over 2-3 minutes",
+             hours=2.0),
+    Scenario("idle-and-inference", "benign", "half the node idle (no process), half serving inference",
+             workloads=tuple(f"{i}={'idle' if i < 4 else 'inference'}" for i in range(GPUS)), cpu_load=0.1),
+    Scenario("memory-leak-oom", "fault", "GPU 3 leaks framebuffer from 30 min, OOM at 3h",
+             faults=("3=leak:2h30m@30m",), fault_gpu=3,
+             expected=("GPUMemoryLeakPredicted", "GPUMemoryPressure"), naive_expected=("NaiveMemoryFull",),
+             notes={"oom": _m(180)}),
+    Scenario("thermal-throttling", "fault", "GPU 5 loses cooling at 1h: 91 C, clock down ~35 %, for 40 min",
+             faults=("5=thermal:91@1h+40m",), fault_gpu=5, expected=("GPUThermalThrottling",),
+             naive_expected=("NaiveHighTemperature",)),
+    Scenario("stalled-job", "fault", "GPU 2's job hangs at 1h: memory held, utilization 0",
+             faults=("2=stall@1h",), fault_gpu=2, expected=("GPUJobStalled",),
+             naive_expected=("NaiveLowUtilization",)),
+    Scenario("xid-79", "fault", "GPU 6 reports XID 79 at 1h (stays on the bus)",
+             faults=("6=xid:79@1h",), fault_gpu=6, expected=("GPUXidError",)),
+    Scenario("gpu-lost", "fault", "GPU 1 raises XID 79 at 1h and falls off the bus for 1 hour",
+             faults=("1=lost@1h+1h",), fault_gpu=1, expected=("GPUExporterDown", "GPUXidError")),
+    Scenario("exporter-down", "fault", "the node's GPU exporter is unreachable from 1h for 20 min",
+             target_down=(_m(60), _m(80)), expected=("GPUExporterDown",)),
+    Scenario("dataloader-starvation", "fault",
+             "from 1h for 90 min the input pipeline saturates every CPU and GPUs idle at ~30 %",
+             starved=(_m(60), _m(150)), saturated=((_m(60), _m(150)),), expected=("GPUDataLoaderBottleneck",),
+             naive_expected=("NaiveLowUtilization",)),
+)
+BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+def _noise(*parts: int) -> float:
+    """Deterministic uniform noise in [0, 1)."""
+    return (math.sin(12.9898 * parts[0] + 78.233 * sum(parts[1:]) + 0.5) * 43758.5453) % 1.0
+
+
+class _Series:
+    def __init__(self, n: int) -> None:
+        self.data: dict[str, list[Sample]] = {}
+        self.n = n
+
+    def put(self, key: str, index: int, value: Sample) -> None:
+        self.data.setdefault(key, [None] * self.n)[index] = value
+
+
+def _labels(**labels: str) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels.items())
+
+
+def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
+    """Series selector text -> one sample per STEP (None where the series is absent)."""
+    if flavour not in FLAVOURS:
+        raise ValueError(flavour)
+    fleet = scenario.fleet()
+    keys = [k for k in KEYS if flavour == "bundled" or BY_KEY[k].source is Source.DCGM_DEFAULT]
+    out = _Series(scenario.samples)
+    gpu_instance = f"{HOST}:9400"
+    node_instance = f"{HOST}:9100"
+    base = {"cluster": CLUSTER, "rack": "rack-1"}
+    for index in range(scenario.samples):
+        t = float(index * STEP)
+        down = scenario.target_down is not None and scenario.target_down[0] <= t < scenario.target_down[1]
+        out.put(f'up{{{_labels(**base, instance=gpu_instance, job=GPU_JOB)}}}', index, 0.0 if down else 1.0)
+        saturated = any(a <= t < b for a, b in scenario.saturated)
+        load = (0.97 if saturated else scenario.cpu_load) + 0.06 * (_noise(index, 1) - 0.5)
+        node = _labels(**base, instance=node_instance, job=NODE_JOB)
+        out.put(f"node_load1{{{node}}}", index, round(load * CPUS, 2))
+        for cpu in range(CPUS):
+            out.put(f'node_cpu_seconds_total{{{node},cpu="{cpu}",mode="idle"}}', index,
+                    round(t * (1 - min(load, 1.0)), 1))
+        if down:
+            continue
+        for reading in fleet.sample(t):
+            _put_gpu(out, index, reading, fleet, scenario, keys, flavour, gpu_instance, base)
+    _mark_stale(out.data)
+    return out.data
+
+
+def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenario: Scenario,
+             keys: list[str], flavour: str, instance: str, base: dict[str, str]) -> None:
+    ident = fleet.identities[reading.index]
+    gpu = _labels(**base, instance=instance, job=GPU_JOB, gpu=str(reading.index), UUID=ident.uuid,
+                  modelName=ident.model_name, hostname=HOST)
+    t = index * STEP
+    if flavour == "bundled":
+        out.put(f"{BY_KEY['gpu_up'].dcgm_name}{{{gpu}}}", index, 1.0 if reading.up else 0.0)
+        for code, count in sorted(reading.xid.counts.items()):
+            out.put(f'{BY_KEY["xid_total"].dcgm_name}{{{gpu},xid="{code}"}}', index, float(count))
+    if not reading.up:
+        return
+    values = dict(reading.values)
+    if scenario.starved and scenario.starved[0] <= t < scenario.starved[1] and fleet.workload(reading.index) == "train":
+        values["gpu_util"] = round(values["gpu_util"] * (0.28 + 0.08 * _noise(index, reading.index)))
+    for key in keys:
+        if key in values:
+            out.put(f"{BY_KEY[key].dcgm_name}{{{gpu}}}", index, float(values[key]))
+    if flavour == "bundled":
+        mask = int(values["clock_event_reasons"])
+        for bit, name in CLOCK_EVENT_REASONS:
+            out.put(f'{BY_KEY["clock_event_active"].dcgm_name}{{{gpu},clock_event="{name}"}}', index,
+                    1.0 if mask & bit else 0.0)
+
+
+def _mark_stale(data: dict[str, list[Sample]]) -> None:
+    """A series that stops being published gets a staleness marker, as Prometheus writes on a scrape."""
+    for samples in data.values():
+        for i in range(1, len(samples)):
+            if samples[i] is None and samples[i - 1] not in (None, "stale"):
+                samples[i] = "stale"
+
+
+def _number(value: float) -> str:
+    return f"{value:.10g}"
+
+
+def expand(samples: list[Sample]) -> str:
+    """promtool's expanding notation: runs of one value as `VxN`, absent samples as `_`."""
+    parts: list[str] = []
+    i = 0
+    while i < len(samples):
+        value = samples[i]
+        j = i
+        while j + 1 < len(samples) and samples[j + 1] == value and value != "stale":
+            j += 1
+        run = j - i + 1
+        if value is None:
+            parts.append("_" if run == 1 else f"_x{run}")  # `_xN` is N absent samples ...
+        elif value == "stale":
+            parts.append("stale")
+        else:
+            text = _number(float(value))
+            parts.append(text if run == 1 else f"{text}x{run - 1}")  # ... but `VxN` is N + 1 samples
+        i = j + 1
+    return " ".join(parts)
+
+
+def input_series(scenario: Scenario, flavour: str) -> Iterator[dict[str, str]]:
+    for selector, samples in sorted(build_series(scenario, flavour).items()):
+        yield {"series": selector, "values": expand(samples)}
+
+
+def throttle_onset(scenario: Scenario) -> float | None:
+    """First time the faulted GPU reports a thermal or power-brake clock event reason (throttling begins)."""
+    if scenario.fault_gpu is None:
+        return None
+    fleet = scenario.fleet()
+    thermal = sum(bit for bit, name in CLOCK_EVENT_REASONS if "thermal" in name or "brake" in name)
+    for index in range(scenario.samples):
+        reading = fleet.sample_gpu(scenario.fault_gpu, float(index * STEP))
+        if reading.up and int(reading.values["clock_event_reasons"]) & thermal:
+            return float(index * STEP)
+    return None
