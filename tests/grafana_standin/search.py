@@ -54,7 +54,8 @@ def search(store: Store, req: Request) -> tuple[int, Any]:
         for folder in store.folders.values():
             if wanted_folders:
                 inside = folder.parent_uid in wanted_folders
-                itself = flavor.search_folder_ids_lists_folder_itself and folder.uid in wanted_folders
+                itself = (flavor.search_folder_ids_lists_folder_itself and kind == "dash-folder"
+                          and str(folder.id) in folder_ids)
                 if not (inside or itself):
                     continue
             if text in folder.title.lower():
