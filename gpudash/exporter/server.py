@@ -52,6 +52,7 @@ class _Server(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[Any, Any]:
         sock, addr = self.socket.accept()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle wait on small responses
         if self.web.ssl_context is not None:
             sock = self.web.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return sock, addr
@@ -60,6 +61,7 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "gpudash-exporter"
+    wbufsize = 1 << 16  # headers and body leave in one write; flushed after each response
     timeout = 30  # an idle keep-alive connection gives its thread back after this
     server: _Server
 
