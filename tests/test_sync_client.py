@@ -1,0 +1,129 @@
+"""Connection settings from the environment and flags, retries with backoff, and redaction. No server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import niquests
+import pytest
+from grafana_client.client import GrafanaBadInputError, GrafanaServerError
+
+from gpudash.errors import ConfigError, DriftError, RemoteError
+from gpudash.sync.client import Connection, Grafana, GrafanaFailure, connection_from
+
+ENV = {"GRAFANA_URL": "https://grafana.example.com/sub/", "GRAFANA_TOKEN": "glsa_secret"}
+
+
+def test_url_and_token_from_the_environment() -> None:
+    conn = connection_from(ENV)
+    assert conn.url == "https://grafana.example.com/sub" and conn.token == "glsa_secret" and conn.user == ""
+    assert "glsa_secret" not in repr(conn)
+    assert conn.timeout == 10.0 and conn.retries == 3 and conn.ca_file is None
+
+
+def test_flags_override_the_environment(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("glsa_from_file\n")
+    conn = connection_from(ENV, url="http://other:3000", token_file=token, timeout=2.5, retries=0, org_id=3)
+    assert (conn.url, conn.token, conn.timeout, conn.retries, conn.org_id) == (
+        "http://other:3000", "glsa_from_file", 2.5, 0, 3)
+    password = tmp_path / "password"
+    password.write_text("pw")
+    basic = connection_from(ENV, user="ops", password_file=password)
+    assert (basic.token, basic.user, basic.password) == ("", "ops", "pw")
+
+
+def test_credentials_in_the_url_are_used_and_never_shown() -> None:
+    conn = connection_from({"GRAFANA_URL": "http://admin:s3cret@grafana:3000"})
+    assert conn.url == "http://grafana:3000" and (conn.user, conn.password) == ("admin", "s3cret")
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({}, "GRAFANA_URL is not set: set GRAFANA_URL (e.g. GRAFANA_URL=http://grafana:3000) and GRAFANA_TOKEN"),
+    ({"GRAFANA_URL": "http://g:3000"}, "GRAFANA_TOKEN is not set: set GRAFANA_URL"),
+    ({"GRAFANA_URL": "http://g:3000", "GRAFANA_USER": "ops"}, "GRAFANA_PASSWORD is not set"),
+    ({"GRAFANA_URL": "grafana:3000", "GRAFANA_TOKEN": "t"}, "GRAFANA_URL: expected http(s)://host[:port][/path]"),
+    ({"GRAFANA_URL": "http://g:port", "GRAFANA_TOKEN": "t"}, "GRAFANA_URL: the port is not a number"),
+    ({**ENV, "GRAFANA_ORG_ID": "main"}, "GRAFANA_ORG_ID: expected a whole number, got 'main'"),
+])
+def test_what_to_set(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        connection_from(env)
+    assert caught.value.format_message().startswith(message)
+
+
+def test_missing_ca_file_and_token_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--ca-file: no such file"):
+        connection_from(ENV, ca_file=tmp_path / "ca.pem")
+    with pytest.raises(ConfigError, match="cannot read the token"):
+        connection_from(ENV, token_file=tmp_path / "token")
+
+
+def grafana(retries: int = 2) -> tuple[Grafana, list[float]]:
+    pauses: list[float] = []
+    return Grafana(Connection("http://127.0.0.1:9", "glsa_t", retries=retries, backoff=0.25), pauses.append), pauses
+
+
+def flaky(*failures: BaseException) -> Any:
+    queue = list(failures)
+
+    def request() -> str:
+        if queue:
+            raise queue.pop(0)
+        return "ok"
+    return request
+
+
+def test_reads_retry_5xx_and_transport_failures_with_doubling_backoff() -> None:
+    g, pauses = grafana(retries=3)
+    refused = niquests.exceptions.ConnectionError("[Errno 111] Connection refused")
+    result = g.call("x", "GET", "/api/x", flaky(GrafanaServerError(502, {}, "m"), refused, refused))
+    assert result == "ok" and pauses == [0.25, 0.5, 1.0]
+    assert g.requests["GET"] == 4 and g.writes == 0
+
+
+def test_retries_are_bounded() -> None:
+    g, pauses = grafana(retries=2)
+    with pytest.raises(GrafanaFailure, match=r"x: Grafana answered 500: down \(tried 3 times\)"):
+        g.call("x", "GET", "/api/x", flaky(*[GrafanaServerError(500, {"message": "down"}, "m")] * 5))
+    assert len(pauses) == 2
+
+
+def test_writes_retry_5xx_but_not_transport_failures() -> None:
+    g, pauses = grafana()
+    assert g.call("x", "POST", "/api/x", flaky(GrafanaServerError(500, {}, "m"))) == "ok"
+    with pytest.raises(GrafanaFailure, match="connection refused"):
+        g.call("x", "POST", "/api/x", flaky(niquests.exceptions.ConnectionError("Connection refused")))
+    assert pauses == [0.25]
+    assert g.writes == 3
+
+
+def test_4xx_is_not_retried_and_says_what_the_server_said() -> None:
+    g, pauses = grafana()
+    with pytest.raises(GrafanaFailure) as caught:
+        g.call("dashboard 'A' (a)", "POST", "/api/x",
+               flaky(GrafanaBadInputError({"message": "Cannot save provisioned dashboard"})))
+    assert pauses == []
+    assert caught.value.per_object and caught.value.status == 400
+    assert caught.value.format_message() == ("dashboard 'A' (a): Grafana answered 400: Cannot save provisioned "
+                                             "dashboard; it is provisioned from files on the Grafana server: "
+                                             "change it there")
+
+
+def test_version_mismatch_is_drift() -> None:
+    from grafana_client.client import GrafanaClientError
+
+    g, _ = grafana()
+    body = {"status": "version-mismatch", "message": "The dashboard has been changed by someone else"}
+    with pytest.raises(DriftError) as caught:
+        g.call("dashboard 'A' (a)", "POST", "/api/x", flaky(GrafanaClientError(412, body, "m")))
+    assert caught.value.exit_code == 3
+    assert not isinstance(caught.value, RemoteError)
+
+
+def test_secrets_are_redacted_from_any_message() -> None:
+    conn = Connection("http://g", "", "ops", "pw-123")
+    g = Grafana(conn)
+    assert g.redact("Authorization: Basic b3BzOnB3LTEyMw== pw-123") == "Authorization: Basic *** ***"
+    assert "glsa_t" not in Grafana(Connection("http://g", "glsa_t")).redact("token glsa_t")
