@@ -80,3 +80,16 @@ def offsets(expr: str) -> list[str]:
 
 def without_offsets(expr: str) -> str:
     return _OFFSET.sub("", expr)
+
+
+_WINDOW = re.compile(r"\[\s*[0-9][0-9a-zA-Z]*\s*\]")
+
+
+def windows(expr: str) -> list[str]:
+    """The range-vector windows of an expression, e.g. ["[4s]"] (subqueries left out)."""
+    return _WINDOW.findall(expr)
+
+
+def widened(expr: str, seconds: int) -> str:
+    """The expression with every range-vector window made `seconds` long."""
+    return _WINDOW.sub(f"[{seconds}s]", expr)

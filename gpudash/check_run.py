@@ -5,7 +5,8 @@ A query that returns series is fine. An empty one is looked into, selector by se
 - a series it reads does not exist: a failure when that is a signal every dcgm-exporter publishes (or a
   recorded series whose inputs exist: the recording rules are not loaded); *optional* when the signal is
   one a deployment may lack (catalog `Signal.optional`) or, for a rule, not a GPU signal at all;
-- everything it reads exists: *needs history* when it looks back with `offset` and has data without it;
+- everything it reads exists: *needs history* when it looks back with `offset` and has data without it,
+  or when its series are younger than its range window (a counter that appeared seconds ago);
   *nothing matches* when it filters with a comparison (a list of GPUs with XID errors is rightly empty);
   *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance).
 """
@@ -18,7 +19,7 @@ from enum import Enum
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
 from gpudash.check_client import Prometheus, QueryError, Window, series_count
-from gpudash.check_promql import Selector, filters, offsets, selectors, without_offsets
+from gpudash.check_promql import Selector, filters, offsets, selectors, widened, windows, without_offsets
 from gpudash.check_targets import ALERT, VARIABLE, Group, Query, unresolved
 from gpudash.promql import RECORDING_BY_NAME
 
@@ -137,12 +138,29 @@ class Checker:
                 return Result(query, 0, Status.NEEDS_HISTORY,
                               f"returns data without offset {', '.join(sorted(set(shifted)))}; "
                               "Prometheus holds less history than that")
+        young = "" if query.kind == ALERT or filters(expr) else self._younger_than_window(expr)
+        if young:
+            return Result(query, 0, Status.NEEDS_HISTORY, young)
         if query.kind == ALERT:
             return Result(query, 0, Status.NOT_FIRING)
         if filters(expr):
             return Result(query, 0, Status.NOTHING_MATCHES, "every series it reads exists; none passes its filter")
         return Result(query, 0, Status.EMPTY, "returns nothing although every series it reads exists "
                                               "(labels that do not line up in a join?)")
+
+    def _younger_than_window(self, expr: str) -> str:
+        """Why an expression on existing series is empty when its windows are too short for their age, else ''."""
+        found = windows(expr)
+        if not found:
+            return ""
+        try:
+            longer = series_count(self.prometheus.instant(widened(expr, self.window.range_s), self.window.end))
+        except QueryError:
+            return ""
+        if not longer:
+            return ""
+        return (f"empty over {', '.join(sorted(set(found)))} but not over {self.window.range_s}s: "
+                "its series are too young for that window yet")
 
     def _missing(self, query: Query, missing: list[Selector]) -> Result:
         found = [self._why_missing(sel, query.kind) for sel in missing]

@@ -107,15 +107,17 @@ def _wait_http(server: _Process, path: str) -> str:
 class ExporterProcess:
     """`gpudash exporter ARGS` as a child process on a free loopback port, ready when /metrics has GPUs.
 
-    ``args`` are the exporter's own options (``--simulate 8 --fault 2=leak``); ``--listen`` is added.
+    ``args`` are the exporter's own options (``--simulate 8 --fault 2=leak``); ``--listen`` is added, on
+    ``port`` when given (so something can be prepared for that address first), else on a free one.
     """
 
-    def __init__(self, args: Sequence[str], *, startup_timeout: float = 30.0,
+    def __init__(self, args: Sequence[str], *, port: int = 0, startup_timeout: float = 30.0,
                  env: Mapping[str, str] | None = None) -> None:
         self.args = list(args)
         self.startup_timeout = startup_timeout
         self.env = dict(env) if env is not None else None
-        self.port = 0
+        self.fixed_port = port
+        self.port = port
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
@@ -131,8 +133,8 @@ class ExporterProcess:
         self._tmp = tempfile.TemporaryDirectory(prefix="gpudash-exporter-")
         log_path = Path(self._tmp.name) / "exporter.log"
         last = ""
-        for _ in range(_START_ATTEMPTS):
-            self.port = free_port()
+        for _ in range(1 if self.fixed_port else _START_ATTEMPTS):
+            self.port = self.fixed_port or free_port()
             with open(log_path, "ab") as log:
                 self._proc = subprocess.Popen(
                     [sys.executable, "-m", "gpudash", "exporter", *self.args, "--listen", self.address],
