@@ -24,6 +24,7 @@ from gpudash.promql import signals_in
 from gpudash.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "tests" / "fixtures"  # the `reference` fixture's folder, for module-scoped fixtures
 
 
 class StaticMetrics:
