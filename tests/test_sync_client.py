@@ -127,3 +127,14 @@ def test_secrets_are_redacted_from_any_message() -> None:
     g = Grafana(conn)
     assert g.redact("Authorization: Basic b3BzOnB3LTEyMw== pw-123") == "Authorization: Basic *** ***"
     assert "glsa_t" not in Grafana(Connection("http://g", "glsa_t")).redact("token glsa_t")
+
+
+@pytest.mark.parametrize(("url", "api"), [
+    ("https://example.com/grafana/", "https://example.com/grafana/api"),
+    ("http://grafana:3000", "http://grafana:3000/api"),
+    ("http://[::1]:3000", "http://[::1]:3000/api"),
+])
+def test_api_url_keeps_a_sub_path(url: str, api: str) -> None:
+    conn = connection_from({"GRAFANA_URL": url, "GRAFANA_TOKEN": "t"})
+    assert Grafana(conn).api.client.url == api
+    assert conn.url == api.removesuffix("/api")

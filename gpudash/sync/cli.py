@@ -106,14 +106,16 @@ def connection_options(command: F) -> F:
                      help="thresholds.yaml (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS)."),
         click.option("--site", type=click.Path(path_type=Path), default=None,
                      help="Site config with grafana.folder/folder_uid (default: ./gpudash.yaml or $GPUDASH_SITE)."),
-        click.option("-v", "--verbose", count=True, help="-v: retries and unchanged dashboards; -vv: every request."),
+        click.option("-v", "--verbose", count=True,
+                     help="-v: each request, retries, unchanged dashboards; -vv: the HTTP libraries too."),
     ]
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def _open(kwargs: dict[str, Any], need_local: bool = True) -> tuple[Context, list[dict[str, Any]]]:
+def _open(kwargs: dict[str, Any]) -> tuple[Context, list[dict[str, Any]]]:
+    """Connection settings first (the most likely thing a new user lacks), then files, then one probe."""
     connection = connection_from(
         os.environ, url=kwargs.pop("url"), user=kwargs.pop("user"), token_file=kwargs.pop("token_file"),
         password_file=kwargs.pop("password_file"), ca_file=kwargs.pop("ca_file"), timeout=kwargs.pop("timeout"),
@@ -122,14 +124,13 @@ def _open(kwargs: dict[str, Any], need_local: bool = True) -> tuple[Context, lis
     _logging(verbose, connection.secrets)
     settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
     directory = kwargs.pop("directory")
-    local = load_local(directory) if need_local else []
+    local = load_local(directory)
     target = Target.from_site(settings.site.grafana_folder_uid, settings.site.grafana_folder)
     remote = GrafanaRemote(Grafana(connection))
     started = time.monotonic()
     version = remote.probe()
     folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
-    if need_local:
-        click.echo(f"Grafana {version} at {connection.url}: {len(local)} dashboards from {directory} -> {folder}")
+    click.echo(f"Grafana {version} at {connection.url}: {len(local)} dashboards from {directory} -> {folder}")
     return Context(remote, target, directory, verbose, started), local
 
 
@@ -149,9 +150,10 @@ def _finish(verb: str, ctx: Context, plan: Plan, outcome: Outcome, dry_run: bool
         raise (ChangedMeanwhile(message) if isinstance(first, ChangedMeanwhile)
                else GrafanaFailure(message, getattr(first, "status", 0)))
     if drifted:
-        raise DriftError(f"{len(drifted)} dashboard(s) changed in Grafana outside gpudash, not overwritten: "
-                         f"{', '.join(drifted)}; review with `gpudash diff`, then `gpudash sync --force` "
-                         "to overwrite")
+        which = (f"dashboard {outcome.drifted[0].title!r} ({drifted[0]}) was" if len(drifted) == 1
+                 else f"{len(drifted)} dashboards ({', '.join(drifted)}) were")
+        raise DriftError(f"{which} changed in Grafana outside gpudash and not overwritten; review with "
+                         "`gpudash diff`, then `gpudash sync --force` to overwrite")
 
 
 def _write_plan(verb: str, ctx: Context, local: list[dict[str, Any]], *, force: bool, prune: bool, dry_run: bool,

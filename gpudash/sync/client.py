@@ -84,7 +84,8 @@ def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str
         port = f":{parts.port}" if parts.port else ""
     except ValueError as exc:
         raise ConfigError("GRAFANA_URL: the port is not a number") from exc
-    display = f"{parts.scheme}://{parts.hostname}{port}{parts.path.rstrip('/')}"
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 literal
+    display = f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
     token = _read_secret(token_file, "token") if token_file else env.get("GRAFANA_TOKEN", "").strip()
     login = user or env.get("GRAFANA_USER", "") or (parts.username or "")
     if password_file:
@@ -170,8 +171,9 @@ class Grafana:
         parts = urlsplit(connection.url)
         prefix = parts.path.strip("/")
         credential: Any = connection.token or (connection.user, connection.password)
+        host = parts.hostname or ""
         self.api = GrafanaApi(
-            auth=credential, host=parts.hostname, port=parts.port, protocol=parts.scheme,
+            auth=credential, host=f"[{host}]" if ":" in host else host, port=parts.port, protocol=parts.scheme,
             url_path_prefix=f"{prefix}/" if prefix else "",
             verify=str(connection.ca_file) if connection.ca_file else True,
             timeout=connection.timeout, organization_id=connection.org_id, user_agent=f"gpudash/{__version__}",

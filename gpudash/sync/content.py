@@ -13,7 +13,6 @@ keys), someone did.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
@@ -29,14 +28,14 @@ _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "M
 Provenance = Literal["pushed", "edited", "unmarked"]
 
 
+def _go_float(text: str) -> float | int:
+    value = float(text)
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
 def _numbers_as_go_writes_them(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _numbers_as_go_writes_them(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_numbers_as_go_writes_them(item) for item in value]
-    return value
+    """A deep copy in which 80.0 is 80, as Grafana (Go) returns it; a JSON round trip is the fast way."""
+    return json.loads(json.dumps(value, ensure_ascii=False), parse_float=_go_float)
 
 
 def _clamped_refresh(refresh: Any) -> Any:
@@ -49,9 +48,9 @@ def _clamped_refresh(refresh: Any) -> Any:
 
 
 def canonical(dashboard: dict[str, Any]) -> dict[str, Any]:
-    """The dashboard as gpudash compares it (a new dict; the argument is not changed)."""
+    """The dashboard as gpudash compares it (new dicts and lists all the way down; the argument is unchanged)."""
     body = {key: value for key, value in dashboard.items() if key not in (*SERVER_OWNED_KEYS, MARKER_KEY)}
-    body = _numbers_as_go_writes_them(copy.deepcopy(body))
+    body = _numbers_as_go_writes_them(body)
     if isinstance(body.get("title"), str):
         body["title"] = body["title"].strip()
     if isinstance(body.get("uid"), str):
@@ -66,9 +65,13 @@ def canonical_text(dashboard: dict[str, Any]) -> str:
     return json.dumps(canonical(dashboard), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def content_hash(dashboard: dict[str, Any]) -> str:
-    compact = json.dumps(canonical(dashboard), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def hash_of_canonical(body: dict[str, Any]) -> str:
+    compact = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(compact.encode("utf-8")).hexdigest()
+
+
+def content_hash(dashboard: dict[str, Any]) -> str:
+    return hash_of_canonical(canonical(dashboard))
 
 
 def same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -94,9 +97,10 @@ def marker_commit(dashboard: dict[str, Any]) -> str:
     return str(marker.get("commit") or "") if isinstance(marker, dict) else ""
 
 
-def provenance(remote: dict[str, Any]) -> Provenance:
+def provenance(remote: dict[str, Any], remote_canonical: dict[str, Any] | None = None) -> Provenance:
     """`pushed`: exactly what gpudash wrote; `edited`: written by gpudash, changed since; `unmarked`: neither."""
     stored = marker_hash(remote)
     if stored is None:
         return "unmarked"
-    return "pushed" if stored == content_hash(remote) else "edited"
+    body = canonical(remote) if remote_canonical is None else remote_canonical
+    return "pushed" if stored == hash_of_canonical(body) else "edited"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gpudash.sync.content import provenance, same_content
+from gpudash.sync.content import canonical, provenance
 
 
 class Action(str, Enum):
@@ -123,7 +123,8 @@ def plan_dashboard(local: dict[str, Any], remote: RemoteDashboard | None, folder
     uid, title = str(local["uid"]), str(local["title"])
     if remote is None:
         return Step(Action.CREATE, uid, title, local, None, f"new in folder {_folder_name(folder_uid)}")
-    equal = same_content(local, remote.dashboard)
+    remote_canonical = canonical(remote.dashboard)
+    equal = canonical(local) == remote_canonical
     moved = remote.folder_uid != folder_uid
     if equal and not moved:
         return Step(Action.UNCHANGED, uid, title, local, remote)
@@ -131,7 +132,7 @@ def plan_dashboard(local: dict[str, Any], remote: RemoteDashboard | None, folder
     if moved:
         why = ", ".join(filter(None, [why, f"folder {_folder_name(remote.folder_uid)} -> "
                                           f"{_folder_name(folder_uid)}"]))
-    if equal or provenance(remote.dashboard) == "pushed":
+    if equal or provenance(remote.dashboard, remote_canonical) == "pushed":
         return Step(Action.UPDATE, uid, title, local, remote, why)
     edited = _edited_reason(remote)
     if force:
