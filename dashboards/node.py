@@ -1,6 +1,7 @@
 """GPU node: one `$instance` in detail, every GPU on its own row, line or gauge.
 
-Everything here is scoped to one node (and the chosen GPUs), so its cost does not grow with the fleet.
+Everything here is scoped to one node (and the chosen GPUs), so its cost does not grow with the fleet:
+`$instance` has no "All", and opens on the first node.
 """
 
 from __future__ import annotations
@@ -126,5 +127,12 @@ def build(ctx: BuildContext) -> G.Dashboard:
                               "XID events per interval, by code (bundled exporter).", None, 0), w=12)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True)]
-    return ctx.dashboard(UID, TITLE, "One GPU node in detail: every GPU's utilization, memory, heat, power, clocks.",
-                         "node", layout.panels, links)
+    dashboard = ctx.dashboard(UID, TITLE,
+                              "One GPU node in detail: every GPU's utilization, memory, heat, power, clocks.",
+                              "node", layout.panels, links)
+    # No "All" nodes: opened without a choice, Grafana shows the first node instead of drawing every GPU of
+    # the fleet, so this dashboard costs the same at 8 GPUs and at 8,000. Several nodes can still be picked.
+    for variable in dashboard.templating.list:
+        if variable.name == "instance":
+            variable.includeAll = False
+    return dashboard
