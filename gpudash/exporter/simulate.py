@@ -43,16 +43,24 @@ defaults to 60 s, DURATION to "until the end"; several per GPU allowed)
 
 from __future__ import annotations
 
+import functools
 import math
-import re
-import threading
 import time
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
+from gpudash.exporter.simcounters import Integral
+from gpudash.exporter.simspec import (
+    DEFAULT_FAULT_START,
+    FAULTS,
+    WORKLOADS,
+    Fault,
+    parse_fault,
+    parse_seconds,
+    parse_workload,
+)
 from gpudash.exporter.source import (
     COSTLY_KEYS,
     GpuIdentity,
@@ -62,14 +70,24 @@ from gpudash.exporter.source import (
     xid_state,
 )
 
-WORKLOADS = ("train", "inference", "idle")
-FAULTS = ("leak", "thermal", "stall", "xid", "lost")
-DEFAULT_FAULT_START = 60.0
+__all__ = [  # the spec parsers live in simspec; scenario code imports them from here
+    "DEFAULT_FAULT_START",
+    "FAULTS",
+    "WORKLOADS",
+    "Fault",
+    "Fleet",
+    "GpuReading",
+    "SimulatedSource",
+    "fleet_from_specs",
+    "parse_fault",
+    "parse_seconds",
+    "parse_workload",
+]
+
 XID_GPU_LOST = 79
 
 _BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
 _MASK = (1 << 64) - 1
-_COUNTER_STEP = 15.0  # seconds between the points the counters are integrated over
 _BUSY_TEMP_C = 64.0  # what a training GPU settles at near its power cap
 
 
@@ -91,68 +109,6 @@ class GpuModel:
 
 
 H200 = GpuModel()
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str
-    start: float = DEFAULT_FAULT_START
-    duration: float | None = None  # None: lasts until the end
-    arg: float | None = None  # leak: seconds to OOM; thermal: peak C; xid: code
-
-    @property
-    def end(self) -> float:
-        return math.inf if self.duration is None else self.start + self.duration
-
-    def active(self, t: float) -> bool:
-        return self.start <= t < self.end
-
-
-_TIME = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
-_FAULT = re.compile(r"^(\d+)=([a-z]+)(?::([^@+]+))?(?:@([^+]+))?(?:\+(.+))?$")
-
-
-def parse_seconds(text: str) -> float:
-    """``90``, ``90s``, ``5m``, ``1h30m`` -> seconds; ValueError otherwise."""
-    match = _TIME.match(text.strip())
-    if not text.strip() or not match or not any(match.groups()):
-        raise ValueError(text)
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def parse_fault(spec: str) -> tuple[int, Fault]:
-    """``2=leak``, ``5=thermal:93@10m+15m``, ``3=xid:48@120``, ``4=lost@1m+5m`` -> (GPU index, Fault)."""
-    match = _FAULT.match(spec.strip())
-    usage = "expected IDX=KIND[:ARG][@START][+DURATION], KIND one of " + ", ".join(FAULTS)
-    if not match:
-        raise UsageError(f"--fault {spec!r}: {usage}")
-    index, kind, arg, start, duration = match.groups()
-    if kind not in FAULTS:
-        raise UsageError(f"--fault {spec!r}: unknown fault {kind!r}; {usage}")
-    try:
-        value: float | None = None
-        if arg is not None:
-            value = parse_seconds(arg) if kind == "leak" else float(arg)
-        fault = Fault(
-            kind,
-            parse_seconds(start) if start else DEFAULT_FAULT_START,
-            parse_seconds(duration) if duration else None,
-            value,
-        )
-    except ValueError as exc:
-        raise UsageError(f"--fault {spec!r}: bad number or time {exc.args[0]!r}; {usage}") from None
-    if kind in ("leak",) and value is not None and value <= 0:
-        raise UsageError(f"--fault {spec!r}: time to OOM must be positive")
-    return int(index), fault
-
-
-def parse_workload(spec: str) -> tuple[int, str]:
-    """``3=idle`` -> (3, "idle")."""
-    index, sep, name = spec.strip().partition("=")
-    if not sep or not index.isdigit() or name not in WORKLOADS:
-        raise UsageError(f"--workload {spec!r}: expected IDX=NAME, NAME one of {', '.join(WORKLOADS)}")
-    return int(index), name
 
 
 def _mix(x: int) -> int:
@@ -223,9 +179,7 @@ class Fleet:
                 raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
         self.identities = [self._identity(i) for i in range(self.gpus)]
         self._energy0 = [1e9 * (5 + 50 * _u(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
-        self._cum_energy = [array("d", [0.0]) for _ in range(self.gpus)]
-        self._cum_nvlink = [array("d", [0.0]) for _ in range(self.gpus)]
-        self._counter_lock = threading.Lock()
+        self._integrals = [Integral(functools.partial(self._rates, i)) for i in range(self.gpus)]
 
     def _identity(self, i: int) -> GpuIdentity:
         h = "".join(f"{int(_u(self.seed, i, _CH_ID, k) * 2**32):08x}" for k in range(4))
@@ -428,27 +382,19 @@ class Fleet:
         s.power_activity = 0.8 * util / 100.0
         return s
 
-    def _power_at(self, i: int, t: float) -> tuple[float, float]:
+    def _rates(self, i: int, t: float) -> tuple[float, float]:
+        """What the counters integrate: power in mW (so energy comes out in mJ) and NVLink KiB/s."""
         if self._lost(i, t):
             return 0.0, 0.0
         s = self._state(i, t)
         m = self.model
-        return m.idle_power_w + (m.power_limit_w - m.idle_power_w) * min(s.power_activity, 1.0), s.nvlink_kib_s
+        power = m.idle_power_w + (m.power_limit_w - m.idle_power_w) * min(s.power_activity, 1.0)
+        return power * 1000.0, s.nvlink_kib_s
 
     def _counters(self, i: int, t: float) -> tuple[float, float]:
-        """Energy (mJ since driver load) and NVLink (KiB): integrals of the rates on a fixed grid."""
-        energy, nvlink = self._cum_energy[i], self._cum_nvlink[i]
-        k = int(t // _COUNTER_STEP)
-        with self._counter_lock:  # the exporter's fast and slow loops may both extend the integral
-            while len(energy) <= k + 1:
-                n = len(energy) - 1
-                power, link = self._power_at(i, n * _COUNTER_STEP)
-                energy.append(energy[n] + power * 1000.0 * _COUNTER_STEP)
-                nvlink.append(nvlink[n] + link * _COUNTER_STEP)
-        f = (t - k * _COUNTER_STEP) / _COUNTER_STEP
-        e = energy[k] + (energy[k + 1] - energy[k]) * f
-        link = nvlink[k] + (nvlink[k + 1] - nvlink[k]) * f
-        return self._energy0[i] + e, link
+        """Energy (mJ since driver load) and NVLink (KiB) at t."""
+        energy, nvlink = self._integrals[i].at(t)
+        return self._energy0[i] + energy, nvlink
 
 
 def fleet_from_specs(

@@ -1,0 +1,68 @@
+"""Field selection from a dcgm-exporter counters CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpudash.catalog import BY_KEY
+from gpudash.errors import ExporterError
+from gpudash.exporter.collectors import load_collectors, parse_collectors
+from gpudash.exporter.poller import Poller
+from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs
+
+
+def _uncommented_fields(path: Path) -> set[str]:
+    lines = (line.strip() for line in path.read_text().splitlines())
+    return {line.split(",")[0].strip() for line in lines if line and not line.startswith("#")}
+
+
+def test_dcgm_exporters_default_counters_load(reference: Path) -> None:
+    path = reference / "dcgm-exporter" / "default-counters.csv"
+    chosen = load_collectors(path)
+    fields = _uncommented_fields(path) - {"DCGM_FI_DRIVER_VERSION"}
+    assert {BY_KEY[key].dcgm_name for key in chosen.keys} == fields | {"gpudash_gpu_up"}
+    assert chosen.driver_version_label and chosen.origin == str(path)
+
+
+def test_only_the_chosen_fields_are_published(reference: Path) -> None:
+    chosen = load_collectors(reference / "dcgm-exporter" / "default-counters.csv")
+    source = SimulatedSource(fleet_from_specs(2, epoch=0))
+    poller = Poller(source, chosen.keys, slow_keys=source.costly_keys(), hostname="n",
+                    driver_version_label=chosen.driver_version_label)
+    for loop in ("static", "slow", "fast"):
+        poller.sweep(loop, now=300.0)
+    names = {line.split("{")[0] for line in poller.exposition.body.decode().splitlines() if not line.startswith("#")}
+    gpu_names = {n for n in names if not n.startswith("gpudash_exporter_")}
+    expected = _uncommented_fields(reference / "dcgm-exporter" / "default-counters.csv")
+    expected -= {"DCGM_FI_DRIVER_VERSION", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}  # not supported on an H200
+    assert gpu_names == expected | {"gpudash_gpu_up"}
+
+
+def test_gpudash_fields_and_a_custom_selection() -> None:
+    chosen = parse_collectors(
+        "# mine\nDCGM_FI_DEV_FB_USED, gauge, used\n\ngpudash_xid_errors_total, counter, xids\n", "mine.csv"
+    )
+    assert chosen.keys == ("fb_used", "xid_total", "gpu_up") and not chosen.driver_version_label
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("DCGM_FI_DEV_FB_USED, gauge, x\nDCGM_FI_DEV_NOPE, gauge, y\n", r"c\.csv:2: unknown field 'DCGM_FI_DEV_NOPE'"),
+        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, x\n", r"c\.csv:1: unknown field 'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL'"),
+        ("DCGM_FI_DEV_FB_USED, histogram, x\n", r"c\.csv:1: DCGM_FI_DEV_FB_USED: type must be gauge, counter or label"),
+        ("DCGM_FI_DEV_SERIAL, label, x\n", r"c\.csv:1: label field 'DCGM_FI_DEV_SERIAL' is not supported"),
+        ("DCGM_FI_DEV_FB_USED\n", r"c\.csv:1: expected 'FIELD, type, help'"),
+        ("# nothing\n", r"c\.csv: names no field"),
+    ],
+)
+def test_bad_counters_are_one_clear_error(text: str, message: str) -> None:
+    with pytest.raises(ExporterError, match=message):
+        parse_collectors(text, "c.csv")
+
+
+def test_unreadable_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ExporterError, match=r"missing\.csv: cannot read collectors file"):
+        load_collectors(tmp_path / "missing.csv")
