@@ -200,3 +200,16 @@ def test_bad_web_config_is_one_clear_error_without_secrets(tmp_path: Path, text:
         load_web_config(config)
     assert "hunter2" not in caught.value.format_message()
     assert str(config) in caught.value.format_message()
+
+
+@needs_bcrypt
+def test_the_shipped_web_config_example_works(root: Path, tmp_path: Path) -> None:
+    (tmp_path / "tls").mkdir()
+    cert, key = _self_signed(tmp_path)
+    cert.rename(tmp_path / "tls" / "server.crt")
+    key.rename(tmp_path / "tls" / "server.key")
+    example = tmp_path / "web-config.yml"
+    shutil.copy(root / "deploy" / "web-config.example.yml", example)
+    web = load_web_config(example)
+    assert web.ssl_context is not None and web.authorized("prometheus", "change-me")
+    assert not web.authorized("prometheus", "guess")
