@@ -139,7 +139,8 @@ class AlertExpressions:
         if not self.has("fb_used", "fb_free"):
             return None
         leak = self.a.memory_leak
-        projected = f"predict_linear({self.fb_ratio}[{leak.window}], {leak.horizon.seconds})"
+        # capped at 1: the value shown is "where memory is heading", and nothing exceeds all of it
+        projected = f"clamp_max(predict_linear({self.fb_ratio}[{leak.window}], {leak.horizon.seconds}), 1)"
         return self.per_gpu(
             f"\n  {projected} >= {self.t.memory.critical:g}\n  and\n  {self.memory_growing()}\n"
         )
@@ -150,7 +151,10 @@ class AlertExpressions:
         s = self.a.job_stalled
         busiest = self.per_gpu(self.over_time("max", "gpu_util", s.window))
         held = self.per_gpu(f"min_over_time({self.fb_ratio}[{s.window}])")
-        return f"{busiest} < {s.util_below_percent:g}\nand\n{held} > {s.memory_above_ratio:g}"
+        # ... and already held it a whole window ago, so a job that just started is not judged on a part-window
+        before = self.per_gpu(f"{self.fb_ratio} offset {s.window}")
+        above = f"{s.memory_above_ratio:g}"
+        return f"{busiest} < {s.util_below_percent:g}\nand\n{held} > {above}\nand\n{before} > {above}"
 
     def data_loader(self) -> str | None:
         if not self.has("gpu_util"):
@@ -160,15 +164,16 @@ class AlertExpressions:
         util = f"{self.per_gpu(self.over_time('avg', 'gpu_util', d.window))} < {d.util_below_percent:g}"
         load = (
             f"sum by (instance) (avg_over_time({NODE_LOAD1}{{{node}}}[{d.window}]))\n"
-            f"    / on (instance)\n"
-            f'    count by (instance) ({NODE_CPU_SECONDS}{{{node},mode="idle"}})\n'
-            f"    > {d.cpu_load_ratio:g}"
+            f"      / on (instance)\n"
+            f'      count by (instance) ({NODE_CPU_SECONDS}{{{node},mode="idle"}})\n'
+            f"      > {d.cpu_load_ratio:g}"
         )
-        return (
-            f"label_replace(\n  {util},\n  {_HOST_FROM_INSTANCE}\n)\n"
-            f"and on (host)\n"
-            f"label_replace(\n  {load},\n  {_HOST_FROM_INSTANCE}\n)"
+        joined = (
+            f"\n  label_replace(\n    {util},\n    {_HOST_FROM_INSTANCE}\n  )\n"
+            f"  and on (host)\n"
+            f"  label_replace(\n    {load},\n    {_HOST_FROM_INSTANCE}\n  )\n"
         )
+        return self.per_gpu(joined)
 
     def xid(self, critical: bool) -> str | None:
         """New XID events per GPU, labelled `xid`, from dcgm-exporter's gauge and/or the bundled counter."""

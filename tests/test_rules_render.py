@@ -1,0 +1,243 @@
+"""`gpudash rules`: what the rule files, alertmanager.yml and the scrape config contain, and the CLI around them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gpudash.catalog import SIGNALS
+from gpudash.cli import cli
+from gpudash.promql import RECORDINGS
+from gpudash.rules.alertmanager import SECRETS_DIR
+from gpudash.rules.alerts import ALERT_NAMES
+from gpudash.rules.render import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE, render_all, stale_files
+from gpudash.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
+    monkeypatch.chdir(tmp_path)  # no stray gpudash.yaml from the working directory
+    monkeypatch.delenv("GPUDASH_SITE", raising=False)
+    return load_settings(ROOT / "thresholds.yaml")
+
+
+def rules_of(files: dict[str, str], name: str = ALERTS_FILE) -> list[dict[str, Any]]:
+    groups = yaml.safe_load(files[name])["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def alerts_named(files: dict[str, str], alert: str) -> list[dict[str, Any]]:
+    return [r for r in rules_of(files) if r["alert"] == alert]
+
+
+def site_file(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_committed_output_is_current_and_rendering_is_deterministic(settings: Settings) -> None:
+    first, second = render_all(settings), render_all(settings)
+    assert first == second
+    assert stale_files(ROOT / "generated", first) == []
+
+
+def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Settings) -> None:
+    files = render_all(settings)
+    rules = rules_of(files)
+    assert {r["alert"] for r in rules} == set(ALERT_NAMES)
+    for rule in rules:
+        assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
+        notes = rule["annotations"]
+        assert set(notes) == {"summary", "description", "runbook_url"}
+        assert notes["runbook_url"].endswith("#" + rule["alert"].lower())
+        assert "$labels.instance" in notes["summary"] + notes["description"]
+        shown = "$value" in notes["description"] or "$labels.xid" in notes["description"]
+        assert shown or rule["alert"] == "GPUExporterDown", f"{rule['alert']}: description shows no value"
+        # one GPU's labels, whatever else the exporter attaches (UUID, modelName, err_code, pod ...)
+        assert "by (cluster, instance" in rule["expr"], rule["alert"]
+    severities = {(r["alert"], r["labels"]["severity"]) for r in rules}
+    for alert in ("GPUHighTemperature", "GPUMemoryPressure", "GPUXidError"):
+        assert {(alert, "warning"), (alert, "critical")} <= severities
+
+
+def test_runbook_anchors_exist_in_docs(settings: Settings) -> None:
+    headings = {line[3:].strip().lower() for line in (ROOT / "docs" / "alerts.md").read_text().splitlines()
+                if line.startswith("## ")}
+    assert {name.lower() for name in ALERT_NAMES} <= headings
+
+
+def test_no_metric_name_is_typed_in_the_rules_package() -> None:
+    names = {s.dcgm_name for s in SIGNALS}
+    for path in (ROOT / "gpudash" / "rules").glob("*.py"):
+        text = path.read_text()
+        typed = [n for n in names if n in text]
+        assert not typed, f"{path.name} types {typed}: read names from gpudash.catalog"
+
+
+def test_recording_rules_come_from_the_shared_registry_and_alerts_use_them(settings: Settings) -> None:
+    files = render_all(settings)
+    recorded = [r["record"] for r in rules_of(files, RECORDING_FILE)]
+    assert recorded == [r.record for r in RECORDINGS]
+    for name in recorded:
+        assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z_]+", name), name
+    memory = alerts_named(files, "GPUMemoryPressure") + alerts_named(files, "GPUMemoryLeakPredicted")
+    assert all("cluster_instance_gpu:gpu_fb_used:ratio" in r["expr"] for r in memory)
+    assert "DCGM_FI_DEV_FB_TOTAL" not in files[ALERTS_FILE] + files[RECORDING_FILE]
+
+
+def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
+    expr = {r["record"]: r["expr"] for r in rules_of(render_all(settings), RECORDING_FILE)}
+    assert expr["cluster_instance_gpu:gpu_fb_used:ratio"] == (
+        "DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)")
+
+
+@pytest.mark.parametrize(("path", "value", "alert", "expected"), [
+    (("memory", "warning_ratio"), 0.8, "GPUMemoryPressure", "> 0.8\n"),
+    (("temperature", "hbm_critical_celsius"), 97, "GPUHighTemperature", "[2m])) > 97"),
+    (("alerts", "temperature", "window"), "90s", "GPUHighTemperature", "DCGM_FI_DEV_GPU_TEMP[90s]"),
+    (("alerts", "memory_leak", "horizon"), "6h", "GPUMemoryLeakPredicted", "[1h], 21600)"),
+    (("alerts", "job_stalled", "util_below_percent"), 2, "GPUJobStalled", ")) < 2\n"),
+    (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75,"),
+    (("alerts", "xid", "critical_codes"), [79, 48], "GPUXidError", 'xid=~"48|79"'),
+    (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
+])
+def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path, path: tuple[str, ...], value: object, alert: str,
+                                              expected: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = render_all(load_settings(ROOT / "thresholds.yaml"))
+    after = render_all(load_settings(thresholds_copy((path, value))))
+    exprs = "\n".join(r["expr"] + "\n" for r in alerts_named(after, alert))
+    assert expected in exprs
+    assert expected not in "\n".join(r["expr"] + "\n" for r in alerts_named(before, alert))
+
+
+@pytest.mark.parametrize(("path", "value", "alert", "expected", "scale"), [
+    (("memory", "warning_ratio"), 0.8, "GPUMemoryPressure", "> 0.8", (1, 100)),
+    (("temperature", "gpu_warning_celsius"), 75, "GPUHighTemperature", "> 75", (1,)),
+])
+def test_a_threshold_change_moves_rules_and_dashboard_steps_together(
+        thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        path: tuple[str, ...], value: float, alert: str, expected: str, scale: tuple[int, ...]) -> None:
+    build_all = pytest.importorskip("gpudash.dashboards_build").build_all
+    monkeypatch.chdir(tmp_path)
+
+    def steps(settings: Settings) -> set[float]:
+        text = json.dumps(build_all(settings, ROOT / "dashboards"))
+        return {float(v) for v in re.findall(r'"color": "[a-z]+", "value": ([0-9.]+)', text)}
+
+    changed = load_settings(thresholds_copy((path, value)))
+    assert any(expected in r["expr"] for r in alerts_named(render_all(changed), alert))
+    before, after = steps(load_settings(ROOT / "thresholds.yaml")), steps(changed)
+    assert any(value * s in after and value * s not in before for s in scale), (sorted(before), sorted(after))
+
+
+def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> None:
+    am = yaml.safe_load(render_all(settings)[ALERTMANAGER_FILE])
+    route = am["route"]
+    assert route["group_by"] == ["cluster", "instance", "alertname"]
+    cluster_route = route["routes"][0]
+    assert cluster_route["matchers"] == ['cluster="demo"']
+    critical, warning = cluster_route["routes"]
+    assert critical["matchers"] == ['severity="critical"'] and critical["group_wait"] == "10s"
+    assert warning["matchers"] == ['severity="warning"'] and warning["group_by"] == ["cluster"]
+    down, severity = am["inhibit_rules"]
+    assert down["source_matchers"] == ['alertname="GPUExporterDown"', 'gpu=""']
+    assert down["equal"] == ["cluster", "instance"]
+    assert severity["equal"] == ["alertname", "cluster", "instance", "gpu"]
+    assert [r["name"] for r in am["receivers"]] == ["gpudash-critical", "gpudash-warning-digest"]
+
+
+def test_alertmanager_reads_secrets_from_files_and_never_writes_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "https://hooks.slack.com/services/T000/B000/not-for-the-repository"
+    monkeypatch.setenv("TEAM_SLACK_URL", secret)
+    monkeypatch.setenv("SMTP_PASSWORD", "hunter2-secret")
+    site = site_file(tmp_path, {"receivers": [
+        {"name": "pager", "type": "webhook", "url": "http://127.0.0.1:9099/page"},
+        {"name": "team", "type": "slack", "api_url_env": "TEAM_SLACK_URL", "channel": "#gpu"},
+        {"name": "ops", "type": "slack", "api_url_file": "/run/secrets/slack"},
+        {"name": "mail", "type": "email", "to": "gpu@example.org", "from": "am@example.org",
+         "smarthost": "smtp.example.org:587", "auth_username": "am", "auth_password_env": "SMTP_PASSWORD"},
+    ]})
+    text = render_all(load_settings(ROOT / "thresholds.yaml", site))[ALERTMANAGER_FILE]
+    assert secret not in text and "hunter2-secret" not in text
+    receiver = yaml.safe_load(text)["receivers"][0]
+    assert [c["api_url_file"] for c in receiver["slack_configs"]] == [f"{SECRETS_DIR}/TEAM_SLACK_URL",
+                                                                     "/run/secrets/slack"]
+    assert receiver["email_configs"][0]["auth_password_file"] == f"{SECRETS_DIR}/SMTP_PASSWORD"
+    assert receiver["webhook_configs"][0]["url"] == "http://127.0.0.1:9099/page"
+
+
+def test_scrape_config_groups_targets_by_cluster_and_rack(tmp_path: Path) -> None:
+    site = site_file(tmp_path, {
+        "scrape": {"job": "gpus", "interval": "30s", "timeout": "20s"},
+        "clusters": [
+            {"name": "east", "targets": [{"address": "a:9400", "rack": "r1"}, {"address": "b:9400", "rack": "r1"},
+                                         {"address": "c:9400", "rack": "r2"}]},
+            {"name": "west", "targets": [{"address": "d:9400"}]},
+        ],
+    })
+    job = yaml.safe_load(render_all(load_settings(ROOT / "thresholds.yaml", site))[SCRAPE_FILE])["scrape_configs"][0]
+    assert (job["job_name"], job["scrape_interval"], job["scrape_timeout"]) == ("gpus", "30s", "20s")
+    assert job["static_configs"] == [
+        {"targets": ["a:9400", "b:9400"], "labels": {"cluster": "east", "rack": "r1"}},
+        {"targets": ["c:9400"], "labels": {"cluster": "east", "rack": "r2"}},
+        {"targets": ["d:9400"], "labels": {"cluster": "west", "rack": "rack-1"}},
+    ]
+    alerts = render_all(load_settings(ROOT / "thresholds.yaml", site))[ALERTS_FILE]
+    assert 'up{job="gpus"}' in alerts
+
+
+def test_nvidia_smi_profile_leaves_out_what_it_cannot_evaluate(tmp_path: Path) -> None:
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"profile": "nvidia_smi"})))
+    names = {r["alert"] for r in rules_of(files)}
+    assert "GPUXidError" not in names  # nvidia_gpu_exporter publishes no XID series
+    assert {"GPUHighTemperature", "GPUMemoryPressure", "GPUJobStalled"} <= names
+    text = files[ALERTS_FILE] + files[RECORDING_FILE]
+    assert "DCGM_FI_" not in text and "by (cluster, instance, uuid)" in text
+    assert "(nvidia_smi_utilization_gpu_ratio[" in text  # ranges on the raw series, converted after
+
+
+def test_email_receiver_without_smarthost_is_one_clear_error(tmp_path: Path) -> None:
+    site = site_file(tmp_path, {"receivers": [{"name": "mail", "type": "email", "to": "a@example.org"}]})
+    runner = CliRunner()
+    result = runner.invoke(cli, ["rules", "--out", str(tmp_path / "out"), "--thresholds",
+                                 str(ROOT / "thresholds.yaml"), "--site", str(site)])
+    assert result.exit_code != 0
+    assert "receivers: mail: an email receiver needs from, smarthost" in str(result.exception)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_writes_then_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thresholds.yaml").write_text((ROOT / "thresholds.yaml").read_text())
+    runner = CliRunner()
+    first = runner.invoke(cli, ["rules", "--out", "gen"])
+    assert first.exit_code == 0, first.output
+    assert "4 of 4 files changed" in first.output
+    assert runner.invoke(cli, ["rules", "--out", "gen"]).output.strip().endswith("0 of 4 files changed in gen")
+    assert runner.invoke(cli, ["rules", "--out", "gen", "--check"]).exit_code == 0
+    (tmp_path / "gen" / SCRAPE_FILE).write_text("edited by hand\n")
+    stale = runner.invoke(cli, ["rules", "--out", "gen", "--check"])
+    assert stale.exit_code != 0
+    assert "gen/prometheus/scrape-gpu.yml" in str(stale.exception)
+    assert (tmp_path / "gen" / SCRAPE_FILE).read_text() == "edited by hand\n"  # --check writes nothing
+
+
+def test_cli_bad_thresholds_writes_nothing(tmp_path: Path, thresholds_copy: Callable[..., Path]) -> None:
+    bad = thresholds_copy((("alerts", "memory_leak", "horizon"), "soon"))
+    result = CliRunner().invoke(cli, ["rules", "--out", str(tmp_path / "gen"), "--thresholds", str(bad)])
+    assert result.exit_code != 0
+    assert "alerts.memory_leak.horizon: expected a positive duration" in str(result.exception)
+    assert not (tmp_path / "gen").exists()
