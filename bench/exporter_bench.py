@@ -266,14 +266,19 @@ def scrape_real(load_seconds: float) -> None:
 
 
 def time_calls(calls: Mapping[str, Callable[[], object]], reps: int) -> dict[str, float]:
-    """Mean microseconds per call of each zero-argument callable."""
+    """Mean microseconds per call of each zero-argument callable (wall clock)."""
+    return {name: cost[0] for name, cost in time_calls_cpu(calls, reps).items()}
+
+
+def time_calls_cpu(calls: Mapping[str, Callable[[], object]], reps: int) -> dict[str, tuple[float, float]]:
+    """Mean (wall, CPU) microseconds per call: a call that waits on the driver costs wall time, not CPU."""
     out = {}
     for name, call in calls.items():
         call()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(reps):
             call()
-        out[name] = (time.perf_counter() - t0) / reps * 1e6
+        out[name] = ((time.perf_counter() - t0) / reps * 1e6, (time.process_time() - c0) / reps * 1e6)
     return out
 
 
@@ -318,6 +323,16 @@ def sweep_cost() -> None:
         nv.nvmlGpmMetricsGet(request)
 
     nv.nvmlGpmSampleGet(h, sample[0])
+
+    def gpm_metrics_only() -> None:
+        request.sample1, request.sample2 = sample[0], sample[1]
+        nv.nvmlGpmMetricsGet(request)
+
+    gpm()
+    split = time_calls_cpu({"GPM sample": lambda: nv.nvmlGpmSampleGet(h, sample[1]),
+                            "GPM 7 metrics from 2 samples": gpm_metrics_only}, 100)
+    for name, (wall, cpu) in split.items():
+        print(f"    {name:28} {wall:9.1f} us wall, {cpu:9.1f} us CPU")
     raw = {
         "utilization": lambda: nv.nvmlDeviceGetUtilizationRates(h),
         "memory v2": lambda: nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2),
@@ -377,9 +392,29 @@ def sweep_cost() -> None:
           f" ({statistics.mean(times) * 1000 / per_gpu['fast']:.0f}x cheaper)")
 
 
+def real_cpu(seconds: float) -> None:
+    exporter = ExporterProcess("--interval", "1s")
+    try:
+        time.sleep(3)
+        conn = exporter.connection()
+        cpu0, t0 = exporter.cpu_seconds(), time.monotonic()
+        next_scrape = t0
+        while time.monotonic() - t0 < seconds:
+            if time.monotonic() >= next_scrape:
+                scrape(conn, gzip=True)
+                next_scrape += 15
+            time.sleep(0.2)
+        share = (exporter.cpu_seconds() - cpu0) / (time.monotonic() - t0) * 100
+        print(f"  exporter CPU on NVML, 1 s interval, scraped every 15 s, over {seconds:.0f} s: {share:.2f} % of a core"
+              f" ({exporter.rss_mib():.1f} MiB RSS)")
+    finally:
+        exporter.stop()
+
+
 def real_run(load_seconds: float) -> None:
     scrape_real(load_seconds)
     sweep_cost()
+    real_cpu(30 if load_seconds else 10)
 
 
 def main() -> None:

@@ -103,6 +103,7 @@ class NvmlSource:
         self._gpm = [_Gpm(nv, h) for h in self._handles]
         self._process_names: dict[int, str] = {}
         self._event_lock = threading.Lock()
+        self._handle_lock = threading.Lock()
         self._events = self._register_xid_events()
         # errors that will not go away by asking again: the field is left out for that GPU
         self._permanent = (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_NO_PERMISSION)
@@ -289,16 +290,19 @@ class NvmlSource:
         if not self._lost[index]:
             return self._handles[index]
         nv = self.nv
-        try:  # back on the bus? its UUID answers again
-            handle = nv.nvmlDeviceGetHandleByUUID(self._gpus[index].uuid)
-            nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)
-        except nv.NVMLError:
-            return None
-        self._gpm[index].free()
-        self._gpm[index] = _Gpm(nv, handle)
-        self._readers[index] = self._readers_for(index)
-        self._handles[index], self._lost[index] = handle, False
-        return handle
+        with self._handle_lock:  # the fast and slow loops may both find it lost
+            if not self._lost[index]:
+                return self._handles[index]
+            try:  # back on the bus? its UUID answers again
+                handle = nv.nvmlDeviceGetHandleByUUID(self._gpus[index].uuid)
+                nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)
+            except nv.NVMLError:
+                return None
+            self._gpm[index].free()
+            self._gpm[index] = _Gpm(nv, handle)
+            self._readers[index] = self._readers_for(index)
+            self._handles[index], self._lost[index] = handle, False
+            return handle
 
     def _memory(self, handle: Any, index: int) -> Values:
         nv = self.nv
@@ -389,6 +393,8 @@ class _Gpm:
     def read(self) -> Values:
         nv = self.nv
         with self.lock:
+            if not self.samples:  # freed: the GPU was lost and re-found; its new _Gpm takes over
+                return {}
             previous, current = self.samples
             nv.nvmlGpmSampleGet(self.handle, current)
             self.samples = [current, previous]
@@ -412,7 +418,8 @@ class _Gpm:
             return values
 
     def free(self) -> None:
-        for sample in self.samples:
-            with contextlib.suppress(self.nv.NVMLError):
-                self.nv.nvmlGpmSampleFree(sample)
-        self.samples, self.supported = [], False
+        with self.lock:  # never while the other loop is between sampling and reading metrics
+            for sample in self.samples:
+                with contextlib.suppress(self.nv.NVMLError):
+                    self.nv.nvmlGpmSampleFree(sample)
+            self.samples, self.supported = [], False

@@ -16,7 +16,12 @@ fleet's epoch (its job start); ``epoch`` is the Unix time of ``t = 0`` and only 
 - ``fleet.xid_events(i) -> list[(t, code)]``: the XID errors a GPU will raise, for scenario authors.
 - ``SimulatedSource(fleet)`` serves the fleet through the exporter's ``Source`` interface, reading the
   wall clock minus ``fleet.epoch`` as ``t``.
-- ``fleet_from_specs(n, seed, workloads=["3=idle"], faults=["2=leak"])`` builds one from CLI strings.
+- ``fleet_from_specs(n, seed, workloads=["3=idle"], faults=["2=leak"])`` builds one from CLI strings
+  (``epoch=None``: now); ``parse_fault``/``parse_workload`` (gpudash.exporter.simspec) parse one each.
+
+Counters are integrated from t = 0 (gpudash.exporter.simcounters), so sample within 400 days of the
+epoch; a first read far from it costs about a second per simulated day. XID timestamps, the last XID
+code (held 5 minutes, as the exporter does) and per-code counts are in ``GpuReading.xid``.
 
 Workloads (``IDX=NAME``; default ``train`` on every GPU)
 - ``train``: one data-parallel job on all its GPUs. Warm-up ramp over the first 2-3 minutes (weights load,
