@@ -8,6 +8,7 @@ server cannot be reached at all.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -98,8 +99,10 @@ class Prometheus:
         return list(self._call("query", self._api.custom_query, expr, params=params))
 
     def range(self, expr: str, window: Window) -> list[dict[str, Any]]:
-        start = datetime.fromtimestamp(window.start, timezone.utc)
-        end = datetime.fromtimestamp(window.end, timezone.utc)
+        # The client rounds to whole seconds; rounding the end up keeps the newest samples in the last step.
+        end_s = math.ceil(window.end)
+        start = datetime.fromtimestamp(end_s - window.range_s, timezone.utc)
+        end = datetime.fromtimestamp(end_s, timezone.utc)
         return list(self._call("query_range", self._api.custom_query_range, expr, start, end, f"{window.step_s}s"))
 
     def label_values(self, label: str, match: str | None = None, window: Window | None = None) -> list[str]:

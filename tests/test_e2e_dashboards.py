@@ -46,8 +46,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("dashboards-e2e")
     args = ["--simulate", str(GPUS), "--seed", str(SEED)]
     args += [p for w in WORKLOADS for p in ("--workload", w)] + [p for f in FAULTS for p in ("--fault", f)]
-    # Yesterday first, for the address the exporter is about to get; then the exporter and Prometheus at once,
-    # so Prometheus reads a clean XID gauge before the XID fault fires.
+    # Yesterday first, for the address the exporter is about to get; then Prometheus, then the exporter, so
+    # Prometheus reads a clean XID gauge before the XID fault fires.
     address = f"127.0.0.1:{free_port()}"
     files = gpudash_rules(tmp / "generated", site_yaml(tmp / "site.yml", "e2e", [address]))
     rules = rule_files(files)
@@ -56,10 +56,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     target = {"job": "gpu-exporter", "instance": address, "cluster": "e2e", "rack": "rack-1"}
     history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
     with yesterday_blocks(history, rules["gpu-recording.rules.yml"], times[0], times[-1]) as blocks, \
-            ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter, \
-            SeededPrometheus(config, rules, blocks=blocks) as prometheus:
+            SeededPrometheus(config, rules, blocks=blocks) as prometheus, \
+            ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter:
         prometheus.wait_for("cluster:gpu_count:count", timeout=30)
-        prometheus.wait_for("DCGM_FI_DEV_XID_ERRORS > 0", timeout=60)
+        prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=60)
         time.sleep(5)  # a few samples of the new XID counter, so a rate window holds two
         yield Stack(prometheus, exporter, tmp / "generated" / "prometheus")
 
