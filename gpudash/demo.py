@@ -33,7 +33,7 @@ from gpudash.demo_report import alert_line, fleet_summary, notification_line, re
 from gpudash.errors import CheckFailed, GpudashError
 from gpudash.promql import RECORDING_BY_NAME
 from gpudash.settings import Settings, load_settings
-from gpudash.stack import Alertmanager, Prometheus
+from gpudash.stack import Alertmanager, Prometheus, free_port
 from gpudash.stack_cluster import (
     ExporterProcess,
     NodeExporter,
@@ -51,9 +51,9 @@ GPUS = 8
 SEED = 7
 WORKLOADS = ("3=idle", "7=inference")
 # A fault that pages at once, and two that build up over minutes, as they do on a real node.
-FAULTS = ("6=xid:13@5s", "5=thermal@1m", "2=leak:20m@1m")
+FAULTS = ("6=xid:13@10s", "5=thermal@1m", "2=leak:20m@1m")
 FAULT_STORY = (
-    "jobs warm up over ~3 min; GPU 6 reports XID 13 after 5 s (GPUXidError at once); GPU 5 overheats from "
+    "jobs warm up over ~3 min; GPU 6 reports XID 13 after 10 s (GPUXidError at once); GPU 5 overheats from "
     "1 min (GPUHighTemperature, GPUThermalThrottling after several minutes); GPU 2 leaks memory from 1 min "
     "(GPUMemoryLeakPredicted, then GPUMemoryPressure)"
 )
@@ -104,15 +104,16 @@ def _node_exporter(stack: ExitStack) -> NodeExporter | None:
 
 
 def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = click.echo) -> DemoStack:
-    """Start every server of the demo inside `stack`; they stop when it closes."""
+    """Start every server of the demo inside `stack`; they stop when it closes.
+
+    The exporter comes last, on an address chosen first: Prometheus is already scraping when the simulated
+    node's first fault fires, as it would be on a real node.
+    """
     receiver = stack.enter_context(WebhookReceiver(lambda body: echo(notification_line(body))))
-    args = ["--simulate", str(GPUS), "--seed", str(SEED), *_flags("--workload", WORKLOADS),
-            *_flags("--fault", FAULTS)] if simulate else []
-    exporter = stack.enter_context(ExporterProcess(args))
-    echo(f"  exporter:      {exporter.url} ({f'{GPUS} simulated H200s' if simulate else 'this machine, NVML'})")
+    address = f"127.0.0.1:{free_port()}"
     # node_exporter describes this machine's CPUs: right beside real GPUs, misleading beside simulated ones.
     node = None if simulate else _node_exporter(stack)
-    site = local_site(settings.site, CLUSTER, [exporter.address], interval=INTERVAL, webhook=receiver.url)
+    site = local_site(settings.site, CLUSTER, [address], interval=INTERVAL, webhook=receiver.url)
     local = replace(settings, site=site)
     files = rendered(local)
     rules_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpudash-demo-rules-")))
@@ -127,22 +128,28 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     config = prometheus_config(jobs, rule_files=list(rule_files(files)), interval=INTERVAL,
                                alertmanager=alertmanager.address)
     if simulate:
-        prometheus = stack.enter_context(_with_yesterday(config, files, exporter, site.scrape_job, echo))
+        prometheus = stack.enter_context(_with_yesterday(config, files, address, site.scrape_job, echo))
     else:
         prometheus = stack.enter_context(Prometheus(config, rule_files(files)))
+    args = ["--simulate", str(GPUS), "--seed", str(SEED), *_flags("--workload", WORKLOADS),
+            *_flags("--fault", FAULTS)] if simulate else []
+    exporter = stack.enter_context(ExporterProcess(args, port=int(address.rsplit(":", 1)[1])))
+    echo(f"  exporter:      {exporter.url} ({f'{GPUS} simulated H200s' if simulate else 'this machine, NVML'})")
     echo(f"  prometheus:    {prometheus.url} (rules and scrape config from `gpudash rules`, every {INTERVAL})")
     echo(f"  alertmanager:  {alertmanager.url} -> webhook {receiver.url}")
+    if node is not None:
+        echo(f"  node_exporter: {node.url}/metrics (this machine's CPU load, for GPUDataLoaderBottleneck)")
     return DemoStack(local, exporter, prometheus, alertmanager, receiver, rules_dir, simulate, node)
 
 
 @contextmanager
-def _with_yesterday(config: str, files: dict[str, str], exporter: ExporterProcess, job: str,
+def _with_yesterday(config: str, files: dict[str, str], address: str, job: str,
                     echo: Any) -> Iterator[Prometheus]:
     from gpudash.stack_history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 
     started = time.monotonic()
     times = moments(time.time() - DAY, 10 * 60, 30 * 60, 30.0)
-    target = {"job": job, "instance": exporter.address, "cluster": CLUSTER, "rack": "rack-1"}
+    target = {"job": job, "instance": address, "cluster": CLUSTER, "rack": "rack-1"}
     history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
     with yesterday_blocks(history, rule_files(files)["gpu-recording.rules.yml"], times[0], times[-1],
                           eval_interval="30s") as blocks:
@@ -157,9 +164,12 @@ def _flags(flag: str, values: tuple[str, ...]) -> list[str]:
 
 
 def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S) -> float:
-    """Seconds until the recording rules have evaluated over scraped GPUs (RemoteError after `timeout`)."""
+    """Seconds until the recording rules have evaluated over scraped GPUs, and on a simulated node its XID
+    alert fires (RemoteError after `timeout`)."""
     started = time.monotonic()
     demo.prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=timeout)
+    if demo.simulated:  # and the first injected fault, which pages at once
+        demo.prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=timeout)
     time.sleep(2 * float(INTERVAL.rstrip("s")))  # one more round of every rule group, alerts included
     return time.monotonic() - started
 
