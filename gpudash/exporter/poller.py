@@ -5,8 +5,9 @@ Three cadences, so a slow call never delays a fast one:
 - static facts (max SM clock, slowdown and shutdown temperatures) are read at start, and again after
   a GPU comes back;
 - the fast loop reads everything cheap every ``interval`` (default 1 s);
-- the slow loop reads what the source calls costly (the energy counter takes ~4 ms, PCIe throughput
-  without GPM blocks ~20 ms per direction) every ``slow_interval``, in its own thread.
+- the slow loop reads what the source calls costly (the energy counter takes ~4 ms, GPM profiling
+  metrics ~0.8 ms of CPU, PCIe throughput without GPM blocks ~20 ms per direction) every
+  ``slow_interval``, in its own thread.
 
 After each sweep the snapshot is rendered once; a scrape only writes those bytes. Faults stay local: a
 NotSupported field is left out for that GPU and logged once; a lost GPU reads ``gpudash_gpu_up 0`` while

@@ -20,11 +20,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-# Fields that cost milliseconds per GPU through NVML (shared/reference/h200-nvml-costs.md): the energy
-# counter (~4 ms), the PCIe replay counter, NVLink counters, row remapping and the enforced power limit
-# (which rarely changes). The poller reads these on its slow cadence.
-COSTLY_KEYS = frozenset(
+# Fields that cost milliseconds per GPU through NVML (shared/reference/h200-nvml-costs.md and our H200
+# run): the energy counter (~4 ms), the PCIe replay counter, NVLink counters, row remapping, the enforced
+# power limit (which rarely changes), and the GPM profiling ratios and PCIe throughput (computing GPM
+# metrics takes ~0.8 ms of CPU; without GPM, PCIe throughput blocks ~20 ms per direction). The poller
+# reads these on its slow cadence; the ratios are then averages over that window.
+PROFILING_KEYS = frozenset({"gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"})
+COSTLY_KEYS = PROFILING_KEYS | frozenset(
     {
+        "pcie_tx",
+        "pcie_rx",
         "energy",
         "pcie_replay",
         "nvlink_bandwidth",
