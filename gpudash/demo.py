@@ -63,7 +63,7 @@ DATA_TIMEOUT_S = 90.0
 
 
 class Stopped(Exception):
-    """SIGTERM arrived: unwind and stop everything, as Ctrl-C does."""
+    """Ctrl-C or SIGTERM arrived: unwind and stop everything the demo started."""
 
 
 def nvml_gpu_count() -> int:
@@ -196,8 +196,17 @@ def push_or_explain(prometheus_url: str, env: dict[str, str]) -> None:
     provision.main(args=["--no-files", "--prometheus-url", prometheus_url], standalone_mode=False)
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
+    # Also for SIGINT: a shell starts background jobs with SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt; the demo must stop on Ctrl-C however it was started. Once: a second Ctrl-C must
+    # not cut the cleanup short and leave servers behind.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _while_stopping)
     raise Stopped()
+
+
+def _while_stopping(signum: int, frame: FrameType | None) -> None:
+    click.echo("stopping; a moment while every process exits", err=True)
 
 
 @click.command("demo")
@@ -224,7 +233,7 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
         found = nvml_gpu_count()
         simulate = found == 0
         click.echo(f"NVML: {found} GPUs, reading them" if found else "NVML: no GPUs here, simulating a node")
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {sig: signal.signal(sig, _on_stop_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with ExitStack() as stack:
             click.echo("starting (127.0.0.1, free ports, temporary data):")
@@ -251,7 +260,8 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
         if once:
             raise click.exceptions.Exit(130) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _follow(demo: DemoStack) -> None:

@@ -1,4 +1,4 @@
-"""`make demo`, the README's main command: once as CI runs it, and until SIGTERM with a Grafana to push to.
+"""`make demo`, the README's main command: once as CI runs it, and until Ctrl-C with a Grafana to push to.
 
 The end-to-end cases start the real servers through the real command; the unit cases cover what the demo
 prints.
@@ -94,12 +94,13 @@ def test_make_demo_once_as_the_readme_says(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_demo_pushes_to_grafana_and_sigterm_stops_everything(tmp_path: Path) -> None:
+def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     with StandIn("11.6.0") as grafana:
         env = {**os.environ, "TMPDIR": str(tmp_path), "GRAFANA_URL": grafana.url, "GRAFANA_TOKEN": grafana.token,
                "PYTHONUNBUFFERED": "1"}
+        # its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it
         proc = subprocess.Popen([sys.executable, "-m", "gpudash", "demo"], cwd=ROOT, env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         assert proc.stdout is not None
         lines: list[str] = []
         deadline = time.monotonic() + 180
@@ -121,7 +122,7 @@ def test_demo_pushes_to_grafana_and_sigterm_stops_everything(tmp_path: Path) -> 
         assert {"gpudash-fleet", "gpudash-node"} <= set(grafana.store.dashboards)
         assert [d.url for d in grafana.store.datasources.values()] == [prometheus.group(1)]
 
-        proc.send_signal(signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
         rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest
     assert "stopped; every process the demo started is gone and its data removed" in rest
