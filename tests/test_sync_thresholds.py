@@ -59,7 +59,8 @@ def test_a_threshold_change_writes_exactly_the_affected_dashboards(grafana: Graf
     assert result.code == 0, result.text
     assert result.writes == len(touched)
     assert all(f"updated  {uid}" in result.out for uid in touched)
-    assert f"{len(local) - len(touched)} unchanged" in result.out
+    if len(touched) < len(local):
+        assert f"{len(local) - len(touched)} unchanged" in result.out
 
     set_threshold(thresholds, ("alerts", "xid", "window"), "11m")  # alert rules only, no dashboard
     write_set(grafana.local_dir, generate(repo_copy, thresholds, grafana))
