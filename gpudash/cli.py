@@ -82,7 +82,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(args=argv, prog_name="gpudash", standalone_mode=False)
+        result = cli.main(args=argv, prog_name="gpudash", standalone_mode=False)
     except GpudashError as exc:
         click.echo(f"gpudash: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
@@ -94,3 +94,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # Without standalone mode click returns the code of `ctx.exit(n)` instead of raising it.
+    if isinstance(result, int) and not isinstance(result, bool):
+        sys.exit(result)

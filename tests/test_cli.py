@@ -55,3 +55,23 @@ def test_broken_thresholds_writes_nothing(repo_copy: Path) -> None:
 def test_version() -> None:
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and "gpudash" in result.output
+
+
+def test_a_command_exit_code_reaches_the_shell() -> None:
+    # click returns (rather than raises) ctx.exit(n) outside standalone mode; main() must pass it on.
+    import click
+
+    from gpudash import cli as cli_module
+
+    @click.command("exit-three")
+    @click.pass_context
+    def exit_three(ctx: click.Context) -> None:
+        ctx.exit(3)
+
+    cli_module.cli.add_command(exit_three)
+    try:
+        with pytest.raises(SystemExit) as info:
+            cli_module.main(["exit-three"])
+        assert info.value.code == 3
+    finally:
+        cli_module.cli.commands.pop("exit-three")
