@@ -12,12 +12,16 @@ from grafanalib import core as G
 from gpudash.dashboards_build import BuildContext
 from gpudash.gpu_panels import comparison_row, stat_row
 from gpudash.panels import (
+    GREEN,
+    ORANGE,
     Layout,
     Query,
     bar_gauge,
+    color_steps,
     count_heatmap,
     gauge,
     level_steps,
+    stat,
     table,
     timeseries,
     utilization_steps,
@@ -86,10 +90,13 @@ def build(ctx: BuildContext) -> G.Dashboard:
                           "rotmhz", "Mean SM clock per cluster; a drop under load means throttling.", None, 0),
                w=12)
     if q.has("clock_event_active"):
-        layout.add(timeseries(
-            "GPUs throttled by heat or power brake", [Query(f"sum by (cluster) ({q.throttled()})", "{{cluster}}")],
-            "none", "GPUs with a thermal or power-brake clock event reason set (bundled exporter).", None, 0),
-            w=12)
+        # Now, not over the range: a range query reads four series per GPU at every step, seconds at thousands
+        # of GPUs; the mean SM clock above shows the history.
+        layout.add(stat(
+            "GPUs throttled by heat or power brake now",
+            Query(f"sum by (cluster) ({q.throttled()})", "{{cluster}}"), "none",
+            "GPUs with a thermal or power-brake clock event reason set now, per cluster (bundled exporter).",
+            color_steps((GREEN, None), (ORANGE, 1))), w=12)
     if q.has("sm_clock_max"):
         layout.add(table(
             f"Slowest GPUs against their max clock (bottom {k})",
@@ -116,8 +123,8 @@ def build(ctx: BuildContext) -> G.Dashboard:
     if q.has("pcie_rx", "pcie_tx"):
         layout.add(timeseries(
             "PCIe throughput by cluster",
-            [Query(f"sum by (cluster) ({q.metric('pcie_rx')})", "{{cluster}} RX"),
-             Query(f"sum by (cluster) ({q.metric('pcie_tx')})", "{{cluster}} TX")],
+            [Query(q.use("cluster:gpu_pcie_rx_bytes_per_second:sum"), "{{cluster}} RX"),
+             Query(q.use("cluster:gpu_pcie_tx_bytes_per_second:sum"), "{{cluster}} TX")],
             "Bps", "Host <-> GPU PCIe throughput, summed per cluster.", None, 0), w=12)
 
     links = [G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True)]

@@ -29,7 +29,9 @@ def aggregate(q: PromQL, level: str, what: str) -> str | None:
         "memory": (("fb_used", "fb_free"),
                    f"sum({q.use('cluster:gpu_fb_used_mib:sum')}) / sum({q.use('cluster:gpu_fb_total_mib:sum')})"
                    if fleet else f"sum({q.metric('fb_used')}) / sum({q.metric('fb_used')} + {q.metric('fb_free')})"),
-        "temp_mean": (("gpu_temp",), f"avg({q.metric('gpu_temp')})"),
+        "temp_mean": (("gpu_temp", "gpu_util") if fleet else ("gpu_temp",),
+                      f"sum({q.use('cluster:gpu_temperature_celsius:sum')}) / sum({q.use('cluster:gpu_count:count')})"
+                      if fleet else f"avg({q.metric('gpu_temp')})"),
     }
     needs, expr = exprs[what]
     return expr if q.has(*needs) else None
