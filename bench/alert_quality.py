@@ -50,11 +50,6 @@ class Fired:
     seconds: float
     first_after_onset: float | None = None
 
-    def show(self) -> str:
-        where = f"gpu{self.gpu}" if self.gpu else "node"
-        ep = f" x{self.episodes}" if self.episodes > 1 else ""
-        return f"{self.alertname}/{self.severity[:4]} {where} @{_hm(self.first)}{ep}"
-
 
 def _hm(seconds: float) -> str:
     if seconds < 0:
@@ -204,20 +199,24 @@ def evaluate(scenarios: list[Scenario], flavour: str, thresholds: Path | None, w
 
 
 def _cell(outcome: Outcome, width: int) -> list[str]:
-    shown = [f.show() for f in outcome.fired] or ["-"]
-    lines, line = [], ""
-    for item in shown:
-        if line and len(line) + len(item) + 2 > width:
-            lines.append(line)
-            line = ""
-        line = f"{line}, {item}" if line else item
-    return [*lines, line]
+    """One line per alert and severity: the GPUs it fired on, its first time, its episodes in all."""
+    grouped: dict[tuple[str, str], list[Fired]] = {}
+    for f in outcome.fired:
+        grouped.setdefault((f.alertname, f.severity), []).append(f)
+    lines = []
+    for (name, severity), fired in grouped.items():
+        gpus = sorted(f.gpu for f in fired)
+        where = "node" if gpus == [""] else "gpu" + ",".join(g or "-" for g in gpus)
+        episodes = sum(f.episodes for f in fired)
+        lines.append(f"{name}/{severity[:4]} {where} @{_hm(min(f.first for f in fired))}"
+                     + (f" ({episodes} episodes)" if episodes > 1 else ""))
+    return lines or ["-"]
 
 
 def report(flavour: str, ours: list[Outcome], naive: list[Outcome]) -> None:
-    width = 62
+    width = 66
     print(f"\n=== exporter flavour: {flavour} ===")
-    title = "gpudash rules: alert/severity target @first [xepisodes]"
+    title = "gpudash rules: alert/severity GPUs @first (episodes)"
     print(f"{'scenario':<24} {'kind':<6} | {title:<{width}} | naive rules")
     print("-" * (31 + 2 * width + 6))
     for o, n in zip(ours, naive, strict=True):

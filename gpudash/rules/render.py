@@ -6,8 +6,6 @@ each file is replaced in one step (temp file + os.replace), so a failure never l
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -82,18 +80,6 @@ def stale_files(out: Path, files: Mapping[str, str]) -> list[str]:
 
 def write_files(out: Path, files: Mapping[str, str]) -> list[Path]:
     """Write the files that changed, each atomically; return the paths written."""
-    written = []
-    for rel in stale_files(out, files):
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(files[rel])
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        written.append(path)
-    return written
+    from gpudash.dashboards_build import write_atomic  # the one atomic writer every generator uses
+
+    return [out / rel for rel in stale_files(out, files) if write_atomic(out / rel, files[rel].encode("utf-8"))]
