@@ -1,0 +1,172 @@
+"""Dashboard load time against fleet size, on a real Prometheus TSDB.
+
+    python bench/fleet_scale.py --sizes 256,1024,4096 --out bench/results/
+
+For each fleet size: a synthetic fleet (bench/fleetgen.py) is backfilled into a Prometheus TSDB with
+promtool, gpudash's recording rules are backfilled on top, and Prometheus compacts the blocks
+(bench/fleet_tsdb.py); the TSDB is cached under --cache and reused by later runs. Then Prometheus serves it
+and each dashboard is opened the way Grafana opens it (bench/grafana_load.py): gpudash's fleet dashboard
+reading its recording rules, the same dashboard with the rules' expressions inlined (`recorded=False`),
+gpudash's node dashboard, and dcgm-exporter's dashboard 12239. Prints a table; writes fleet-scale.md and
+fleet-scale.png to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import platform
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fleet_report
+import fleet_tsdb
+import fleetgen as fg
+import grafana_load
+
+from gpudash.catalog import DCGM
+from gpudash.dashboards_build import build_all
+from gpudash.promql import recording_rules
+from gpudash.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+DCGM_12239 = ROOT / "tests" / "fixtures" / "dcgm-exporter" / "dashboard-12239.json"
+FORMAT = 3  # bump when what is generated changes, so cached TSDBs are rebuilt
+
+
+def dashboards(settings: Settings) -> dict[str, dict[str, Any]]:
+    recorded = build_all(settings, ROOT / "dashboards", recorded=True, profile_name="dcgm")
+    raw = build_all(settings, ROOT / "dashboards", recorded=False, profile_name="dcgm")
+    return {
+        "gpudash fleet (recording rules)": recorded["gpudash-fleet.json"],
+        "gpudash fleet (raw expressions)": raw["gpudash-fleet.json"],
+        "gpudash node": recorded["gpudash-node.json"],
+        "dcgm-exporter 12239": json.loads(DCGM_12239.read_text()),
+    }
+
+
+@dataclass(frozen=True)
+class Built:
+    gpus: int
+    end: int
+    samples: int
+    series: int
+    blocks: list[dict[str, int]]
+    seconds: dict[str, float]
+    openmetrics_gb: float
+
+
+def build_tsdb(gpus: int, settings: Settings, keys: list[str], cache: Path, end: int, workers: int,
+               seed: int) -> tuple[Path, Built]:
+    """The size's TSDB: raw series from the cache or generated now, plus any recording rule it lacks."""
+    home = cache / f"{gpus}-gpus"
+    data, log, manifest = home / "data", home / "prometheus.log", home / "manifest.json"
+    rules = [[rec.record, expr] for rec, expr in recording_rules(DCGM, settings.thresholds)]
+    wanted = {"format": FORMAT, "seed": seed, "keys": keys}
+    saved = json.loads(manifest.read_text()) if manifest.exists() else {}
+    if {k: saved.get(k) for k in wanted} != wanted or any(r not in rules for r in saved.get("rules", [])):
+        shutil.rmtree(home, ignore_errors=True)
+        data.mkdir(parents=True)
+        saved = {**wanted, "end": end, "rules": [], "seconds": {}}
+        saved["openmetrics_gb"] = backfill_raw(gpus, settings, keys, cache, end, workers, seed, data, saved["seconds"])
+    timeline = fleet_timeline(settings, saved["end"])
+    missing = [r for r in rules if r not in saved["rules"]]
+    if missing:
+        began = time.monotonic()
+        rule_file = home / "recording.rules.yml"
+        fleet_tsdb.rules_file(rule_file, [(record, expr) for record, expr in missing], timeline.scrape_s)
+        shutil.rmtree(home / "rule-blocks", ignore_errors=True)
+        with fleet_tsdb.running_prometheus(data, log) as url:
+            fleet_tsdb.backfill_rules(url, rule_file, timeline, home / "rule-blocks")
+        for block in (home / "rule-blocks").iterdir():
+            block.rename(data / block.name)
+        saved["seconds"]["rules"] = saved["seconds"].get("rules", 0) + time.monotonic() - began
+        saved["rules"] += missing
+    if missing or fleet_tsdb.overlapping(fleet_tsdb.blocks(data)):
+        began = time.monotonic()
+        fleet_tsdb.compact(data, log)
+        saved["seconds"]["compaction"] = saved["seconds"].get("compaction", 0) + time.monotonic() - began
+        manifest.write_text(json.dumps(saved, indent=1))
+    blocks = fleet_tsdb.blocks(data)
+    built = Built(gpus, saved["end"], sum(b["samples"] for b in blocks), max(b["series"] for b in blocks), blocks,
+                  saved["seconds"], saved["openmetrics_gb"])
+    return data, built
+
+
+def fleet_timeline(settings: Settings, end: int) -> fg.Timeline:
+    """Full detail over the fleet dashboard's default range, now and one comparison offset earlier."""
+    dashboards_range = grafana_load.seconds(str(settings.thresholds.dashboards.default_range))
+    offset = grafana_load.seconds(str(settings.thresholds.dashboards.comparison_offset))
+    return fg.dashboard_timeline(end, dashboards_range, offset)
+
+
+def backfill_raw(gpus: int, settings: Settings, keys: list[str], cache: Path, end: int, workers: int, seed: int,
+                 data: Path, took: dict[str, float]) -> float:
+    """Simulate the pool (cached per end time), write and backfill the fleet; returns GB of OpenMetrics."""
+    timeline = fleet_timeline(settings, end)
+    began = time.monotonic()
+    pool_file = cache / f"pool-{seed}-{end}-{FORMAT}.pickle"
+    if pool_file.exists():
+        pool = pickle.loads(pool_file.read_bytes())
+    else:
+        pool = fleet_tsdb.simulate_pool(seed, timeline, keys, workers)
+        pool_file.write_bytes(pickle.dumps(pool))
+    took["simulate"] = time.monotonic() - began
+    raw = fleet_tsdb.backfill_raw(fg.FleetShape(gpus, seed), timeline, keys, pool, data, workers, say=print)
+    took["openmetrics+promtool"] = raw["wall_s"]
+    return raw["bytes"] / 1e9
+
+
+def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat: int,
+            log: Path) -> dict[str, grafana_load.OpenResult]:
+    out = {}
+    with fleet_tsdb.running_prometheus(data, log) as url:
+        for name, board in boards.items():
+            out[name] = grafana_load.median_open(url, board, built.end, repeat)
+            r = out[name]
+            slowest = max(r.panels, key=lambda p: p.seconds)
+            print(f"  {built.gpus:>5} GPUs  {name:<34} open {r.seconds:6.3f} s  slowest {slowest.seconds:6.3f} s "
+                  f"({slowest.title})  max series {max(p.series for p in r.panels)}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="256,1024,4096", help="fleet sizes in GPUs, comma-separated")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--cache", type=Path, default=ROOT / ".bench" / "fleet-scale")
+    parser.add_argument("--repeat", type=int, default=3, help="measured opens per dashboard (after one warm-up)")
+    parser.add_argument("--workers", type=int, default=2, help="processes generating and backfilling")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    settings = load_settings(ROOT / "thresholds.yaml")
+    boards = dashboards(settings)
+    keys = fg.keys_read(boards.values())
+    args.cache.mkdir(parents=True, exist_ok=True)
+    end = int(time.time()) // fleet_tsdb.BLOCK_S * fleet_tsdb.BLOCK_S
+    print(f"signals generated: {', '.join(keys)}")
+    results: dict[int, tuple[Built, dict[str, grafana_load.OpenResult]]] = {}
+    for gpus in sizes:
+        print(f"{gpus} GPUs: TSDB")
+        data, built = build_tsdb(gpus, settings, keys, args.cache, end, args.workers, args.seed)
+        print(f"  {built.samples / 1e6:.0f}M samples, {built.series} series, {len(built.blocks)} blocks; "
+              + ", ".join(f"{k} {v:.0f} s" for k, v in built.seconds.items()))
+        results[gpus] = (built, measure(data, built, boards, args.repeat, data.parent / "prometheus.log"))
+    machine = f"{platform.machine()}, {fleet_report.cpu_count()} cores, {fleet_report.memory_gb():.0f} GB RAM"
+    args.out.mkdir(parents=True, exist_ok=True)
+    fleet_report.write_markdown(args.out / "fleet-scale.md", results, keys, machine, args.repeat)
+    fleet_report.write_plot(args.out / "fleet-scale.png", results)
+    print(f"wrote {args.out / 'fleet-scale.md'} and {args.out / 'fleet-scale.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

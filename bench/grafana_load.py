@@ -1,0 +1,260 @@
+"""Open a Grafana dashboard against Prometheus the way Grafana does, without Grafana, and time it.
+
+What Grafana (10-12, Prometheus data source, server-side queries) sends when a dashboard opens:
+
+- Variables first, in order (each may use the ones before): `label_values(selector, label)` becomes
+  /api/v1/label/<label>/values?match[]=<selector> over the dashboard's time range. A variable with no
+  saved selection takes its first option, which is "All" when it has one; All is the variable's allValue,
+  or else every value regex-escaped and joined as (v1|v2|...).
+- Then every panel not inside a collapsed row. Range = the dashboard default (time.from .. now); a range
+  target's step is Grafana's interval: range / max data points (the panel's maxDataPoints, else its width
+  in pixels on a `SCREEN_PX` wide screen), rounded to Grafana's steps, at least the minimum interval (the
+  target's or panel's `interval`, else the data source's scrape interval), start and end aligned to it.
+  $__rate_interval = max(step + scrape interval, 4 x scrape interval); $__range is the range in seconds.
+  Instant targets are one /api/v1/query at now.
+- Concurrency: the browser keeps `CONNECTIONS` panel requests in flight; the targets of one panel go in one
+  request and Grafana runs them in parallel.
+
+Timing stops when the response body has been read; series are counted afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudash.check_targets import interpolate
+
+SCREEN_PX = 1600
+GRID_COLUMNS = 24
+CONNECTIONS = 6
+SCRAPE_S = 15
+
+# Grafana's roundInterval (pkg/tsdb/intervalv2): (below this many ms, use this many ms).
+_ROUND_MS = ((15, 10), (35, 20), (75, 50), (150, 100), (350, 200), (750, 500), (1500, 1000), (3500, 2000),
+             (7500, 5000), (12500, 10000), (17500, 15000), (25000, 20000), (45000, 30000), (90000, 60000),
+             (210000, 120000), (450000, 300000), (750000, 600000), (1050000, 900000), (1500000, 1200000),
+             (2700000, 1800000), (5400000, 3600000), (9000000, 7200000), (16200000, 10800000),
+             (32400000, 21600000), (86400000, 43200000), (604800000, 86400000))
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def round_interval_ms(ms: float) -> int:
+    for below, value in _ROUND_MS:
+        if ms < below:
+            return value
+    return 604800000
+
+
+def seconds(text: str) -> int:
+    """'15s', '1m', '6h' -> seconds; '' -> 0."""
+    match = re.fullmatch(r"(\d+)([smhdw])", text.strip())
+    if not text.strip():
+        return 0
+    if not match:
+        raise ValueError(f"not a Grafana interval: {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def dashboard_range_s(dashboard: dict[str, Any]) -> int:
+    match = re.fullmatch(r"now-(\d+[smhdw])", dashboard["time"]["from"])
+    if not match or dashboard["time"]["to"] != "now":
+        raise ValueError(f"unsupported time range {dashboard['time']}")
+    return seconds(match.group(1))
+
+
+# ------------------------------------------------------------------------------------------ HTTP
+
+
+def _post(url: str, path: str, params: dict[str, str]) -> bytes:
+    data = urllib.parse.urlencode(params).encode()
+    request = urllib.request.Request(f"{url}{path}", data=data, method="POST")
+    with urllib.request.urlopen(request, timeout=300) as response:
+        return bytes(response.read())
+
+
+def _series(body: bytes, what: str) -> list[dict[str, str]]:
+    """The label sets of the series in a query response."""
+    doc = json.loads(body)
+    if doc.get("status") != "success":
+        raise RuntimeError(f"{what}: {doc.get('error', doc)}")
+    result = doc["data"]["result"]
+    return [r["metric"] for r in result] if isinstance(result, list) else [{}]
+
+
+# ------------------------------------------------------------------------------------------ variables
+
+_LABEL_VALUES = re.compile(r"^\s*label_values\(\s*(?:(.*),\s*)?([a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$")
+_REGEX_SPECIAL = re.compile(r"[$^*{}\[\]'+?.()|]")
+
+
+def regex_escape(value: str) -> str:
+    """Grafana's prometheusSpecialRegexEscape, as it lands inside a PromQL string literal."""
+    return _REGEX_SPECIAL.sub(lambda m: "\\\\" + m.group(0), value.replace("\\", "\\\\\\\\"))
+
+
+@dataclass
+class Variables:
+    values: dict[str, str] = field(default_factory=dict)
+    options: dict[str, list[str]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def resolve_variables(url: str, dashboard: dict[str, Any], now: int) -> Variables:
+    """Query each variable as Grafana does on load and pick what Grafana picks with no saved selection."""
+    out = Variables()
+    start = now - dashboard_range_s(dashboard)
+    for var in dashboard.get("templating", {}).get("list", []):
+        if var.get("type") != "query":
+            continue
+        query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
+        match = _LABEL_VALUES.match(query)
+        if not match:
+            raise ValueError(f"variable {var['name']}: unsupported query {query!r}")
+        selector, label = match.group(1), match.group(2)
+        params = {"start": str(start), "end": str(now)}
+        if selector:
+            params["match[]"] = interpolate(selector, out.values)
+        began = time.perf_counter()
+        path = f"/api/v1/label/{label}/values?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{url}{path}", timeout=300) as response:
+            body = response.read()
+        out.seconds += time.perf_counter() - began
+        found = sorted(json.loads(body)["data"])
+        out.options[var["name"]] = found
+        current = var.get("current") or {}
+        if current.get("value") not in (None, "$__all", ["$__all"]):
+            chosen: list[str] = current["value"] if isinstance(current["value"], list) else [current["value"]]
+        elif var.get("includeAll"):
+            chosen = ["$__all"]
+        else:
+            chosen = found[:1]
+        if chosen == ["$__all"] and var.get("allValue"):
+            out.values[var["name"]] = var["allValue"]
+        else:
+            picked = found if chosen == ["$__all"] else chosen
+            escaped = [regex_escape(v) for v in picked]
+            out.values[var["name"]] = escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
+    return out
+
+
+# ------------------------------------------------------------------------------------------ panels
+
+
+@dataclass(frozen=True)
+class Request:
+    expr: str
+    instant: bool
+    start: int
+    end: int
+    step: int  # seconds; 0 for an instant query
+
+    @property
+    def params(self) -> tuple[str, dict[str, str]]:
+        if self.instant:
+            return "/api/v1/query", {"query": self.expr, "time": str(self.end)}
+        return "/api/v1/query_range", {"query": self.expr, "start": str(self.start), "end": str(self.end),
+                                       "step": str(self.step)}
+
+
+@dataclass(frozen=True)
+class PanelLoad:
+    title: str
+    kind: str
+    requests: tuple[Request, ...]
+
+
+def visible_panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Panels Grafana loads on open: not rows, not inside a collapsed row."""
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            continue  # a collapsed row keeps its panels in panel["panels"]; they load when it is opened
+        yield panel
+
+
+def panel_loads(dashboard: dict[str, Any], values: dict[str, str], now: int, scrape_s: int = SCRAPE_S,
+                screen_px: int = SCREEN_PX) -> list[PanelLoad]:
+    range_s = dashboard_range_s(dashboard)
+    loads = []
+    for panel in visible_panels(dashboard):
+        width_px = panel["gridPos"]["w"] * screen_px // GRID_COLUMNS
+        max_points = panel.get("maxDataPoints") or width_px
+        requests = []
+        for target in panel.get("targets", []):
+            if target.get("hide") or not target.get("expr"):
+                continue
+            min_s = seconds(target.get("interval") or panel.get("interval") or "") or scrape_s
+            step_ms = range_s * 1000 / max_points
+            step = min_s if step_ms < min_s * 1000 else max(min_s, round_interval_ms(step_ms) // 1000)
+            rate = max(step + scrape_s, 4 * scrape_s)
+            scoped = dict(values, __rate_interval=f"{rate}s", __interval=f"{step}s", __range=f"{range_s}s",
+                          __range_s=str(range_s), __range_ms=str(range_s * 1000))
+            expr = interpolate(target["expr"], scoped)
+            # Grafana's backend: instant when asked; range when asked, or when neither is.
+            instant = bool(target.get("instant"))
+            if instant:
+                requests.append(Request(expr, True, now, now, 0))
+            if target.get("range") or not instant:
+                requests.append(Request(expr, False, (now - range_s) // step * step, now // step * step, step))
+        loads.append(PanelLoad(panel.get("title", ""), panel["type"], tuple(requests)))
+    return loads
+
+
+@dataclass(frozen=True)
+class PanelResult:
+    title: str
+    seconds: float
+    series: int
+    labels: frozenset[str] = frozenset()  # every label name on the series returned
+
+
+@dataclass(frozen=True)
+class OpenResult:
+    seconds: float  # variables, then every panel with CONNECTIONS in flight
+    variables_s: float
+    panels: tuple[PanelResult, ...]
+
+
+def _run_panel(url: str, load: PanelLoad) -> tuple[float, list[bytes]]:
+    began = time.perf_counter()
+    if len(load.requests) == 1:
+        bodies = [_post(url, *load.requests[0].params)]
+    else:
+        with ThreadPoolExecutor(len(load.requests)) as pool:
+            bodies = list(pool.map(lambda r: _post(url, *r.params), load.requests))
+    return time.perf_counter() - began, bodies
+
+
+def open_dashboard(url: str, dashboard: dict[str, Any], now: int, connections: int = CONNECTIONS) -> OpenResult:
+    began = time.perf_counter()
+    variables = resolve_variables(url, dashboard, now)
+    loads = panel_loads(dashboard, variables.values, now)
+    with ThreadPoolExecutor(connections) as pool:
+        timed = list(pool.map(lambda load: _run_panel(url, load), loads))
+    total = time.perf_counter() - began
+    panels = []
+    for load, (took, bodies) in zip(loads, timed, strict=True):
+        found = [labels for body in bodies for labels in _series(body, load.title)]
+        panels.append(PanelResult(load.title, took, len(found), frozenset(k for m in found for k in m)))
+    return OpenResult(total, variables.seconds, tuple(panels))
+
+
+def median_open(url: str, dashboard: dict[str, Any], now: int, repeat: int = 3,
+                warmup: int = 1) -> OpenResult:
+    """Open `warmup` times unmeasured, then `repeat` times; per-panel and total medians."""
+    for _ in range(warmup):
+        open_dashboard(url, dashboard, now)
+    runs = [open_dashboard(url, dashboard, now) for _ in range(repeat)]
+    panels = tuple(PanelResult(p.title, statistics.median(r.panels[i].seconds for r in runs), p.series, p.labels)
+                   for i, p in enumerate(runs[0].panels))
+    return OpenResult(statistics.median(r.seconds for r in runs), statistics.median(r.variables_s for r in runs),
+                      panels)
+
