@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv deps dashboards rules generate check-generated lint test test-fast push sync diff provision \
+.PHONY: help venv deps dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-sync bench-alerts bench-scale e2e-grafana clean
 
 help: ## list the targets
@@ -55,6 +55,12 @@ lint: venv ## ruff and mypy
 
 test: venv deps lint check-generated ## the whole suite: lint, types, generated files, unit and end-to-end tests
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+e2e: venv deps ## end-to-end tests only (real Prometheus, Alertmanager, VictoriaMetrics, Grafana stand-in)
+	$(BIN)/pytest -q -m e2e $(PYTEST_ARGS)
+
+check: venv ## run every dashboard and rule query against PROMETHEUS_URL
+	$(GPUDASH) check
 
 test-fast: venv ## unit tests only (no servers)
 	$(BIN)/pytest -q -m "not e2e" $(PYTEST_ARGS)
