@@ -51,10 +51,10 @@ class AlertExpressions:
     def per_gpu(self, expr: str) -> str:
         return f"max by ({self.gpu}) ({expr})"
 
-    def over_time(self, func: str, key: str, window: Duration | str) -> str:
+    def over_time(self, func: str, key: str, window: Duration | str, *params: str) -> str:
         """`func_over_time` of one signal; unit conversions are positive scales, so they apply after."""
         ref = self.q.profile.ref(key)
-        inner = f"{func}_over_time({ref.name}[{window}])"
+        inner = f"{func}_over_time({''.join(p + ', ' for p in params)}{ref.name}[{window}])"
         return f"({inner} {ref.convert})" if ref.convert else inner
 
     def has(self, *keys: str) -> bool:
@@ -84,9 +84,7 @@ class AlertExpressions:
 
     def typical(self, key: str) -> str:
         """The median of a signal over the short window: a spike or a dip shorter than half of it is ignored."""
-        ref = self.q.profile.ref(key)
-        inner = f"quantile_over_time(0.5, {ref.name}[{self.a.temperature.window}])"
-        return self.per_gpu(f"({inner} {ref.convert})" if ref.convert else inner)
+        return self.per_gpu(self.over_time("quantile", key, self.a.temperature.window, "0.5"))
 
     def temperature(self, key: str, level: float) -> str:
         return f"{self.typical(key)} > {level:g}"
