@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.errors import ExporterError
+from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
 from gpudash.exporter.source import (
     COSTLY_KEYS,
     XID_HOLD_SECONDS,
@@ -33,23 +34,15 @@ from gpudash.exporter.source import (
 
 log = logging.getLogger("gpudash.exporter")
 
-MIB = 1024.0 * 1024.0
 _UINT_MAX = 0xFFFFFFFF
-# catalog key -> (NVML GPM metric id, scale to the DCGM unit): percentages -> ratios, MiB/s -> B/s
-GPM_METRICS: dict[str, tuple[int, float]] = {
-    "gr_engine_active": (1, 0.01),  # NVML_GPM_METRIC_GRAPHICS_UTIL
-    "sm_active": (2, 0.01),  # NVML_GPM_METRIC_SM_UTIL
-    "sm_occupancy": (3, 0.01),  # NVML_GPM_METRIC_SM_OCCUPANCY
-    "tensor_active": (5, 0.01),  # NVML_GPM_METRIC_ANY_TENSOR_UTIL
-    "dram_active": (10, 0.01),  # NVML_GPM_METRIC_DRAM_BW_UTIL
-    "pcie_tx": (20, MIB),  # NVML_GPM_METRIC_PCIE_TX_PER_SEC
-    "pcie_rx": (21, MIB),  # NVML_GPM_METRIC_PCIE_RX_PER_SEC
-}
 _PCIE = frozenset({"pcie_tx", "pcie_rx"})
 
 
 class _Unsupported(Exception):
     """A reader found the GPU cannot provide its fields (beyond NVML's own NotSupported)."""
+
+
+_UNSUPPORTED = (_Unsupported, GpmUnsupported)
 
 
 def _no_gpm(_handle: Any, _index: int) -> dict[str, float]:
@@ -101,7 +94,7 @@ class NvmlSource:
         self._unsupported: list[set[str]] = [set() for _ in range(count)]
         self._ledgers = [XidLedger(xid_hold_seconds) for _ in range(count)]
         self._memory_v2 = [True] * count
-        self._gpm = [_Gpm(nv, h) for h in self._handles]
+        self._gpm = [Gpm(nv, h) for h in self._handles]
         self._process_names: dict[int, str] = {}
         self._event_lock = threading.Lock()
         self._handle_lock = threading.Lock()
@@ -254,7 +247,7 @@ class NvmlSource:
                 continue
             try:
                 values.update(reader.read(handle, index))
-            except _Unsupported:
+            except _UNSUPPORTED:
                 unsupported |= wanted
             except nv.NVMLError as exc:
                 if exc.value in (nv.NVML_ERROR_GPU_IS_LOST, nv.NVML_ERROR_RESET_REQUIRED):
@@ -297,7 +290,7 @@ class NvmlSource:
             except nv.NVMLError:
                 return None
             self._gpm[index].free()
-            self._gpm[index] = _Gpm(nv, handle)
+            self._gpm[index] = Gpm(nv, handle)
             self._readers[index] = self._readers_for(index)
             self._handles[index], self._lost[index] = handle, False
             return handle
@@ -368,56 +361,3 @@ class NvmlSource:
             if ctypes.cast(handle, ctypes.c_void_p).value == address:
                 return i
         return None
-
-
-class _Gpm:
-    """GPM metrics of one GPU: each read takes a sample and reports the window since the previous one."""
-
-    def __init__(self, nv: Any, handle: Any) -> None:
-        self.nv, self.handle = nv, handle
-        self.lock = threading.Lock()
-        self.supported = False
-        self.samples: list[Any] = []
-        self.have_previous = False
-        self.unsupported: set[str] = set()
-        try:
-            self.supported = bool(nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
-            if self.supported:
-                self.samples = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
-                self.request = nv.c_nvmlGpmMetricsGet_t()
-        except (nv.NVMLError, AttributeError):
-            self.supported = False
-
-    def read(self) -> Values:
-        nv = self.nv
-        with self.lock:
-            if not self.samples:  # freed: the GPU was lost and re-found; its new _Gpm takes over
-                return {}
-            previous, current = self.samples
-            nv.nvmlGpmSampleGet(self.handle, current)
-            self.samples = [current, previous]
-            if not self.have_previous:  # a ratio needs a window: the first sweep has none yet
-                self.have_previous = True
-                return {}
-            request = self.request
-            request.version = nv.NVML_GPM_METRICS_GET_VERSION
-            request.numMetrics = len(GPM_METRICS)
-            request.sample1, request.sample2 = previous, current
-            for slot, (metric_id, _scale) in enumerate(GPM_METRICS.values()):
-                request.metrics[slot].metricId = metric_id
-            nv.nvmlGpmMetricsGet(request)
-            values: Values = {}
-            for slot, (key, (_id, scale)) in enumerate(GPM_METRICS.items()):
-                metric = request.metrics[slot]
-                if metric.nvmlReturn == nv.NVML_SUCCESS:
-                    values[key] = float(metric.value) * scale
-                elif metric.nvmlReturn == nv.NVML_ERROR_NOT_SUPPORTED:
-                    self.unsupported.add(key)
-            return values
-
-    def free(self) -> None:
-        with self.lock:  # never while the other loop is between sampling and reading metrics
-            for sample in self.samples:
-                with contextlib.suppress(self.nv.NVMLError):
-                    self.nv.nvmlGpmSampleFree(sample)
-            self.samples, self.supported = [], False
