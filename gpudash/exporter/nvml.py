@@ -275,7 +275,7 @@ class NvmlSource:
         with contextlib.suppress(nv.NVMLError):
             nv.nvmlShutdown()
 
-    # -- helpers -----------------------------------------------------------------------------------
+    # -- internals ---------------------------------------------------------------------------------
 
     def _handle(self, index: int) -> Any:
         if not self._lost[index]:
