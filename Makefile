@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help venv deps dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
-        demo exporter bench bench-exporter bench-sync bench-alerts bench-scale e2e-grafana clean
+        demo exporter bench bench-exporter bench-exporter-real bench-sync bench-alerts bench-scale e2e-grafana clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -27,7 +27,7 @@ deps: ## install Prometheus, promtool, Alertmanager, node_exporter, VictoriaMetr
 	@missing=""; \
 	for pair in prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager \
 	            amtool:prometheus-alertmanager prometheus-node-exporter:prometheus-node-exporter \
-	            victoria-metrics:victoria-metrics; do \
+	            victoria-metrics:victoria-metrics openssl:openssl; do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -87,6 +87,9 @@ bench: bench-exporter bench-sync bench-alerts ## every benchmark that runs on a 
 
 bench-exporter: venv ## exporter scrape latency, CPU and memory
 	$(BIN)/python bench/exporter_bench.py
+
+bench-exporter-real: venv ## on a GPU node: NVML sweep cost against raw NVML, values against nvidia-smi
+	$(BIN)/python bench/exporter_bench.py --real
 
 bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stand-in
 	$(BIN)/python bench/sync_bench.py
