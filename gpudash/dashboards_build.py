@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +19,7 @@ from grafanalib._gen import DashboardEncoder
 
 from gpudash.catalog import Profile, profile
 from gpudash.errors import ConfigError, StaleOutputError
+from gpudash.files import write_atomic
 from gpudash.modern import modernize
 from gpudash.promql import PromQL, dashboard_scope
 from gpudash.settings import Settings
@@ -114,23 +113,6 @@ def build_all(settings: Settings, definitions: Path = DEFAULT_DEFINITIONS, recor
 
 def render(dashboard: dict[str, Any]) -> bytes:
     return (json.dumps(dashboard, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def write_atomic(path: Path, data: bytes) -> bool:
-    """Write `data` to `path` through a temp file and rename; return False when it was already identical."""
-    if path.exists() and path.read_bytes() == data:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; generated files are for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return True
 
 
 def write_all(built: dict[str, dict[str, Any]], out: Path) -> tuple[list[Path], list[Path]]:

@@ -17,7 +17,15 @@ from gpudash.cli import cli
 from gpudash.promql import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR
 from gpudash.rules.alerts import ALERT_NAMES
-from gpudash.rules.render import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE, render_all, stale_files
+from gpudash.rules.render import (
+    ALERTMANAGER_FILE,
+    ALERTS_FILE,
+    RECORDING_FILE,
+    SCRAPE_FILE,
+    render_all,
+    stale_files,
+    write_files,
+)
 from gpudash.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,3 +249,13 @@ def test_cli_bad_thresholds_writes_nothing(tmp_path: Path, thresholds_copy: Call
     assert result.exit_code != 0
     assert "alerts.memory_leak.horizon: expected a positive duration" in str(result.exception)
     assert not (tmp_path / "gen").exists()
+
+
+def test_written_files_are_readable_by_everyone_and_rewritten_only_on_change(
+        settings: Settings, tmp_path: Path) -> None:
+    files = render_all(settings)
+    written = write_files(tmp_path, files)
+    assert sorted(written) == sorted(tmp_path / rel for rel in files)
+    assert {oct(path.stat().st_mode & 0o777) for path in written} == {"0o644"}
+    assert write_files(tmp_path, files) == []
+    assert not [p for p in tmp_path.rglob(".*") if p.is_file()]  # no temp file left behind

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from gpudash.files import write_atomic
 from gpudash.settings import Settings
 
 ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
@@ -80,6 +81,4 @@ def stale_files(out: Path, files: Mapping[str, str]) -> list[str]:
 
 def write_files(out: Path, files: Mapping[str, str]) -> list[Path]:
     """Write the files that changed, each atomically; return the paths written."""
-    from gpudash.dashboards_build import write_atomic  # the one atomic writer every generator uses
-
     return [out / rel for rel in stale_files(out, files) if write_atomic(out / rel, files[rel].encode("utf-8"))]
