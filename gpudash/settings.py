@@ -400,7 +400,7 @@ class Site:
     grafana_folder_uid: str = "gpudash"
     datasource_uid: str = "gpudash-prometheus"
     datasource_name: str = "Prometheus (gpudash)"
-    runbook_base_url: str = "https://github.com/gpudash/gpudash/blob/main/docs/runbooks.md"
+    runbook_base_url: str = "https://github.com/gpudash/gpudash/blob/main/docs/alerts.md"
     scrape_job: str = "gpu-exporter"
     scrape_interval: Duration = field(default_factory=lambda: parse_duration("15s"))
     scrape_timeout: Duration = field(default_factory=lambda: parse_duration("10s"))
