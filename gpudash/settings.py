@@ -255,6 +255,7 @@ class XidAlert:
 @dataclass(frozen=True)
 class ExporterDownAlert:
     for_: Duration
+    lookback: Duration  # a GPU seen within this long that reports nothing now has "stopped reporting"
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,21 @@ class Alerts:
 
 
 @dataclass(frozen=True)
+class NotificationTiming:
+    """One Alertmanager route's timing: first wait, then between updates, then between repeats."""
+
+    group_wait: Duration
+    group_interval: Duration
+    repeat_interval: Duration
+
+
+@dataclass(frozen=True)
+class AlertmanagerTimings:
+    critical: NotificationTiming
+    digest: NotificationTiming
+
+
+@dataclass(frozen=True)
 class Thresholds:
     utilization: Utilization
     memory: Levels
@@ -278,6 +294,7 @@ class Thresholds:
     throttle_drop_ratio: float
     dashboards: DashboardKnobs
     alerts: Alerts
+    alertmanager: AlertmanagerTimings
 
 
 def _parse_thresholds(source: str, data: Any) -> Thresholds:
@@ -316,6 +333,9 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     dash.done()
 
     alerts = _parse_alerts(top.section("alerts"))
+    am = top.section("alertmanager")
+    timings = AlertmanagerTimings(_timing(am.section("critical")), _timing(am.section("digest")))
+    am.done()
     top.done()
     return Thresholds(
         utilization=Utilization(idle, saturated),
@@ -325,6 +345,7 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
         throttle_drop_ratio=drop,
         dashboards=knobs,
         alerts=alerts,
+        alertmanager=timings,
     )
 
 
@@ -360,10 +381,22 @@ def _parse_alerts(alerts: _Reader) -> Alerts:
     xid = XidAlert(r.duration("window"), r.int_list("critical_codes", 1, 1000))
     r.done()
     r = sub("exporter_down")
-    down = ExporterDownAlert(r.duration("for"))
+    down = ExporterDownAlert(r.duration("for"), r.duration("lookback"))
+    if down.lookback <= down.for_:
+        r.fail(f"lookback ({down.lookback}) must be above for ({down.for_}), or a silent GPU never fires")
     r.done()
     alerts.done()
     return Alerts(temperature, throttling, pressure, leak, stalled, loader, xid, down)
+
+
+def _timing(r: _Reader) -> NotificationTiming:
+    timing = NotificationTiming(r.duration("group_wait"), r.duration("group_interval"), r.duration("repeat_interval"))
+    # Alertmanager resends only on a group_interval tick: a shorter repeat_interval would not mean what it says.
+    if timing.repeat_interval < timing.group_interval:
+        r.fail(f"repeat_interval ({timing.repeat_interval}) must not be below group_interval "
+               f"({timing.group_interval})")
+    r.done()
+    return timing
 
 
 # --------------------------------------------------------------------------------------------- site

@@ -124,6 +124,7 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75,"),
     (("alerts", "xid", "critical_codes"), [79, 48], "GPUXidError", 'xid=~"48|79"'),
     (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
+    (("alerts", "exporter_down", "lookback"), "3h", "GPUExporterDown", "DCGM_FI_DEV_FB_USED[3h]"),
 ])
 def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path, path: tuple[str, ...], value: object, alert: str,
@@ -170,6 +171,19 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     assert down["equal"] == ["cluster", "instance"]
     assert severity["equal"] == ["alertname", "cluster", "instance", "gpu"]
     assert [r["name"] for r in am["receivers"]] == ["gpudash-critical", "gpudash-warning-digest"]
+
+
+def test_alertmanager_timing_comes_from_thresholds(thresholds_copy: Callable[..., Path],
+                                                   monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = thresholds_copy((("alertmanager", "critical"), {"group_wait": "5s", "group_interval": "2m",
+                                                           "repeat_interval": "3h"}),
+                           (("alertmanager", "digest", "repeat_interval"), "12h"))
+    am = yaml.safe_load(render_all(load_settings(path))[ALERTMANAGER_FILE])
+    for routes in (am["route"]["routes"][0]["routes"], am["route"]["routes"][1:]):
+        critical, digest = routes
+        assert (critical["group_wait"], critical["group_interval"], critical["repeat_interval"]) == ("5s", "2m", "3h")
+        assert (digest["group_wait"], digest["group_interval"], digest["repeat_interval"]) == ("10m", "1h", "12h")
 
 
 def test_alertmanager_reads_secrets_from_files_and_never_writes_them(

@@ -21,6 +21,9 @@ def test_committed_thresholds_load_with_the_documented_levels(root: Path) -> Non
     assert t.alerts.memory_leak.horizon.seconds == 4 * 3600
     assert str(t.dashboards.comparison_offset) == "1d"
     assert 79 in t.alerts.xid.critical_codes
+    assert t.alerts.exporter_down.lookback.seconds == 3600
+    assert str(t.alertmanager.critical.group_wait) == "10s"
+    assert str(t.alertmanager.digest.repeat_interval) == "24h"
 
 
 def test_every_knob_has_a_comment(root: Path) -> None:
@@ -60,6 +63,19 @@ BAD_CASES = [
                  id="xid-code-type"),
     pytest.param((("dashboards", "fleet_topk"), True), "dashboards.fleet_topk: expected a whole number",
                  id="bool-is-not-a-number"),
+    pytest.param((("alerts", "exporter_down", "lookback"), "-1h"),
+                 "alerts.exporter_down.lookback: expected a positive duration such as 5m or 1h, got '-1h'",
+                 id="negative-lookback"),
+    pytest.param((("alerts", "exporter_down", "lookback"), "5m"),
+                 "alerts.exporter_down: lookback (5m) must be above for (5m)", id="lookback-not-above-for"),
+    pytest.param((("alertmanager", "digest", "group_wiat"), "5m"), "alertmanager.digest: unknown key 'group_wiat'",
+                 id="alertmanager-unknown-key"),
+    pytest.param((("alertmanager", "critical", "repeat_interval"), "30s"),
+                 "alertmanager.critical: repeat_interval (30s) must not be below group_interval (1m)",
+                 id="repeat-below-group-interval"),
+    pytest.param((("alertmanager", "critical", "group_wait"), 10),
+                 "alertmanager.critical.group_wait: expected a positive duration such as 5m or 1h, got 10",
+                 id="alertmanager-number-duration"),
 ]
 
 

@@ -12,17 +12,15 @@ from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
 from gpudash.errors import ConfigError
-from gpudash.settings import Receiver, Settings
+from gpudash.settings import NotificationTiming, Receiver, Settings
 
 SECRETS_DIR = "/etc/alertmanager/secrets"
 CRITICAL_RECEIVER = "gpudash-critical"
 DIGEST_RECEIVER = "gpudash-warning-digest"
 
-# Notification timing: pages go out within seconds and repeat hourly; the warning digest collects for
-# ten minutes, then at most hourly, and repeats daily.
+# The root route's timing reaches only an alert without a known severity; the severity routes below it
+# take theirs from thresholds.yaml (`alertmanager.critical`, `alertmanager.digest`).
 _TOP = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
-_CRITICAL = {"group_wait": "10s", "group_interval": "1m", "repeat_interval": "1h"}
-_DIGEST = {"group_by": ["cluster"], "group_wait": "10m", "group_interval": "1h", "repeat_interval": "24h"}
 
 _SLACK_TITLE = "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} ({{ .CommonLabels.cluster }})"
 _SLACK_TEXT = "{{ range .Alerts }}{{ .Annotations.summary }}\n{{ end }}"
@@ -75,10 +73,17 @@ def _receiver(name: str, receivers: tuple[Receiver, ...], source: str) -> dict[s
     return out
 
 
-def _severity_routes() -> list[dict[str, Any]]:
+def _timing(timing: NotificationTiming) -> dict[str, str]:
+    return {"group_wait": str(timing.group_wait), "group_interval": str(timing.group_interval),
+            "repeat_interval": str(timing.repeat_interval)}
+
+
+def _severity_routes(settings: Settings) -> list[dict[str, Any]]:
+    am = settings.thresholds.alertmanager
     return [
-        {"matchers": ['severity="critical"'], "receiver": CRITICAL_RECEIVER, **_CRITICAL},
-        {"matchers": ['severity="warning"'], "receiver": DIGEST_RECEIVER, **_DIGEST},
+        {"matchers": ['severity="critical"'], "receiver": CRITICAL_RECEIVER, **_timing(am.critical)},
+        {"matchers": ['severity="warning"'], "receiver": DIGEST_RECEIVER, "group_by": ["cluster"],
+         **_timing(am.digest)},
     ]
 
 
@@ -86,9 +91,10 @@ def alertmanager_config(settings: Settings, source: str = "site config") -> dict
     site = settings.site
     gpu = catalog_profile(site.profile).gpu_label
     routes = [
-        {"matchers": [f'cluster="{cluster.name}"'], "routes": _severity_routes()} for cluster in site.clusters
+        {"matchers": [f'cluster="{cluster.name}"'], "routes": _severity_routes(settings)}
+        for cluster in site.clusters
     ]
-    routes += _severity_routes()  # alerts from a cluster the site config does not list
+    routes += _severity_routes(settings)  # alerts from a cluster the site config does not list
     return {
         "global": {"resolve_timeout": "5m"},
         "route": {

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
 from gpudash.promql import PromQL
-from gpudash.rules.expressions import SILENT_LOOKBACK_SECONDS, AlertExpressions, duration_text
+from gpudash.rules.expressions import AlertExpressions
 from gpudash.settings import Duration, Settings
 
 GROUP_NAME = "gpudash-gpu-alerts"
@@ -121,12 +121,12 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
             f"XID {{{{ $labels.xid }}}} on {where}",
             f"{where} reported XID {{{{ $labels.xid }}}} within the last {a.xid.window}: {kind}.")
 
-    down = a.exporter_down.for_
+    down, lookback = a.exporter_down.for_, a.exporter_down.lookback
     gpu = f"$labels.{q.gpu}"
     add("GPUExporterDown", "critical", x.exporter_down(),
         f"{{{{ if {gpu} }}}}{where} stopped reporting"
         f"{{{{ else }}}}GPU exporter on {{{{ $labels.instance }}}} ({{{{ $labels.cluster }}}}) is down{{{{ end }}}}",
-        f"{{{{ if {gpu} }}}}{where} reported within the last {duration_text(SILENT_LOOKBACK_SECONDS)} but has "
+        f"{{{{ if {gpu} }}}}{where} reported within the last {lookback} but has "
         f"published nothing (or reports itself lost) for {down} while its exporter is up: it may have fallen "
         f"off the bus.{{{{ else }}}}Prometheus has failed to scrape job {settings.site.scrape_job} on "
         f"{{{{ $labels.instance }}}} for {down}: none of its GPUs is observed.{{{{ end }}}}",

@@ -20,8 +20,6 @@ UP = "up"  # Prometheus' own per-target health series
 # The signal whose disappearance means "this GPU stopped reporting": dcgm-exporter publishes it on every
 # GPU (MIG instances included) and nvidia_gpu_exporter has it too.
 PRESENCE_SIGNAL = "fb_used"
-# How far back a GPU must have reported to count as "stopped reporting" rather than "never existed".
-SILENT_LOOKBACK_SECONDS = 3600
 # `instance` without its port, so a GPU exporter (host:9400) and node_exporter (host:9100) meet on `host`.
 _HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
 
@@ -200,9 +198,12 @@ class AlertExpressions:
         return f'max by (cluster, instance) ({UP}{{job="{self.site.scrape_job}"}}) == 0'
 
     def gpu_silent(self) -> str:
-        """A GPU seen within the lookback that reports nothing now, on a target that is itself up."""
+        """A GPU seen within the lookback that reports nothing now, on a target that is itself up.
+
+        The lookback tells "stopped reporting" from "never existed": a GPU silent for longer drops out.
+        """
         key = PRESENCE_SIGNAL
-        seen = self.per_gpu(self.over_time("max", key, duration_text(SILENT_LOOKBACK_SECONDS)))
+        seen = self.per_gpu(self.over_time("max", key, self.a.exporter_down.lookback))
         now = self.per_gpu(self.q.metric(key))
         down = f'{UP}{{job="{self.site.scrape_job}"}} == 0'
         parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
