@@ -8,16 +8,19 @@ directory. Nothing is mocked::
         prom.wait_for("up == 1")
         am.alerts()
 
-``rule_files`` are written beside the config file, so the config names them by relative path. Only the
-standard library is used (urllib), so this module is also safe on the exporter's side.
+``rule_files`` are written beside the config file, so the config names them by relative path. The
+lifecycle is ManagedProcess's, which gpudash.stack_cluster's servers share. Only the standard library is
+used (urllib), so this module is also safe on the exporter's side.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -26,11 +29,13 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from gpudash.errors import RemoteError
+from gpudash.loopback import OnLoopback
 
 _START_ATTEMPTS = 3  # a free port can be taken between choosing it and binding it
+_P = TypeVar("_P", bound="ManagedProcess")
 
 
 def free_port() -> int:
@@ -60,90 +65,115 @@ def http_post(url: str, data: bytes = b"", content_type: str = "application/json
         return body
 
 
-class _Process:
-    """A server binary started in a temp dir on a free loopback port; subclasses say how."""
+class ManagedProcess(OnLoopback):
+    """A server process in its own temporary directory on a loopback port: started, ready, stopped, removed.
+
+    ``start()`` writes ``config_yaml`` (as ``config_name``; none when that is empty) and ``files`` into the
+    directory beside a ``data`` folder, runs ``binary`` with ``_args()`` and ``extra_args`` on a free port
+    (on another one if that was taken meanwhile; only on ``port`` when one is given), its output to
+    ``server.log``, and returns once ``ready_path`` answers 200 with a body ``_ready`` accepts. ``stop()``
+    sends ``stop_signal`` (SIGKILL after 10 s) and removes the directory. A subclass names the binary
+    (``binaries``, found on PATH, and the Debian ``packages`` that hold it; none: this Python) and its
+    arguments, and overrides the rest only where its server differs.
+    """
 
     packages = ""
     binaries: tuple[str, ...] = ()
     config_name = "config.yml"
+    ready_path = "/-/ready"
+    stop_signal = signal.SIGTERM
+    port: int = 0  # the one it listens on, once started
 
     def __init__(
         self,
-        config_yaml: str,
+        config_yaml: str = "",
         files: Mapping[str, str] | None = None,
         *,
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
+        port: int = 0,
     ) -> None:
         self.config_yaml = config_yaml
         self.files = dict(files or {})
         self.extra_args = list(extra_args)
         self.startup_timeout = startup_timeout
-        self.binary = _find(self.binaries, self.packages)
-        self.port = 0
+        self.binary = _find(self.binaries, self.packages) if self.binaries else sys.executable
+        self.fixed_port = port
+        self.port = port
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log: Any = None
+
+    @property
+    def name(self) -> str:
+        """What messages call this server."""
+        return Path(self.binary).name
 
     @property
     def dir(self) -> Path:
         assert self._tmp is not None, "not started"
         return Path(self._tmp.name)
 
-    @property
-    def address(self) -> str:
-        """host:port, as another server's config names this one."""
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
-
     def _args(self) -> list[str]:
         raise NotImplementedError
 
-    def start(self) -> _Process:
-        self._tmp = tempfile.TemporaryDirectory(prefix=f"gpudash-{Path(self.binary).name}-")
-        for name, text in {self.config_name: self.config_yaml, **self.files}.items():
+    def _popen_options(self) -> dict[str, Any]:
+        """subprocess.Popen's options besides the command and its output."""
+        return {"cwd": self.dir}
+
+    def _ready(self, body: bytes) -> bool:
+        """Whether this answer on ``ready_path`` means ready (any 200 does, unless a subclass says more)."""
+        return True
+
+    def _not_ready(self) -> str:
+        """What the error says when the server never gets ready."""
+        return "not ready"
+
+    def start(self: _P) -> _P:
+        self._tmp = tempfile.TemporaryDirectory(prefix=f"gpudash-{self.name.removeprefix('gpudash ')}-")
+        config = {self.config_name: self.config_yaml} if self.config_name else {}
+        for name, text in {**config, **self.files}.items():
             target = self.dir / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
         (self.dir / "data").mkdir()
         last_error = ""
-        for _ in range(_START_ATTEMPTS):
-            self.port = free_port()
-            self._log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - lives as long as the process
-            self._proc = subprocess.Popen(
-                [self.binary, *self._args(), *self.extra_args],
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.dir,
-            )
+        for _ in range(1 if self.fixed_port else _START_ATTEMPTS):
+            self.port = self.fixed_port or free_port()
+            with open(self.dir / "server.log", "ab") as log:  # the child keeps its own copy of the descriptor
+                self._proc = subprocess.Popen(
+                    [self.binary, *self._args(), *self.extra_args],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    **self._popen_options(),
+                )
             last_error = self._wait_ready()
             if not last_error:
                 return self
             self._halt()
-            if "address already in use" not in last_error:
+            if "address already in use" not in last_error.lower():
                 break
         self.stop()
-        raise RemoteError(f"{Path(self.binary).name} did not start: {last_error}")
+        raise RemoteError(f"{self.name} did not start: {last_error}")
 
     def _wait_ready(self) -> str:
-        """'' once /-/ready answers 200; else why not (the log's last lines)."""
+        """'' once ready; else why not (the log's last lines)."""
         assert self._proc is not None
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 return f"exited with {self._proc.returncode}: {self.log_tail()}"
             try:
-                http_get(f"{self.url}/-/ready", timeout=1.0)
-                return ""
+                if self._ready(http_get(f"http://{self.address}{self.ready_path}", timeout=1.0)):
+                    return ""
             except (urllib.error.URLError, OSError):
-                time.sleep(0.05)
-        return f"not ready after {self.startup_timeout:.0f}s: {self.log_tail()}"
+                pass
+            time.sleep(0.05)
+        return f"{self._not_ready()} after {self.startup_timeout:.0f}s: {self.log_tail()}"
 
     def log_tail(self, lines: int = 5) -> str:
+        if self._tmp is None:
+            return ""
         try:
             text = (self.dir / "server.log").read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -152,16 +182,13 @@ class _Process:
 
     def _halt(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
+            self._proc.send_signal(self.stop_signal)
             try:
                 self._proc.wait(10)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(5)
         self._proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def stop(self) -> None:
         self._halt()
@@ -169,7 +196,7 @@ class _Process:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> Any:
+    def __enter__(self: _P) -> _P:
         return self.start()
 
     def __exit__(
@@ -182,7 +209,7 @@ class _Process:
         return json.loads(http_get(f"{self.url}{path}{query}"))
 
 
-class Prometheus(_Process):
+class Prometheus(ManagedProcess):
     """``prometheus`` with ``config_yaml`` and ``rule_files`` ({relative name: text}); lifecycle API on.
 
     Firing alerts are re-sent to Alertmanager every second (Prometheus' default is a minute), so a test
@@ -202,10 +229,6 @@ class Prometheus(_Process):
         startup_timeout: float = 30.0,
     ) -> None:
         super().__init__(config_yaml, rule_files, extra_args=extra_args, startup_timeout=startup_timeout)
-
-    def __enter__(self) -> Prometheus:
-        self.start()
-        return self
 
     def _args(self) -> list[str]:
         return [
@@ -246,7 +269,7 @@ class Prometheus(_Process):
         http_post(f"{self.url}/-/reload")
 
 
-class Alertmanager(_Process):
+class Alertmanager(ManagedProcess):
     """``prometheus-alertmanager`` with ``config_yaml``, clustering off; ``templates`` beside the config."""
 
     packages = "prometheus-alertmanager"
@@ -262,10 +285,6 @@ class Alertmanager(_Process):
         startup_timeout: float = 30.0,
     ) -> None:
         super().__init__(config_yaml, templates, extra_args=extra_args, startup_timeout=startup_timeout)
-
-    def __enter__(self) -> Alertmanager:
-        self.start()
-        return self
 
     def _args(self) -> list[str]:
         return [

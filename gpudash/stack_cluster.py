@@ -11,30 +11,21 @@ a free port; leaving the `with` block stops it and removes the directory.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
-import time
-import urllib.error
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 
-from gpudash.errors import RemoteError
+from gpudash.loopback import LoopbackHTTPServer
 from gpudash.settings import Cluster, Receiver, ScrapeTarget, Settings, Site, parse_duration
-from gpudash.stack import _Process, free_port, http_get
-
-_START_ATTEMPTS = 3
+from gpudash.stack import ManagedProcess
 
 
-class VictoriaMetrics(_Process):
+class VictoriaMetrics(ManagedProcess):
     """Single-node VictoriaMetrics: Prometheus remote write in at /api/v1/write, PromQL out at /api/v1/query.
 
     By default it hides the newest 30 s of samples from queries and caches results; both are turned off
@@ -43,14 +34,10 @@ class VictoriaMetrics(_Process):
 
     packages = "victoria-metrics"
     binaries = ("victoria-metrics", "victoria-metrics-prod")
-    config_name = "unused.yml"
+    config_name = ""
 
     def __init__(self, *, extra_args: Sequence[str] = (), startup_timeout: float = 30.0) -> None:
-        super().__init__("", extra_args=extra_args, startup_timeout=startup_timeout)
-
-    def __enter__(self) -> VictoriaMetrics:
-        self.start()
-        return self
+        super().__init__(extra_args=extra_args, startup_timeout=startup_timeout)
 
     def _args(self) -> list[str]:
         return [
@@ -66,137 +53,59 @@ class VictoriaMetrics(_Process):
         return f"{self.url}/api/v1/write"
 
 
-class NodeExporter(_Process):
+class NodeExporter(ManagedProcess):
     """prometheus-node-exporter with only the CPU and load collectors (what the data-loader alert reads)."""
 
     packages = "prometheus-node-exporter"
     binaries = ("prometheus-node-exporter", "node_exporter")
-    config_name = "unused.yml"
+    config_name = ""
+    ready_path = "/metrics"  # node_exporter has no /-/ready: it is ready when /metrics answers
 
     def __init__(self, *, startup_timeout: float = 30.0) -> None:
-        super().__init__("", startup_timeout=startup_timeout)
-
-    def __enter__(self) -> NodeExporter:
-        self.start()
-        return self
+        super().__init__(startup_timeout=startup_timeout)
 
     def _args(self) -> list[str]:
         return ["--collector.disable-defaults", "--collector.cpu", "--collector.loadavg",
                 f"--web.listen-address={self.address}", "--log.level=warn"]
 
-    def _wait_ready(self) -> str:
-        # node_exporter has no /-/ready: it is ready when /metrics answers.
-        return _wait_http(self, "/metrics")
 
-
-def _wait_http(server: _Process, path: str) -> str:
-    proc = server._proc
-    assert proc is not None
-    deadline = time.monotonic() + server.startup_timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return f"exited with {proc.returncode}: {server.log_tail()}"
-        try:
-            http_get(f"{server.url}{path}", timeout=1.0)
-            return ""
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.05)
-    return f"not ready after {server.startup_timeout:.0f}s: {server.log_tail()}"
-
-
-class ExporterProcess:
+class ExporterProcess(ManagedProcess):
     """`gpudash exporter ARGS` as a child process on a free loopback port, ready when /metrics has GPUs.
 
     ``args`` are the exporter's own options (``--simulate 8 --fault 2=leak``); ``--listen`` is added, on
     ``port`` when given (so something can be prepared for that address first), else on a free one.
     """
 
+    config_name = ""
+    ready_path = "/metrics"
+
     def __init__(self, args: Sequence[str], *, port: int = 0, startup_timeout: float = 30.0,
                  env: Mapping[str, str] | None = None) -> None:
+        super().__init__(startup_timeout=startup_timeout, port=port)
         self.args = list(args)
-        self.startup_timeout = startup_timeout
         self.env = dict(env) if env is not None else None
-        self.fixed_port = port
-        self.port = port
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def name(self) -> str:
+        return "gpudash exporter"
 
     @property
     def url(self) -> str:
         return f"http://{self.address}/metrics"
 
-    def start(self) -> ExporterProcess:
-        self._tmp = tempfile.TemporaryDirectory(prefix="gpudash-exporter-")
-        log_path = Path(self._tmp.name) / "exporter.log"
-        last = ""
-        for _ in range(1 if self.fixed_port else _START_ATTEMPTS):
-            self.port = self.fixed_port or free_port()
-            with open(log_path, "ab") as log:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "gpudash", "exporter", *self.args, "--listen", self.address],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
-                    start_new_session=True,  # a Ctrl-C in the terminal reaches the demo, which stops us in order
-                )
-            last = self._wait_ready(log_path)
-            if not last:
-                return self
-            self._halt()
-            if "in use" not in last:
-                break
-        self.stop()
-        raise RemoteError(f"gpudash exporter did not start: {last}")
+    def _args(self) -> list[str]:
+        return ["-m", "gpudash", "exporter", *self.args, "--listen", self.address]
 
-    def _wait_ready(self, log_path: Path) -> str:
-        assert self._proc is not None
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                return _tail(log_path)
-            try:
-                if b"DCGM_FI_DEV_" in http_get(self.url, timeout=1.0):
-                    return ""
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.1)
-        return f"no GPU series on {self.url} after {self.startup_timeout:.0f}s: {_tail(log_path)}"
+    def _popen_options(self) -> dict[str, Any]:
+        # From the caller's directory (a relative --collectors or --web-config path means what it says); in
+        # its own session, as a Ctrl-C in the terminal reaches the demo, which stops us in order.
+        return {"env": self.env, "start_new_session": True}
 
-    def log_tail(self) -> str:
-        return _tail(Path(self._tmp.name) / "exporter.log") if self._tmp else ""
+    def _ready(self, body: bytes) -> bool:
+        return b"DCGM_FI_DEV_" in body
 
-    def _halt(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(5)
-        self._proc = None
-
-    def stop(self) -> None:
-        self._halt()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> ExporterProcess:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-
-def _tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    return " | ".join(text.strip().splitlines()[-lines:])
+    def _not_ready(self) -> str:
+        return f"no GPU series on {self.url}"
 
 
 def prometheus_config(scrape_configs: Sequence[Mapping[str, Any]], *, rule_files: Sequence[str] = (),
@@ -257,7 +166,7 @@ def rule_files(files: Mapping[str, str]) -> dict[str, str]:
     return {Path(rel).name: files[rel] for rel in (ALERTS_FILE, RECORDING_FILE)}
 
 
-class WebhookReceiver:
+class WebhookReceiver(LoopbackHTTPServer):
     """An Alertmanager webhook receiver on a free loopback port: every notification it gets, in order.
 
     Alertmanager posts one JSON document per notification (a group of alerts); `notifications` holds
@@ -268,12 +177,10 @@ class WebhookReceiver:
         self.notifications: list[dict[str, Any]] = []
         self.on_notification = on_notification
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/alerts"
+        return f"{super().url}/alerts"
 
     def received(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -285,7 +192,7 @@ class WebhookReceiver:
         if self.on_notification is not None:
             self.on_notification(body)
 
-    def start(self) -> WebhookReceiver:
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -304,19 +211,4 @@ class WebhookReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: the notifications themselves are the record."""
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> WebhookReceiver:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return Handler

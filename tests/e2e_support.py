@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from gpudash.catalog import Source, profile
 from gpudash.check_promql import filters, offsets
 from gpudash.check_run import GroupResult, Result, Status
 from gpudash.check_targets import PANEL, VARIABLE
+from gpudash.loopback import LoopbackHTTPServer
 from gpudash.promql import signals_in
 from gpudash.settings import Settings
 
@@ -27,21 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "tests" / "fixtures"  # the `reference` fixture's folder, for module-scoped fixtures
 
 
-class StaticMetrics:
+class StaticMetrics(LoopbackHTTPServer):
     """A tiny stdlib HTTP server that answers /metrics with fixed bytes, as an exporter would."""
 
     def __init__(self, body: bytes, content_type: str = "text/plain; version=0.0.4; charset=utf-8") -> None:
         self.body = body
         self.content_type = content_type
         self.requests = 0
-        self._server: ThreadingHTTPServer | None = None
 
-    @property
-    def address(self) -> str:
-        assert self._server is not None
-        return f"127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> StaticMetrics:
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
         static = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,22 +53,7 @@ class StaticMetrics:
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet."""
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> StaticMetrics:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return Handler
 
 
 # ------------------------------------------------------------------------ dcgm-exporter-shaped output

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from gpudash.loopback import LoopbackHTTPServer
+
 from . import dashboards, datasources, folders, search
 from .flavor import Flavor
 from .store import DashboardRow, Fail, FolderRow, Principal, Request, Store, now
@@ -86,9 +88,19 @@ def go_json(value: Any, pretty: bool = False) -> bytes:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode("utf-8")
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return  # a client that gave up (a timeout test) is not an error of the stand-in
+
+
 @dataclass
-class StandIn:
+class StandIn(LoopbackHTTPServer):
     """An in-process Grafana HTTP API for one version; `with StandIn("11.6.0") as grafana: grafana.url`."""
+
+    server_class = _QuietServer  # not fields: no annotation
+    poll_interval = 0.05
 
     version: str = "11.6.0"
     token: str = "glsa_standin_0123456789abcdef_0a1b2c3d"
@@ -101,41 +113,18 @@ class StandIn:
         self.store = Store(self.flavor)
         self.store.tokens[self.token] = Principal("sa-1-gpudash", "Admin")
         self.store.users["admin"] = (self.admin_password, Principal("admin", "Admin"))
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._log_lock = threading.Lock()
         self.received: list[tuple[str, str]] = []  # (method, path) as each request arrives
 
-    # ------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------ answering on loopback (start, stop, url)
 
-    def start(self) -> StandIn:
-        server = _QuietServer(("127.0.0.1", 0), _HTTPHandler)
-        server.standin = self  # type: ignore[attr-defined]
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        owner = self
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        class Handler(_HTTPHandler):
+            standin = owner
 
-    def __enter__(self) -> StandIn:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return Handler
 
     # ------------------------------------------------------------------ observing
 
@@ -291,14 +280,8 @@ class StandIn:
         return status, raw, content_type
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return  # a client that gave up (a timeout test) is not an error of the stand-in
-
-
 class _HTTPHandler(BaseHTTPRequestHandler):
+    standin: StandIn  # the stand-in answering, set by StandIn._handler
     protocol_version = "HTTP/1.1"
     server_version = "Grafana"
     disable_nagle_algorithm = True  # as Go's net/http does; otherwise each answer waits out a delayed ACK
@@ -308,8 +291,7 @@ class _HTTPHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         path, _, query = self.path.partition("?")
         headers = {key.lower(): value for key, value in self.headers.items()}
-        standin: StandIn = self.server.standin  # type: ignore[attr-defined]
-        status, raw, content_type = standin.handle(method, path, query, body, headers)
+        status, raw, content_type = self.standin.handle(method, path, query, body, headers)
         self.send_response(status)
         self.send_header("Content-Type", f"{content_type}; charset=UTF-8" if "json" in content_type else content_type)
         self.send_header("Content-Length", str(len(raw)))
