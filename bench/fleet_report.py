@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import fleetgen
 import grafana_load
 
 TARGETS = "fleet dashboard <= 1 s at 1,024 GPUs and <= 3 s at the largest size; <= ~200 series in any panel"
@@ -47,7 +48,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def write_markdown(path: Path, results: Results, keys: list[str], machine: str, repeat: int) -> None:
+def write_markdown(path: Path, results: Results, keys: list[str], machine: str, repeat: int,
+                   loads: Mapping[int, list[float]], topk: Mapping[int, list[tuple[str, int, int]]]) -> None:
     largest = max(results)
     lines = [
         "# Dashboard load time against fleet size",
@@ -58,12 +60,22 @@ def write_markdown(path: Path, results: Results, keys: list[str], machine: str, 
         "*open* = the dashboard's variable queries, then all its panels with "
         f"{grafana_load.CONNECTIONS} panel requests in flight (a browser's connections per host), median of "
         f"{repeat} opens after one warm-up; *slowest panel* and *sum of panels* are per-panel medians; "
-        "*series* = series the panel's queries return.",
+        "*series* = series the panel's queries return. Each dashboard opens on its own default range: 6 h for "
+        "gpudash, 15 min for dcgm-exporter 12239. Times are Prometheus's answers as received; drawing thousands of "
+        "series in a browser comes on top. 1-minute load average before each dashboard: "
+        + "; ".join(f"{g:,} GPUs {min(v):.2f}-{max(v):.2f}" for g, v in sorted(loads.items())) + ".",
         "",
     ]
     header = ["GPUs", "dashboard", "open (s)", "slowest panel (s)", "sum of panels (s)", "most series in a panel",
               "series", "panels"]
     lines += _table(header, summary_rows(results))
+    lines += ["", "## Top-k panels: instant, as the fleet dashboard sends them, against a range query", "",
+              "topk over a range picks its k at every step, so a range query returns every series that was ever in "
+              "the top k; the fleet dashboard's per-GPU and per-node lists are instant queries for that reason.", ""]
+    titles = [t for t, _, _ in topk[largest]]
+    lines += _table(["panel", *[f"{g:,} GPUs: instant / range" for g in sorted(topk)]],
+                    [[t, *[next(f"{i} / {r}" for tt, i, r in topk[g] if tt == t) for g in sorted(topk)]]
+                     for t in titles])
     lines += ["", f"## Every panel at {largest:,} GPUs", ""]
     _, boards = results[largest]
     for name, r in boards.items():
@@ -73,11 +85,37 @@ def write_markdown(path: Path, results: Results, keys: list[str], machine: str, 
         lines.append("")
     lines += ["## The data", ""]
     lines += _table(["GPUs", "clusters", "samples", "series (largest block)", "blocks after compaction",
-                     "generation (s)", "OpenMetrics written (GB)"],
-                    [[f"{g:,}", str(max(2, min(8, g // 1024))), f"{b.samples / 1e6:,.0f}M", f"{b.series:,}",
+                     "building it (s, summed over the runs that did)", "OpenMetrics written (GB)"],
+                    [[f"{g:,}", str(fleetgen.cluster_count(g)), f"{b.samples / 1e6:,.0f}M", f"{b.series:,}",
                       _layout(b.blocks), ", ".join(f"{k} {v:.0f}" for k, v in b.seconds.items()),
                       f"{b.openmetrics_gb:.1f}"] for g, (b, _) in sorted(results.items())])
     lines += ["", "Signals generated (catalog keys, the ones these dashboards read): " + ", ".join(keys) + ".", ""]
+    lines += [
+        "How the data is made (bench/fleetgen.py, bench/fleet_tsdb.py):",
+        "",
+        "- N GPUs, 8 per node, in N / 1,024 clusters (at least 2, at most 8), labelled "
+        "as Prometheus stores dcgm-exporter's series (gpu, UUID, pci_bus_id, device, modelName, hostname, "
+        "DCGM_FI_DRIVER_VERSION, instance, job, cluster).",
+        f"- Behaviour from gpudash's simulated H200 node: {fleetgen.TEMPLATE_NODES} distinct simulated nodes "
+        "(training, inference, idle and mixed nodes, staggered job starts, about one node in three with a leak, "
+        "thermal, stall, XID or lost-GPU fault); node n behaves like pool node n mod the pool size, its "
+        "temperatures shifted by -2..+2 C.",
+        "- Time: one sample per 15 s over the dashboards' default range (6 h) before *now* and over the same 6 h one "
+        "comparison offset (1 d) earlier, 15 min margin each; one sample per 2 min in between, so every series is "
+        "continuous over 30 h. The dashboards read nothing in between.",
+        "- gpudash_clock_event_active is generated for the four thermal and power-brake reasons that panels "
+        "select, not all nine; the other five sit under label values no query reaches.",
+        "- Raw series: OpenMetrics text per (2 h block, group of nodes), `promtool tsdb create-blocks-from "
+        "openmetrics`, on both cores. Recording rules: gpudash's registry (gpudash.promql.recording_rules), "
+        "`promtool tsdb create-blocks-from rules` at a 15 s interval over the two 15 s windows. Then Prometheus "
+        "compacts the blocks as it would its own (2 h, 6 h, 18 h ranges, the newest block left alone).",
+        "- Queries as Grafana sends them (bench/grafana_load.py): variables first (label values over the range, "
+        "All = allValue or every value regex-escaped), then each panel: range = the dashboard default, step = "
+        "range / max data points (maxDataPoints, else the panel's width on a 1,600 px screen) rounded as Grafana "
+        "does, at least the 15 s scrape interval; $__rate_interval = max(step + 15 s, 60 s); instant targets "
+        "at now. gpudash node is opened as Grafana opens it with no choice made: the first node, all its GPUs.",
+        "",
+    ]
     path.write_text("\n".join(lines))
 
 
@@ -91,13 +129,13 @@ def write_plot(path: Path, results: Results) -> None:
     names = list(results[sizes[0]][1])
     fig, (ax_time, ax_series) = plt.subplots(1, 2, figsize=(12, 4.8))
     for name in names:
-        ax_time.plot(sizes, [results[g][1][name].seconds for g in sizes], marker="o", label=name)
-        ax_series.plot(sizes, [max(p.series for p in results[g][1][name].panels) for g in sizes], marker="o",
-                       label=name)
+        style = {"marker": "o", "label": name, "linestyle": "--" if "raw" in name else "-"}
+        ax_time.plot(sizes, [results[g][1][name].seconds for g in sizes], **style)
+        ax_series.plot(sizes, [max(p.series for p in results[g][1][name].panels) for g in sizes], **style)
     ax_time.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     ax_time.axhline(3.0, color="grey", linestyle="--", linewidth=1)
     ax_series.axhline(200, color="grey", linestyle="--", linewidth=1)
-    for ax, title, unit in ((ax_time, "Dashboard open time", "seconds (median)"),
+    for ax, title, unit in ((ax_time, "Dashboard open time (Prometheus side)", "seconds (median)"),
                             (ax_series, "Most series returned by one panel", "series")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

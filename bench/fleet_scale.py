@@ -1,6 +1,9 @@
 """Dashboard load time against fleet size, on a real Prometheus TSDB.
 
-    python bench/fleet_scale.py --sizes 256,1024,4096 --out bench/results/
+    python bench/fleet_scale.py --sizes 256,1024,4096,8192 --out bench/results/
+
+On 2 cores the first run takes about an hour and writes ~280 GB of OpenMetrics through /dev/shm (8,192
+GPUs alone: ~25 min and ~170 GB); the TSDBs it keeps (~2.5 GB) make later runs take ~10 minutes.
 
 For each fleet size: a synthetic fleet (bench/fleetgen.py) is backfilled into a Prometheus TSDB with
 promtool, gpudash's recording rules are backfilled on top, and Prometheus compacts the blocks
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import platform
 import shutil
@@ -38,6 +42,7 @@ from gpudash.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DCGM_12239 = ROOT / "tests" / "fixtures" / "dcgm-exporter" / "dashboard-12239.json"
+FLEET = "gpudash fleet (recording rules)"
 FORMAT = 3  # bump when what is generated changes, so cached TSDBs are rebuilt
 
 
@@ -45,7 +50,7 @@ def dashboards(settings: Settings) -> dict[str, dict[str, Any]]:
     recorded = build_all(settings, ROOT / "dashboards", recorded=True, profile_name="dcgm")
     raw = build_all(settings, ROOT / "dashboards", recorded=False, profile_name="dcgm")
     return {
-        "gpudash fleet (recording rules)": recorded["gpudash-fleet.json"],
+        FLEET: recorded["gpudash-fleet.json"],
         "gpudash fleet (raw expressions)": raw["gpudash-fleet.json"],
         "gpudash node": recorded["gpudash-node.json"],
         "dcgm-exporter 12239": json.loads(DCGM_12239.read_text()),
@@ -71,7 +76,8 @@ def build_tsdb(gpus: int, settings: Settings, keys: list[str], cache: Path, end:
     rules = [[rec.record, expr] for rec, expr in recording_rules(DCGM, settings.thresholds)]
     wanted = {"format": FORMAT, "seed": seed, "keys": keys}
     saved = json.loads(manifest.read_text()) if manifest.exists() else {}
-    if {k: saved.get(k) for k in wanted} != wanted or any(r not in rules for r in saved.get("rules", [])):
+    changed = {name for name, expr in saved.get("rules", []) if [name, expr] not in rules and name in dict(rules)}
+    if {k: saved.get(k) for k in wanted} != wanted or changed:  # a rule no longer defined is harmless
         shutil.rmtree(home, ignore_errors=True)
         data.mkdir(parents=True)
         saved = {**wanted, "end": end, "rules": [], "seconds": {}}
@@ -124,27 +130,63 @@ def backfill_raw(gpus: int, settings: Settings, keys: list[str], cache: Path, en
     return raw["bytes"] / 1e9
 
 
-def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat: int,
-            log: Path) -> dict[str, grafana_load.OpenResult]:
-    out = {}
+def wait_for_quiet(limit: float, timeout_s: float = 300) -> float:
+    """Wait until the 1-minute load average is at most `limit` (others' work skews timings); return it."""
+    deadline = time.monotonic() + timeout_s
+    while os.getloadavg()[0] > limit and time.monotonic() < deadline:
+        time.sleep(5)
+    return os.getloadavg()[0]
+
+
+@dataclass
+class Measured:
+    opens: dict[str, grafana_load.OpenResult]
+    loads: list[float]  # 1-minute load average before each dashboard
+    topk: list[tuple[str, int, int]]  # fleet top-k panels: (title, series as sent, series as a range query)
+
+
+def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat: int, log: Path,
+            quiet: float) -> Measured:
+    out, loads = {}, []
     with fleet_tsdb.running_prometheus(data, log) as url:
+        topk = topk_as_range(url, boards[FLEET], built.end)
         for name, board in boards.items():
+            loads.append(wait_for_quiet(quiet))
             out[name] = grafana_load.median_open(url, board, built.end, repeat)
             r = out[name]
             slowest = max(r.panels, key=lambda p: p.seconds)
             print(f"  {built.gpus:>5} GPUs  {name:<34} open {r.seconds:6.3f} s  slowest {slowest.seconds:6.3f} s "
-                  f"({slowest.title})  max series {max(p.series for p in r.panels)}")
+                  f"({slowest.title})  max series {max(p.series for p in r.panels)}  load {loads[-1]:.2f}")
+    return Measured(out, loads, topk)
+
+
+def topk_as_range(url: str, board: dict[str, Any], end: int) -> list[tuple[str, int, int]]:
+    """Each top-k/bottom-k panel: series it returns as Grafana sends it (instant) and as a range query would."""
+    variables = grafana_load.resolve_variables(url, board, end)
+    range_s = grafana_load.dashboard_range_s(board)
+    out = []
+    for load in grafana_load.panel_loads(board, variables.values, end):
+        for request in load.requests:
+            if request.instant and request.expr.startswith(("topk(", "bottomk(")):
+                width = next(p["gridPos"]["w"] for p in board["panels"] if p.get("title") == load.title)
+                step = grafana_load.grafana_step(range_s, width * grafana_load.SCREEN_PX // 24, 15)
+                ranged = grafana_load.Request(request.expr, False, (end - range_s) // step * step, end, step)
+                counts = [len(grafana_load.series(grafana_load.post(url, *r.params), load.title))
+                          for r in (request, ranged)]
+                out.append((load.title, counts[0], counts[1]))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="256,1024,4096", help="fleet sizes in GPUs, comma-separated")
+    parser.add_argument("--sizes", default="256,1024,4096,8192", help="fleet sizes in GPUs, comma-separated")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--cache", type=Path, default=ROOT / ".bench" / "fleet-scale")
     parser.add_argument("--repeat", type=int, default=3, help="measured opens per dashboard (after one warm-up)")
     parser.add_argument("--workers", type=int, default=2, help="processes generating and backfilling")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet-load", type=float, default=1.0,
+                        help="before each dashboard, wait (up to 5 min) for the 1-minute load average to fall to this")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = load_settings(ROOT / "thresholds.yaml")
@@ -154,15 +196,18 @@ def main(argv: list[str] | None = None) -> int:
     end = int(time.time()) // fleet_tsdb.BLOCK_S * fleet_tsdb.BLOCK_S
     print(f"signals generated: {', '.join(keys)}")
     results: dict[int, tuple[Built, dict[str, grafana_load.OpenResult]]] = {}
+    extra: dict[int, Measured] = {}
     for gpus in sizes:
         print(f"{gpus} GPUs: TSDB")
         data, built = build_tsdb(gpus, settings, keys, args.cache, end, args.workers, args.seed)
         print(f"  {built.samples / 1e6:.0f}M samples, {built.series} series, {len(built.blocks)} blocks; "
               + ", ".join(f"{k} {v:.0f} s" for k, v in built.seconds.items()))
-        results[gpus] = (built, measure(data, built, boards, args.repeat, data.parent / "prometheus.log"))
+        extra[gpus] = measure(data, built, boards, args.repeat, data.parent / "prometheus.log", args.quiet_load)
+        results[gpus] = (built, extra[gpus].opens)
     machine = f"{platform.machine()}, {fleet_report.cpu_count()} cores, {fleet_report.memory_gb():.0f} GB RAM"
     args.out.mkdir(parents=True, exist_ok=True)
-    fleet_report.write_markdown(args.out / "fleet-scale.md", results, keys, machine, args.repeat)
+    fleet_report.write_markdown(args.out / "fleet-scale.md", results, keys, machine, args.repeat,
+                                {g: m.loads for g, m in extra.items()}, {g: m.topk for g, m in extra.items()})
     fleet_report.write_plot(args.out / "fleet-scale.png", results)
     print(f"wrote {args.out / 'fleet-scale.md'} and {args.out / 'fleet-scale.png'}")
     return 0

@@ -1,8 +1,8 @@
 """A synthetic GPU fleet as OpenMetrics text, for backfilling a Prometheus TSDB with promtool.
 
-The fleet is N GPUs on N/8 nodes in a few clusters (2 up to 1,024 GPUs, one more per 1,024 after that,
-at most 8), labelled like dcgm-exporter scraped by Prometheus (gpu, UUID, pci_bus_id, device, modelName,
-hostname, DCGM_FI_DRIVER_VERSION, then instance, job, cluster).
+The fleet is N GPUs on N/8 nodes in N/1,024 clusters (at least 2, at most 8), labelled like dcgm-exporter
+scraped by Prometheus (gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION, then
+instance, job, cluster).
 
 Behaviour comes from gpudash's simulated node (`gpudash.exporter.simulate.Fleet`): a pool of
 `TEMPLATE_NODES` distinct nodes (each its own seed, workload mix, job start and at most one injected fault)

@@ -64,6 +64,12 @@ def seconds(text: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
+def grafana_step(range_s: int, max_points: int, min_s: int) -> int:
+    """Grafana's query interval: range / max data points, rounded to its steps, at least the minimum."""
+    step_ms = range_s * 1000 / max_points
+    return min_s if step_ms < min_s * 1000 else max(min_s, round_interval_ms(step_ms) // 1000)
+
+
 def dashboard_range_s(dashboard: dict[str, Any]) -> int:
     match = re.fullmatch(r"now-(\d+[smhdw])", dashboard["time"]["from"])
     if not match or dashboard["time"]["to"] != "now":
@@ -74,14 +80,14 @@ def dashboard_range_s(dashboard: dict[str, Any]) -> int:
 # ------------------------------------------------------------------------------------------ HTTP
 
 
-def _post(url: str, path: str, params: dict[str, str]) -> bytes:
+def post(url: str, path: str, params: dict[str, str]) -> bytes:
     data = urllib.parse.urlencode(params).encode()
     request = urllib.request.Request(f"{url}{path}", data=data, method="POST")
     with urllib.request.urlopen(request, timeout=300) as response:
         return bytes(response.read())
 
 
-def _series(body: bytes, what: str) -> list[dict[str, str]]:
+def series(body: bytes, what: str) -> list[dict[str, str]]:
     """The label sets of the series in a query response."""
     doc = json.loads(body)
     if doc.get("status") != "success":
@@ -192,8 +198,7 @@ def panel_loads(dashboard: dict[str, Any], values: dict[str, str], now: int, scr
             if target.get("hide") or not target.get("expr"):
                 continue
             min_s = seconds(target.get("interval") or panel.get("interval") or "") or scrape_s
-            step_ms = range_s * 1000 / max_points
-            step = min_s if step_ms < min_s * 1000 else max(min_s, round_interval_ms(step_ms) // 1000)
+            step = grafana_step(range_s, max_points, min_s)
             rate = max(step + scrape_s, 4 * scrape_s)
             scoped = dict(values, __rate_interval=f"{rate}s", __interval=f"{step}s", __range=f"{range_s}s",
                           __range_s=str(range_s), __range_ms=str(range_s * 1000))
@@ -226,10 +231,10 @@ class OpenResult:
 def _run_panel(url: str, load: PanelLoad) -> tuple[float, list[bytes]]:
     began = time.perf_counter()
     if len(load.requests) == 1:
-        bodies = [_post(url, *load.requests[0].params)]
+        bodies = [post(url, *load.requests[0].params)]
     else:
         with ThreadPoolExecutor(len(load.requests)) as pool:
-            bodies = list(pool.map(lambda r: _post(url, *r.params), load.requests))
+            bodies = list(pool.map(lambda r: post(url, *r.params), load.requests))
     return time.perf_counter() - began, bodies
 
 
@@ -242,7 +247,7 @@ def open_dashboard(url: str, dashboard: dict[str, Any], now: int, connections: i
     total = time.perf_counter() - began
     panels = []
     for load, (took, bodies) in zip(loads, timed, strict=True):
-        found = [labels for body in bodies for labels in _series(body, load.title)]
+        found = [labels for body in bodies for labels in series(body, load.title)]
         panels.append(PanelResult(load.title, took, len(found), frozenset(k for m in found for k in m)))
     return OpenResult(total, variables.seconds, tuple(panels))
 

@@ -99,8 +99,9 @@ def test_fleet_panels_do_not_grow_with_the_fleet(opened: Opened, variant: str) -
     for title, series in large.items():
         # Same clusters at both sizes: only a top-k list may fill up, and only to k.
         assert series <= max(small[title], k, fleetgen.cluster_count(LARGE) * PER_CLUSTER), title
-    per_gpu = [p for p in opened[LARGE][variant].panels if "gpu" in p.labels]
-    assert per_gpu and all(p.series == k for p in per_gpu), "the per-GPU top-k panels should each fill up to k"
+    # The lists do fill up (so the bounds above were tested against real rankings): 16 nodes, 128 GPUs > k.
+    ranked = [p for p in opened[LARGE][variant].panels if f"(top {k})" in p.title or f"(bottom {k})" in p.title]
+    assert len(ranked) >= 4 and all(p.series == k for p in ranked), [(p.title, p.series) for p in ranked]
 
 
 def test_the_check_catches_a_panel_that_draws_every_gpu(opened: Opened) -> None:
