@@ -97,8 +97,8 @@ bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stan
 bench-alerts: venv deps ## alert-quality report: gpudash rules against naive rules on the scenario corpus
 	$(BIN)/python bench/alert_quality.py
 
-bench-scale: venv deps ## dashboard load time against fleet size on a real Prometheus TSDB
-	$(BIN)/python bench/fleet_scale.py
+bench-scale: venv deps ## dashboard load time against fleet size (first run ~1 h, cached in .bench/; SIZES=256,1024)
+	$(BIN)/python bench/fleet_scale.py $(if $(SIZES),--sizes $(SIZES),)
 
 e2e-grafana: venv ## run the sync tests against a real Grafana (GRAFANA_URL, GRAFANA_TOKEN)
 	@[ -n "$$GRAFANA_URL" ] || { echo "set GRAFANA_URL (and GRAFANA_TOKEN) to a Grafana you can write to"; exit 2; }
