@@ -7,6 +7,8 @@ Loading happens before anything is written, so a bad file never leaves half-writ
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -65,6 +67,9 @@ class _Reader:
 
     def fail(self, message: str, key: str | None = None) -> None:
         raise ConfigError(f"{self.source}: {self.where(key)}: {message}")
+
+    def has(self, key: str) -> bool:
+        return key in self.data
 
     def _get(self, key: str, default: Any) -> Any:
         self.used.add(key)
@@ -426,11 +431,25 @@ class Receiver:
         return dict(self.options).get(key, default)
 
 
+SITE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,29}$")
+
+
+def derived_site_id(clusters: tuple[Cluster, ...]) -> str:
+    """A stable id from the clusters: their names as a slug, then 6 hex of a hash of (name, address) pairs."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", "-".join(c.name for c in clusters).lower())[:20].strip("-")
+    pairs = sorted((c.name, t.address) for c in clusters for t in c.targets)
+    digest = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:6]
+    return f"{slug or 'site'}-{digest}"
+
+
 @dataclass(frozen=True)
 class Site:
+    """The site config. An empty `site_id` or `grafana_folder_uid` is derived from the clusters."""
+
     profile: str = "dcgm"
+    site_id: str = ""
     grafana_folder: str = "GPU"
-    grafana_folder_uid: str = "gpudash"
+    grafana_folder_uid: str = ""
     datasource_uid: str = "gpudash-prometheus"
     datasource_name: str = "Prometheus (gpudash)"
     runbook_base_url: str = "https://github.com/gpudash/gpudash/blob/main/docs/alerts.md"
@@ -440,6 +459,13 @@ class Site:
     node_job: str = "node"
     clusters: tuple[Cluster, ...] = (Cluster("demo", (ScrapeTarget("127.0.0.1:9400", "rack-1"),)),)
     receivers: tuple[Receiver, ...] = (Receiver("default", "webhook", (("url", "http://127.0.0.1:9099/alerts"),)),)
+
+    def __post_init__(self) -> None:
+        # Frozen: the derived values are set once here, so Site() and a parsed site agree.
+        if not self.site_id:
+            object.__setattr__(self, "site_id", derived_site_id(self.clusters))
+        if not self.grafana_folder_uid:
+            object.__setattr__(self, "grafana_folder_uid", f"gpudash-{self.site_id}"[:40])
 
 
 _RECEIVER_OPTIONS = {
@@ -479,10 +505,14 @@ def _parse_site(source: str, data: Any) -> Site:
             r.fail("a slack receiver needs api_url_file or api_url_env (the webhook URL is a secret)")
         r.done()
         receivers.append(Receiver(name, kind, tuple(options)))
+    site_id = top.string("site_id") if top.has("site_id") else ""
+    if site_id and not SITE_ID.match(site_id):
+        top.fail(f"expected 1 to 30 of a-z, 0-9 and '-', starting with a letter or digit, got {site_id!r}", "site_id")
     site = Site(
         profile=top.string("profile", defaults.profile, PROFILES),
+        site_id=site_id,
         grafana_folder=grafana.string("folder", defaults.grafana_folder),
-        grafana_folder_uid=grafana.string("folder_uid", defaults.grafana_folder_uid),
+        grafana_folder_uid=grafana.string("folder_uid") if grafana.has("folder_uid") else "",
         datasource_uid=grafana.string("datasource_uid", defaults.datasource_uid),
         datasource_name=grafana.string("datasource_name", defaults.datasource_name),
         runbook_base_url=top.string("runbook_base_url", defaults.runbook_base_url),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -139,3 +140,36 @@ def test_environment_points_at_another_thresholds_file(
     path = thresholds_copy((("memory", "warning_ratio"), 0.8))
     monkeypatch.setenv("GPUDASH_THRESHOLDS", str(path))
     assert load_settings().thresholds.memory.warning == 0.8
+
+
+def test_site_id_is_derived_from_the_clusters(tmp_path: Path) -> None:
+    default = load_site(None)
+    assert re.fullmatch(r"demo-[0-9a-f]{6}", default.site_id)
+    assert default.grafana_folder_uid == f"gpudash-{default.site_id}"
+    site = tmp_path / "gpudash.yaml"
+    site.write_text("clusters:\n  - {name: West_1, targets: [{address: 'h:9400'}]}\n"
+                    "  - {name: East, targets: [{address: 'g:9400'}]}\n")
+    first = load_site(site).site_id
+    assert re.fullmatch(r"west-1-east-[0-9a-f]{6}", first)
+    site.write_text("clusters:\n  - {name: West_1, targets: [{address: 'h:9401'}]}\n"
+                    "  - {name: East, targets: [{address: 'g:9400'}]}\n")
+    assert load_site(site).site_id != first  # another address is another site
+    site.write_text("clusters:\n  - {name: 'a-very-long-cluster-name-indeed', targets: [{address: 'h:9400'}]}\n")
+    assert re.fullmatch(r"a-very-long-cluster-[0-9a-f]{6}", load_site(site).site_id)
+
+
+def test_site_id_and_folder_uid_given_explicitly(tmp_path: Path) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text("site_id: lab-7\n")
+    assert (load_site(site).site_id, load_site(site).grafana_folder_uid) == ("lab-7", "gpudash-lab-7")
+    site.write_text("site_id: lab-7\ngrafana: {folder_uid: gpus}\n")
+    assert load_site(site).grafana_folder_uid == "gpus"
+
+
+@pytest.mark.parametrize("value", ["Lab", "-lab", "lab_7", "a" * 31, "''", "7"])
+def test_bad_site_id_is_one_line_naming_the_key(tmp_path: Path, value: str) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(f"site_id: {value}\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(site))}: site_id: expected ") as info:
+        load_site(site)
+    assert "\n" not in info.value.format_message()

@@ -9,6 +9,7 @@ import yaml
 from grafana_standin import StandIn
 from grafana_standin.testkit import THRESHOLDS, GrafanaUnderTest, run_gpudash, write_set
 
+from gpudash.settings import Site
 from gpudash.sync.apply import Target
 from gpudash.sync.provision import DatasourceSpec, provisioning_files
 
@@ -100,7 +101,8 @@ def test_files_only_needs_no_grafana(tmp_path: Path) -> None:
                                        "isDefault": False, "editable": False,
                                        "jsonData": {"httpMethod": "POST", "timeInterval": "15s"}}]
     (provider,) = providers["providers"]
-    assert provider["folder"] == "GPU" and provider["folderUid"] == "gpudash" and provider["type"] == "file"
+    assert provider["folder"] == "GPU" and provider["folderUid"] == Site().grafana_folder_uid
+    assert provider["type"] == "file"
     assert provider["options"] == {"path": "/srv/dash", "foldersFromFilesStructure": False}
     assert provider["allowUiUpdates"] is False and provider["disableDeletion"] is False
     assert not list(tmp_path.rglob("*.tmp"))
