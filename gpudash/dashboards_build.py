@@ -2,13 +2,15 @@
 
 A definition file is plain Python that defines `UID`, `TITLE` and `build(ctx: BuildContext) -> Dashboard`
 (a grafanalib Dashboard). The output is modern Grafana JSON (see gpudash.modern) with sorted keys, written
-atomically to `<out>/<uid>.json`; two runs give identical bytes.
+all or nothing to `<out>/<uid>.json`; two runs give identical bytes. A JSON file no definition produces any more
+is deleted only when gpudash recorded writing it and it is unchanged (see gpudash.files).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -19,7 +21,7 @@ from grafanalib._gen import DashboardEncoder
 
 from gpudash.catalog import Profile, profile
 from gpudash.errors import ConfigError, StaleOutputError
-from gpudash.files import write_atomic
+from gpudash.files import Outcome, stale_owned, write_owned
 from gpudash.modern import modernize
 from gpudash.promql import PromQL, dashboard_scope
 from gpudash.settings import Settings
@@ -27,6 +29,7 @@ from gpudash.settings import Settings
 DEFAULT_DEFINITIONS = Path("dashboards")
 JSON_DIR_NAME = "json"
 TAG = "gpudash"
+UID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")  # also keeps <uid>.json a plain name inside --out
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ def build_all(settings: Settings, definitions: Path = DEFAULT_DEFINITIONS, recor
         data = to_json(module.build(ctx))
         if data.get("uid") != module.UID:
             raise ConfigError(f"{path}: build() returned uid {data.get('uid')!r}, expected UID {module.UID!r}")
+        if not isinstance(module.UID, str) or not UID_PATTERN.fullmatch(module.UID):
+            raise ConfigError(f"{path}: UID {module.UID!r}: expected 1-40 letters, digits, '-' or '_' (Grafana's rule)")
         name = f"{module.UID}.json"
         if name in built:
             raise ConfigError(f"{path}: uid {module.UID!r} is used by another definition")
@@ -115,22 +120,13 @@ def render(dashboard: dict[str, Any]) -> bytes:
     return (json.dumps(dashboard, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def write_all(built: dict[str, dict[str, Any]], out: Path) -> tuple[list[Path], list[Path]]:
-    """Write every dashboard; remove JSON files no definition produces. Returns (written, removed)."""
-    rendered = {name: render(d) for name, d in built.items()}  # render all before touching the disk
-    written = [out / name for name, data in rendered.items() if write_atomic(out / name, data)]
-    removed = []
-    for orphan in sorted(out.glob("*.json")):
-        if orphan.name not in rendered:
-            orphan.unlink()
-            removed.append(orphan)
-    return written, removed
+def write_all(built: dict[str, dict[str, Any]], out: Path) -> Outcome:
+    """Write every dashboard all or nothing; delete the JSON files gpudash wrote that no definition produces."""
+    return write_owned(out, {name: render(d) for name, d in built.items()}, "*.json")
 
 
 def check_all(built: dict[str, dict[str, Any]], out: Path) -> None:
-    """Raise StaleOutputError naming every file that differs from what the definitions generate now."""
-    stale = [str(out / name) for name, d in built.items()
-             if not (out / name).exists() or (out / name).read_bytes() != render(d)]
-    stale += [f"{p} (no definition)" for p in sorted(out.glob("*.json")) if p.name not in built]
+    """Raise StaleOutputError naming everything `write_all` would change; files gpudash did not write are ignored."""
+    stale = stale_owned(out, {name: render(d) for name, d in built.items()}, "*.json")
     if stale:
         raise StaleOutputError(f"stale dashboards, run `make dashboards`: {', '.join(stale)}")

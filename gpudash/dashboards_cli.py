@@ -31,8 +31,11 @@ def dashboards(definitions: Path, out: Path | None, check: bool, thresholds: Pat
     """Generate the Grafana dashboards as JSON from their Python definitions.
 
     Reads thresholds.yaml (colour steps) and the metric catalog, builds each dashboards/*.py with
-    grafanalib, and writes modern Grafana 10-12 JSON with sorted keys, atomically. Nothing is written
-    when thresholds.yaml or a definition is invalid.
+    grafanalib, and writes modern Grafana 10-12 JSON with sorted keys, all or nothing: nothing is written
+    when thresholds.yaml or a definition is invalid, or when the output folder cannot be written (exit 2).
+
+    The folder keeps a record (.gpudash-files) of what gpudash wrote. A JSON file no definition produces
+    is removed only when it is in that record and unchanged; any other file is kept and named.
 
     \b
     Examples:
@@ -47,10 +50,15 @@ def dashboards(definitions: Path, out: Path | None, check: bool, thresholds: Pat
         check_all(built, target)
         click.echo(f"{len(built)} dashboards in {target} are up to date")
         return
-    written, removed = write_all(built, target)
-    for path in written:
+    outcome = write_all(built, target)
+    for path in outcome.written:
         click.echo(f"wrote {path}")
-    for path in removed:
+    for path in outcome.removed:
         click.echo(f"removed {path} (no definition)")
-    if not written and not removed:
+    for path, why in outcome.kept:
+        click.echo(f"kept {path}: {why}")
+    if outcome.kept and not outcome.recorded:
+        click.echo(f"{target} had no record of the files gpudash wrote, so nothing was removed: delete the "
+                   "kept files above by hand if gpudash left them behind")
+    if not outcome.written and not outcome.removed:
         click.echo(f"{len(built)} dashboards in {target} already up to date")

@@ -61,3 +61,9 @@ class ExporterError(GpudashError):
     """The exporter cannot start (NVML missing, bad collectors file, port in use)."""
 
     exit_code = 2
+
+
+class OutputError(GpudashError):
+    """A generated file cannot be written (not a directory, permission denied, read-only, disk full)."""
+
+    exit_code = 2

@@ -52,6 +52,30 @@ def test_broken_thresholds_writes_nothing(repo_copy: Path) -> None:
     assert not out.exists()
 
 
+def test_out_pointing_at_a_file_is_one_line_and_leaves_it_alone(repo_copy: Path) -> None:
+    target = repo_copy / "notes.txt"
+    target.write_text("mine\n")
+    result = _run("dashboards", "--out", str(target), cwd=repo_copy)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"gpudash: {target}: cannot write there: not a directory\n"
+    assert target.read_text() == "mine\n"
+
+
+def test_out_keeps_files_gpudash_did_not_write(repo_copy: Path) -> None:
+    out = repo_copy / "provisioning"
+    out.mkdir()
+    (out / "package.json").write_text("{}\n")
+    result = _run("dashboards", "--out", str(out), cwd=repo_copy)
+    assert result.returncode == 0, result.stderr
+    assert (out / "package.json").read_text() == "{}\n"
+    assert f"kept {out / 'package.json'}: not written by gpudash" in result.stdout
+    assert f"{out} had no record of the files gpudash wrote, so nothing was removed" in result.stdout
+    again = _run("dashboards", "--out", str(out), cwd=repo_copy)
+    assert again.stdout.splitlines() == [f"kept {out / 'package.json'}: not written by gpudash",
+                                         f"2 dashboards in {out} already up to date"]
+    assert _run("dashboards", "--out", str(out), "--check", cwd=repo_copy).returncode == 0
+
+
 def test_version() -> None:
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and "gpudash" in result.output

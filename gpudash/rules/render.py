@@ -1,7 +1,8 @@
-"""Deterministic YAML for the generated files, written atomically, and the staleness check.
+"""Deterministic YAML for the generated files, written all or nothing, and the staleness check.
 
 Every file is rendered in memory first; only when all of them rendered does anything touch the disk, and
-each file is replaced in one step (temp file + os.replace), so a failure never leaves half-written output.
+then gpudash.files.write_tree stages every changed file before replacing any, so a failure never leaves
+half-written output. Rules never delete anything.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from gpudash.files import write_atomic
+from gpudash.files import write_tree
 from gpudash.settings import Settings
 
 ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
@@ -80,5 +81,5 @@ def stale_files(out: Path, files: Mapping[str, str]) -> list[str]:
 
 
 def write_files(out: Path, files: Mapping[str, str]) -> list[Path]:
-    """Write the files that changed, each atomically; return the paths written."""
-    return [out / rel for rel in stale_files(out, files) if write_atomic(out / rel, files[rel].encode("utf-8"))]
+    """Write the files that changed, all or nothing (OutputError when `out` cannot be written); return them."""
+    return write_tree(out, {rel: text.encode("utf-8") for rel, text in files.items()})

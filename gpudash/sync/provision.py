@@ -6,8 +6,6 @@ at the generated JSON) for people who provision from disk instead of over the AP
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from gpudash.errors import ConfigError
+from gpudash.files import write_tree
 from gpudash.sync.apply import Target
 from gpudash.sync.client import GrafanaFailure
 from gpudash.sync.remote import GrafanaRemote
@@ -121,17 +120,5 @@ def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: st
 
 
 def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
-    """Write each file atomically (temp file + rename); return the paths written."""
-    written = []
-    for relative, text in files.items():
-        path = out_dir / relative
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            os.replace(temp, path)
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot write: {exc.strerror}") from exc
-        written.append(path)
-    return written
+    """Write the files that changed, all or nothing (OutputError when `out_dir` cannot be written); return them."""
+    return write_tree(out_dir, {relative: text.encode("utf-8") for relative, text in files.items()})
