@@ -22,6 +22,9 @@ from gpudash.settings import load_settings
 def rules(out: Path, check: bool, thresholds: Path | None, site: Path | None) -> None:
     """Render alerting and recording rules, alertmanager.yml and the scrape config.
 
+    Writes only the files that changed, all or nothing, and never deletes a file; exit 2 naming the
+    path when the folder cannot be written.
+
     \b
     Example:
       gpudash rules                 # regenerate generated/
