@@ -4,12 +4,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 GPUDASH := $(BIN)/gpudash
-APT_PACKAGES := prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv deps dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
+.PHONY: help venv deps deps-demo apt-missing dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-exporter-real bench-sync bench-alerts bench-scale e2e-grafana clean
 
 help: ## list the targets
@@ -24,11 +23,19 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed ## create .venv and install gpudash with its dev tools
 
 deps: ## install Prometheus, promtool, Alertmanager, node_exporter, VictoriaMetrics from Debian when missing
+	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS) victoria-metrics:victoria-metrics openssl:openssl"
+
+deps-demo: ## install what `make demo` runs (Prometheus, promtool, Alertmanager, node_exporter) when missing
+	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS)"
+
+# binary:package pairs; a package is installed only when its binary is not on PATH
+DEMO_PAIRS := prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager \
+              amtool:prometheus-alertmanager prometheus-node-exporter:prometheus-node-exporter
+
+apt-missing:
 	@missing=""; \
-	for pair in prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager \
-	            amtool:prometheus-alertmanager prometheus-node-exporter:prometheus-node-exporter \
-	            victoria-metrics:victoria-metrics openssl:openssl; do \
-	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; \
+	for pair in $(PAIRS); do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || case " $$missing " in *" $${pair#*:} "*) ;; *) missing="$$missing $${pair#*:}";; esac; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
@@ -77,7 +84,7 @@ diff: venv ## show how Grafana differs from the local dashboards
 provision: venv ## bring an empty Grafana to a working state (GRAFANA_URL, PROMETHEUS_URL)
 	$(GPUDASH) provision
 
-demo: venv deps ## run exporter + Prometheus + Alertmanager locally, check every query (ONCE=1: run once and exit)
+demo: venv deps-demo ## run exporter + Prometheus + Alertmanager locally, check every query (ONCE=1: run once and exit)
 	$(GPUDASH) demo $(if $(ONCE),--once,)
 
 exporter: venv ## serve a simulated 8-GPU node on :9400

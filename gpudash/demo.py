@@ -13,10 +13,11 @@ exits 0 when every query passed, 1 when one failed.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,15 +25,17 @@ from types import FrameType
 from typing import Any
 
 import click
+import yaml
 
 from gpudash.catalog import profile as catalog_profile
 from gpudash.check import dashboard_groups, failures, run_check, summary
-from gpudash.check_run import GroupResult
+from gpudash.check_run import GroupResult, Status
 from gpudash.check_targets import load_dashboards, rule_groups
 from gpudash.demo_report import alert_line, fleet_summary, notification_line, render_brief
-from gpudash.errors import CheckFailed, GpudashError
+from gpudash.errors import CheckFailed, GpudashError, RemoteError
+from gpudash.exporter.render import SELF_PENDING
 from gpudash.promql import RECORDING_BY_NAME
-from gpudash.settings import Settings, load_settings
+from gpudash.settings import Settings, load_settings, parse_duration
 from gpudash.stack import Alertmanager, Prometheus, free_port
 from gpudash.stack_cluster import (
     ExporterProcess,
@@ -92,7 +95,9 @@ class DemoStack:
     receiver: WebhookReceiver
     rules_dir: Path
     simulated: bool
+    rendered: dict[str, str]
     node_exporter: NodeExporter | None = None
+    started: float = 0.0  # time.monotonic() when Prometheus was up
 
 
 def _node_exporter(stack: ExitStack) -> NodeExporter | None:
@@ -127,6 +132,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
                      "static_configs": [{"targets": [node.address], "labels": {"cluster": CLUSTER}}]})
     config = prometheus_config(jobs, rule_files=list(rule_files(files)), interval=INTERVAL,
                                alertmanager=alertmanager.address)
+    started = time.monotonic()
     if simulate:
         prometheus = stack.enter_context(_with_yesterday(config, files, address, site.scrape_job, echo))
     else:
@@ -139,7 +145,8 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     echo(f"  alertmanager:  {alertmanager.url} -> webhook {receiver.url}")
     if node is not None:
         echo(f"  node_exporter: {node.url}/metrics (this machine's CPU load, for GPUDataLoaderBottleneck)")
-    return DemoStack(local, exporter, prometheus, alertmanager, receiver, rules_dir, simulate, node)
+    return DemoStack(local, exporter, prometheus, alertmanager, receiver, rules_dir, simulate, files, node,
+                     started)
 
 
 @contextmanager
@@ -163,15 +170,56 @@ def _flags(flag: str, values: tuple[str, ...]) -> list[str]:
     return [part for value in values for part in (flag, value)]
 
 
-def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S) -> float:
-    """Seconds until the recording rules have evaluated over scraped GPUs, and on a simulated node its XID
-    alert fires (RemoteError after `timeout`)."""
+def _recording_rules(files: dict[str, str]) -> list[tuple[str, str]]:
+    """(record, expr) of every recording rule the demo's Prometheus evaluates."""
+    text = files["prometheus/gpu-recording.rules.yml"]
+    return [(str(rule["record"]), str(rule["expr"])) for group in yaml.safe_load(text)["groups"]
+            for rule in group["rules"] if "record" in rule]
+
+
+def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = click.echo) -> float:
+    """Wait on what the check needs, not on a clock; return the seconds it took.
+
+    In order: the exporter scraped; every field it reads has a value in Prometheus (rates such as PCIe
+    throughput and GPM tensor activity need two reads of the exporter's slow loop, 10 s apart by default);
+    every recording rule whose inputs exist has been evaluated; on a simulated node, its first fault firing.
+    A condition that does not hold by `timeout` is said and left to the check to name, so the demo never
+    hangs and never hides which queries have no data.
+    """
     started = time.monotonic()
-    demo.prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=timeout)
-    if demo.simulated:  # and the first injected fault, which pages at once
-        demo.prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=timeout)
-    time.sleep(2 * float(INTERVAL.rstrip("s")))  # one more round of every rule group, alerts included
+    prometheus = demo.prometheus
+    job = demo.settings.site.scrape_job
+
+    def left() -> float:
+        return max(1.0, timeout - (time.monotonic() - started))
+
+    try:
+        prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=left())
+        prometheus.wait_for(f'{SELF_PENDING}{{job="{job}"}} == 0', timeout=left())
+        for record, expr in _recording_rules(demo.rendered):
+            if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
+                prometheus.wait_for(record, timeout=left())
+        if demo.simulated:  # and the first injected fault, which pages at once
+            prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=left())
+    except RemoteError as exc:
+        echo(f"  still waiting after {time.monotonic() - started:.0f} s ({exc.format_message()}); checking anyway")
     return time.monotonic() - started
+
+
+def not_yet(results: Sequence[GroupResult], age_s: float) -> str:
+    """What a freshly started Prometheus cannot answer yet, as one paragraph ('' when nothing)."""
+    young = [r for group in results for r in group.results if r.status is Status.NEEDS_HISTORY]
+    if not young:
+        return ""
+    listed = [part.strip() for r in young for found in _OFFSETS.findall(r.detail) for part in found.split(",")]
+    offsets = sorted(set(listed), key=lambda text: parse_duration(text).seconds)
+    reach = f" (offsets up to {offsets[-1]})" if offsets else ""
+    return (f"not on this node yet: {len(young)} queries look further back than the {age_s:.0f} s of history "
+            f"Prometheus holds{reach}: the now-against-yesterday row fills in after a day, the alert windows "
+            "within their lengths. `gpudash demo --simulate` backfills yesterday to show them at once.")
+
+
+_OFFSETS = re.compile(r"without offset ([^;]+);")
 
 
 def check_demo(demo: DemoStack) -> list[GroupResult]:
@@ -244,6 +292,8 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
             results = check_demo(demo_stack)
             click.echo(render_brief(results, verbose))
             click.echo(summary(results, demo_stack.prometheus.url))
+            if not simulate:
+                click.echo(not_yet(results, time.monotonic() - demo_stack.started) or "history: every query answered")
             click.echo("")
             click.echo(fleet_summary(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver))
             push_or_explain(demo_stack.prometheus.url, dict(os.environ))

@@ -22,13 +22,27 @@ from grafana_standin import StandIn
 
 from gpudash.check_run import GroupResult, Result, Status
 from gpudash.check_targets import PANEL, Group, Query
-from gpudash.demo import FAULTS, GPUS, nvml_gpu_count
+from gpudash.demo import FAULTS, GPUS, not_yet, nvml_gpu_count
 from gpudash.demo_report import notification_line, render_brief
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 # ------------------------------------------------------------------------ what it prints
+
+
+def test_a_real_node_is_told_which_queries_need_more_history_and_how_far_back() -> None:
+    rows = (
+        Result(Query("GPU node", "Utilization", PANEL, "x"), 1, Status.OK),
+        Result(Query("GPU node", "Power: now and 1d ago", PANEL, "y", ref="B"), 0, Status.NEEDS_HISTORY,
+               "returns data without offset 1d; Prometheus holds less history than that"),
+        Result(Query("rules", "GPUMemoryPressure", PANEL, "z"), 0, Status.NEEDS_HISTORY,
+               "returns data without offset 10m, 5m; Prometheus holds less history than that"),
+    )
+    text = not_yet([GroupResult(Group("GPU node", "node.json", tuple(r.query for r in rows)), rows)], 41.6)
+    assert text.startswith("not on this node yet: 2 queries look further back than the 42 s of history")
+    assert "(offsets up to 1d)" in text
+    assert not_yet([GroupResult(Group("GPU node", "node.json", rows[:1]), rows[:1])], 41.6) == ""
 
 
 def test_brief_report_lists_only_what_is_not_plainly_ok() -> None:

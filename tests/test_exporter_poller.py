@@ -216,3 +216,35 @@ def test_a_slow_source_never_slows_a_scrape() -> None:
                 assert b"gpudash_gpu_up" in response.read()
             worst = max(worst, time.perf_counter() - t0)
         assert worst < 0.15, f"a scrape took {worst * 1000:.0f} ms while the source was slow"
+
+
+class FirstReadEmpty(Scripted):
+    """Rate fields (PCIe throughput, GPM ratios) give nothing on their first read, as NVML does."""
+
+    RATES = frozenset({"pcie_rx", "pcie_tx"})
+
+    def __init__(self) -> None:
+        super().__init__(gpus=2)
+        self.rate_reads: dict[int, int] = {}
+
+    def read(self, index: int, keys: frozenset[str], now: float) -> GpuReading:
+        reading = super().read(index, keys, now)
+        if keys & self.RATES:
+            self.rate_reads[index] = self.rate_reads.get(index, 0) + 1
+            if self.rate_reads[index] == 1:
+                reading = replace(reading, values={k: v for k, v in reading.values.items() if k not in self.RATES})
+        return reading
+
+
+def test_fields_pending_counts_fields_still_without_a_value_until_the_second_slow_read() -> None:
+    source = FirstReadEmpty()
+    source.unsupported[1] = {"energy"}  # never counted: NVML said it cannot be read on this GPU
+    poller = _poller(source)
+    assert set(FirstReadEmpty.RATES) <= poller.slow_keys
+    first = _sweep_all(poller, 0.0)
+    assert first[("gpudash_exporter_fields_pending", ())] == 4  # two rate fields on each of two GPUs
+    poller.sweep("slow", 10.0)
+    assert _samples(poller)[("gpudash_exporter_fields_pending", ())] == 0
+    source.failing[0] = {"power"}  # a failing field is reported through the error counter instead
+    poller.sweep("fast", 11.0)
+    assert _samples(poller)[("gpudash_exporter_fields_pending", ())] == 0

@@ -171,8 +171,15 @@ class Poller:
                 dict(self._durations),
                 dict(self._errors),
                 self._last_sweep,
+                self._pending(),
             )
         return render(snap)
+
+    def _pending(self) -> int:
+        """Fields this poller reads that have no value yet on a GPU that is up (not unsupported, not failing)."""
+        wanted = (self.fast_keys | self.slow_keys | self.static_keys) - {"process_fb_used"}  # a list, not a value
+        return sum(len(wanted - s.unsupported - s.failing - s.values.keys())
+                   for s in self._state.values() if s.up)
 
     # -- the loops ---------------------------------------------------------------------------------
 

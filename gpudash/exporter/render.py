@@ -19,6 +19,7 @@ from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 SELF_DURATION = "gpudash_exporter_collection_duration_seconds"
 SELF_ERRORS = "gpudash_exporter_collection_errors_total"
 SELF_LAST_SWEEP = "gpudash_exporter_last_sweep_timestamp_seconds"
+SELF_PENDING = "gpudash_exporter_fields_pending"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -43,6 +44,7 @@ class Snapshot:
     sweep_seconds: Mapping[str, float] = field(default_factory=dict)  # by loop: fast, slow, static
     errors_total: Mapping[str, int] = field(default_factory=dict)  # by field
     last_sweep: float | None = None
+    pending: int | None = None  # supported fields read but without a value yet, summed over GPUs that are up
 
 
 class Exposition:
@@ -185,6 +187,15 @@ def render(snap: Snapshot) -> bytes:
         [f'{SELF_ERRORS}{{field="{escape_label(f)}"}} {n}\n' for f, n in sorted(snap.errors_total.items())],
         out,
     )
+    if snap.pending is not None:
+        _family(
+            SELF_PENDING,
+            "gauge",
+            "Supported fields without a value yet, summed over the GPUs that are up: a rate (PCIe, GPM "
+            "profiling) needs two reads of the slow loop. 0 once every field has reported.",
+            [f"{SELF_PENDING} {snap.pending}\n"],
+            out,
+        )
     if snap.last_sweep is not None:
         _family(
             SELF_LAST_SWEEP,
