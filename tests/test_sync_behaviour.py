@@ -226,7 +226,8 @@ def test_version_message_names_the_source_commit(grafana: GrafanaUnderTest) -> N
     assert grafana.gpudash("sync").writes == 1
     versions = grafana.api().dashboard_versions.get_dashboard_versions_by_uid(local[0]["uid"])
     items = versions["versions"] if isinstance(versions, dict) else versions
-    assert items[0]["message"] == f"gpudash 0.1.0 from commit {head} with uncommitted changes"
+    assert items[0]["message"] == (f"gpudash 0.1.0 for site {grafana.site_id} from commit {head} "
+                                 "with uncommitted changes")
 
 
 def test_a_dashboard_moved_to_another_folder_is_moved_back(grafana: GrafanaUnderTest) -> None:

@@ -12,7 +12,7 @@ from gpudash.sync.diffing import headline, report, summarize, unified
 
 def test_equal_dashboards_have_no_diff_whatever_the_server_added() -> None:
     local = make_dashboard("a", "A")
-    remote = marked(local, "abc")
+    remote = marked(local, "abc", "lab")
     remote.update(id=12, version=40)
     assert unified(remote, local, "a") == ""
     assert report(remote, local, "a") == ""
@@ -59,7 +59,7 @@ def test_panels_inside_collapsed_rows_are_compared() -> None:
 
 def test_unified_diff_goes_from_grafana_to_local_and_never_shows_the_marker() -> None:
     local = make_dashboard("a", "A", threshold=85)
-    remote = marked(make_dashboard("a", "A", threshold=80), "abc")
+    remote = marked(make_dashboard("a", "A", threshold=80), "abc", "lab")
     text = unified(remote, local, "a")
     assert text.startswith("--- grafana/a\n+++ local/a.json\n")
     assert '-                "value": 80\n' in text and '+                "value": 85\n' in text

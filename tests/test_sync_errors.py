@@ -15,6 +15,8 @@ import pytest
 from grafana_standin import StandIn
 from grafana_standin.testkit import GrafanaUnderTest, make_dashboard, run_gpudash, write_set
 
+from gpudash.sync.content import marked
+
 pytest_plugins = ["grafana_standin.fixtures"]
 pytestmark = pytest.mark.e2e
 
@@ -151,8 +153,8 @@ def test_same_title_in_the_folder(grafana: GrafanaUnderTest) -> None:
 def test_provisioned_dashboard_is_400_and_the_others_are_still_written(standin: GrafanaUnderTest) -> None:
     first, provisioned, last = standin.dashboards(3)
     server(standin).add_folder(standin.folder_uid, standin.folder_title)
-    on_disk = dict(provisioned, description="from the provisioning file")
-    server(standin).add_dashboard(on_disk, standin.folder_uid, provisioned=True)
+    on_disk = dict(marked(provisioned, "abc", standin.site_id), description="from the provisioning file")
+    server(standin).add_dashboard(on_disk, standin.folder_uid, provisioned=True)  # a copy of what gpudash pushed
     write_set(standin.local_dir, [first, provisioned, last])
     forced = standin.gpudash("sync", "--force")
     assert forced.code == 4
@@ -162,7 +164,7 @@ def test_provisioned_dashboard_is_400_and_the_others_are_still_written(standin: 
     assert f"(2 of 3 written; not written: {provisioned['uid']})" in err
     assert standin.get(first["uid"]) is not None and standin.get(last["uid"]) is not None
     refused = standin.gpudash("sync")
-    assert refused.code == 3  # without --force: no marker, so not gpudash's to overwrite
+    assert refused.code == 3  # without --force: changed since gpudash pushed it, so drift
     assert refused.writes == 0
 
 

@@ -9,7 +9,7 @@ import pytest
 from grafana_standin.testkit import make_dashboard, write_set
 
 from gpudash.errors import ConfigError
-from gpudash.sync.local import load_local, slug, version_message
+from gpudash.sync.local import load_local, message_site, slug, version_message
 
 
 def test_loads_every_json_file_sorted(tmp_path: Path) -> None:
@@ -61,4 +61,14 @@ def test_slug_is_grafanas() -> None:
 
 
 def test_version_message_outside_git(tmp_path: Path) -> None:
-    assert version_message(tmp_path) == ("", "gpudash 0.1.0 (not from a git checkout)")
+    expected = "gpudash 0.1.0 for site lab-a1b2c3 (not from a git checkout)"
+    assert version_message(tmp_path, "lab-a1b2c3") == ("", expected)
+
+
+def test_the_site_is_read_back_from_version_messages(tmp_path: Path) -> None:
+    _, message = version_message(tmp_path, "lab-a1b2c3")
+    assert message_site(message) == "lab-a1b2c3"
+    assert message_site("gpudash 0.1.0 for site b-2 from commit 1a2b with uncommitted changes") == "b-2"
+    assert message_site("gpudash 0.1.0 from commit 1a2b3c4") == ""  # a gpudash without sites
+    assert message_site("gpudash 0.1.0 (not from a git checkout)") == ""
+    assert message_site("edited in the UI") is None and message_site("Initial save") is None

@@ -109,7 +109,8 @@ def test_files_only_needs_no_grafana(tmp_path: Path) -> None:
 
 
 def test_root_folder_provider() -> None:
-    files = provisioning_files(DatasourceSpec("u", "n", PROM, "15s"), Target.from_site("general", "General"), "/d")
+    root = Target.from_site("general", "General", "lab")
+    files = provisioning_files(DatasourceSpec("u", "n", PROM, "15s"), root, "/d")
     provider = yaml.safe_load(files["dashboards/gpudash.yaml"])["providers"][0]
     assert provider["folder"] == "" and "folderUid" not in provider
 

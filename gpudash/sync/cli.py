@@ -125,12 +125,13 @@ def _open(kwargs: dict[str, Any]) -> tuple[Context, list[dict[str, Any]]]:
     settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
     directory = kwargs.pop("directory")
     local = load_local(directory)
-    target = Target.from_site(settings.site.grafana_folder_uid, settings.site.grafana_folder)
+    target = Target.from_site(settings.site.grafana_folder_uid, settings.site.grafana_folder, settings.site.site_id)
     remote = GrafanaRemote(Grafana(connection))
     started = time.monotonic()
     version = remote.probe()
     folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
-    click.echo(f"Grafana {version} at {connection.url}: {len(local)} dashboards from {directory} -> {folder}")
+    click.echo(f"Grafana {version} at {connection.url}: {len(local)} dashboards from {directory} -> {folder}, "
+               f"as site {target.site_id}")
     return Context(remote, target, directory, verbose, started), local
 
 
@@ -142,18 +143,29 @@ def _finish(verb: str, ctx: Context, plan: Plan, outcome: Outcome, dry_run: bool
         click.echo(f"{verb}: {outcome.summary()} ({ctx.stats()})")
     not_written = [s.uid for s, _ in outcome.failed] + [s.uid for s in outcome.not_attempted]
     drifted = [s.uid for s in outcome.drifted]
+    conflicts = [s.uid for s in outcome.conflicts]
     if outcome.failed:
         first = outcome.failed[0][1]
         extra = f"; drifted, not overwritten: {', '.join(drifted)}" if drifted else ""
+        extra += f"; in conflict, not written: {', '.join(conflicts)}" if conflicts else ""
         message = (f"{first.format_message()} ({len(outcome.written)} of {total} written; not written: "
                    f"{', '.join(not_written)}{extra})")
         raise (ChangedMeanwhile(message) if isinstance(first, ChangedMeanwhile)
                else GrafanaFailure(message, getattr(first, "status", 0)))
+    problems = []
+    if conflicts:
+        first_conflict = outcome.conflicts[0]
+        problems.append(f"dashboard {first_conflict.title!r} ({conflicts[0]}) not written: {first_conflict.reason}"
+                        if len(conflicts) == 1 else
+                        f"{len(conflicts)} dashboards ({', '.join(conflicts)}) not written: in conflict, "
+                        "each says why above")
     if drifted:
         which = (f"dashboard {outcome.drifted[0].title!r} ({drifted[0]}) was" if len(drifted) == 1
                  else f"{len(drifted)} dashboards ({', '.join(drifted)}) were")
-        raise DriftError(f"{which} changed in Grafana outside gpudash and not overwritten; review with "
-                         "`gpudash diff`, then `gpudash sync --force` to overwrite")
+        problems.append(f"{which} changed in Grafana outside gpudash and not overwritten; review with "
+                        "`gpudash diff`, then `gpudash sync --force` to overwrite")
+    if problems:
+        raise DriftError("; ".join(problems))
 
 
 def _write_plan(verb: str, ctx: Context, local: list[dict[str, Any]], *, force: bool, prune: bool, dry_run: bool,
@@ -161,7 +173,7 @@ def _write_plan(verb: str, ctx: Context, local: list[dict[str, Any]], *, force: 
     plan = read_plan(ctx.remote, local, ctx.target, force=force, prune=prune)
     if plan.of(Action.CREATE, Action.UPDATE):
         ensure_folder(ctx.remote, ctx.target, dry_run, _echo)
-    commit, message = version_message(ctx.directory)
+    commit, message = version_message(ctx.directory, ctx.target.site_id)
     applier = Applier(ctx.remote, ctx.target, commit, message, _echo, force)
     outcome = applier.run(plan, dry_run=dry_run, verbose=ctx.verbose > 0)
     if show_drift:
@@ -174,7 +186,8 @@ def _write_plan(verb: str, ctx: Context, local: list[dict[str, Any]], *, force: 
 @click.command("push")
 @connection_options
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
-@click.option("--force", is_flag=True, help="Overwrite dashboards changed in Grafana since gpudash pushed them.")
+@click.option("--force", is_flag=True, help="Overwrite this site's dashboards changed in Grafana since gpudash "
+                                            "pushed them, each the version read and shown first.")
 def push(dry_run: bool, force: bool, **kwargs: Any) -> None:
     """Create or update every generated dashboard in its Grafana folder.
 
@@ -198,7 +211,8 @@ def diff(**kwargs: Any) -> None:
 
     Ignores what Grafana owns (id, version) and gpudash's marker. For each difference: a summary
     (panels added, removed, changed; thresholds and queries moved), then a unified diff of canonical JSON
-    from Grafana's copy to the local file.
+    from Grafana's copy to the local file. Dashboards only in Grafana are listed as this site's (what
+    `sync --prune` deletes) or kept, with the reason (another site's, a copy, changed since).
 
     \b
     Example:
@@ -211,9 +225,15 @@ def diff(**kwargs: Any) -> None:
         if step.action is Action.CREATE:
             click.echo(f"only local  {step.uid}  {step.title!r}: not in Grafana")
         elif step.action is Action.PRUNE:
-            click.echo(f"only in Grafana  {step.uid}  {step.title!r}: gpudash's; `gpudash sync --prune` deletes it")
+            click.echo(f"only in Grafana  {step.uid}  {step.title!r}: pushed for this site "
+                       f"({ctx.target.site_id}); `gpudash sync --prune` deletes it")
+        elif step.action is Action.CONFLICT:
+            click.echo(f"conflict    {step.uid}  {step.title!r}: {step.reason}")
+        elif step.action in (Action.KEEP, Action.GONE):  # not counted: nothing for this site to change
+            click.echo(f"{step.action.value:<11} {step.uid}  {step.title!r}: {step.reason}")
+            continue
         elif step.action in (Action.UPDATE, Action.DRIFTED):
-            state = step.reason if step.action is Action.DRIFTED else "local changes not pushed yet"
+            state = step.reason if step.action is Action.DRIFTED else f"local changes not pushed yet ({step.reason})"
             assert step.remote is not None and step.local is not None
             if step.remote.folder_uid != ctx.target.folder_uid:
                 state += f"; in folder {step.remote.folder_uid or 'General'}"
@@ -232,8 +252,10 @@ def diff(**kwargs: Any) -> None:
 @click.command("sync")
 @connection_options
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
-@click.option("--force", is_flag=True, help="Overwrite (and with --prune, delete) dashboards changed in Grafana.")
-@click.option("--prune", is_flag=True, help="Delete dashboards gpudash pushed that no longer exist locally.")
+@click.option("--force", is_flag=True, help="Overwrite (and with --prune, delete) this site's dashboards changed "
+                                            "in Grafana, each the version read and shown first.")
+@click.option("--prune", is_flag=True, help="Delete dashboards this site's gpudash pushed that no longer exist "
+                                            "locally.")
 @click.option("--watch", "watching", is_flag=True, help="Regenerate and sync whenever a definition or "
                                                         "thresholds.yaml changes.")
 @click.option("--definitions", type=click.Path(path_type=Path), default=Path("dashboards"), show_default=True,
@@ -247,8 +269,9 @@ def sync(dry_run: bool, force: bool, prune: bool, watching: bool, definitions: P
 
     Compares every local dashboard with Grafana's copy: a no-op sync writes nothing. A dashboard
     changed in Grafana since gpudash pushed it is shown as a diff and left alone (exit 3) unless
-    --force. --prune deletes dashboards that gpudash pushed and that are gone locally; nothing else is
-    ever deleted.
+    --force, which shows the version it read and overwrites only that one. --prune deletes dashboards
+    that this site's gpudash pushed and that are gone locally; nothing else is ever deleted. A uid that
+    holds another site's dashboard, or a copy, is never written (exit 3).
 
     \b
     Examples:
@@ -308,7 +331,7 @@ def provision(prometheus_url: str | None, files_dir: Path, no_files: bool, files
     settings = load_settings(kwargs["thresholds"], kwargs["site"])
     site = settings.site
     spec = DatasourceSpec(site.datasource_uid, site.datasource_name, prometheus_url, str(site.scrape_interval))
-    target = Target.from_site(site.grafana_folder_uid, site.grafana_folder)
+    target = Target.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
     if not no_files and not dry_run:
         for path in write_provisioning(files_dir, provisioning_files(spec, target, dashboards_path)):
             click.echo(f"wrote {path}")

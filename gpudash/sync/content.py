@@ -6,9 +6,11 @@ the gpudash marker, with the normalisation Grafana applies on save (title trimme
 canonical forms are.
 
 Every dashboard gpudash writes carries a marker, a top-level key holding the hash of the canonical form
-it wrote. When the remote canonical form still hashes to the marker, nobody changed the dashboard since
-gpudash pushed it; when it does not, or the marker is gone (a save from the Grafana UI drops unknown
-keys), someone did.
+it wrote, the site it wrote it for and the uid it wrote it under. When the remote canonical form still
+hashes to the marker, nobody changed the dashboard since gpudash pushed it; when it does not, or the
+marker is gone (a save from the Grafana UI drops unknown keys), someone did. The site and the uid say
+whose it is: a copy made through the API keeps the marker but not the uid, and another site's marker
+names that site.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 MARKER_KEY = "gpudashSync"
@@ -78,23 +81,37 @@ def same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return canonical(a) == canonical(b)
 
 
-def marked(dashboard: dict[str, Any], commit: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Marker:
+    """The marker gpudash left on a dashboard. `site` and `uid` are None on one written before sites existed."""
+
+    content_hash: str
+    commit: str
+    site: str | None
+    uid: str | None
+
+
+def marked(dashboard: dict[str, Any], commit: str, site: str) -> dict[str, Any]:
     """The dashboard as gpudash posts it: the local JSON plus the marker, without server-owned keys."""
     body = {key: value for key, value in dashboard.items() if key not in (*SERVER_OWNED_KEYS, MARKER_KEY)}
-    body[MARKER_KEY] = {"contentHash": content_hash(dashboard), "commit": commit}
+    body[MARKER_KEY] = {"contentHash": content_hash(dashboard), "commit": commit, "site": site,
+                        "uid": str(dashboard.get("uid", "")).strip()}
     return body
 
 
+def read_marker(dashboard: dict[str, Any]) -> Marker | None:
+    """The marker, or None when there is none (or it is not one gpudash could have written)."""
+    marker = dashboard.get(MARKER_KEY)
+    if not isinstance(marker, dict) or not isinstance(marker.get("contentHash"), str):
+        return None
+    site, uid = marker.get("site"), marker.get("uid")
+    return Marker(str(marker["contentHash"]), str(marker.get("commit") or ""),
+                  str(site) if site is not None else None, str(uid) if uid is not None else None)
+
+
 def marker_hash(dashboard: dict[str, Any]) -> str | None:
-    marker = dashboard.get(MARKER_KEY)
-    if isinstance(marker, dict) and isinstance(marker.get("contentHash"), str):
-        return str(marker["contentHash"])
-    return None
-
-
-def marker_commit(dashboard: dict[str, Any]) -> str:
-    marker = dashboard.get(MARKER_KEY)
-    return str(marker.get("commit") or "") if isinstance(marker, dict) else ""
+    marker = read_marker(dashboard)
+    return marker.content_hash if marker is not None else None
 
 
 def provenance(remote: dict[str, Any], remote_canonical: dict[str, Any] | None = None) -> Provenance:

@@ -15,6 +15,7 @@ DEFAULT_DIR = Path("dashboards/json")
 MESSAGE_LIMIT = 500  # Grafana 11+ refuses longer version messages
 _UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _SLUG = re.compile(r"[^a-z0-9]+")
+SITE_MESSAGE = re.compile(r"^gpudash \S+ for site ([a-z0-9][a-z0-9-]{0,29})(?: |$)")
 
 
 def slug(title: str) -> str:
@@ -88,10 +89,22 @@ def tree_is_dirty(directory: Path) -> bool:
     return done.returncode == 0 and bool(done.stdout.strip())
 
 
-def version_message(directory: Path) -> tuple[str, str]:
-    """(commit, message) for Grafana's version history, e.g. "gpudash 0.1.0 from commit 1a2b3c4 (dirty)"."""
+def version_message(directory: Path, site: str) -> tuple[str, str]:
+    """(commit, message) for Grafana's version history, e.g. "gpudash 0.1.0 for site lab-1a2b3c from commit 1a2b3c4".
+
+    The site is in the message because a save from the Grafana UI drops the marker: the history then still
+    says which site's gpudash wrote the dashboard (read back by `message_site`).
+    """
     commit = source_commit(directory)
     if not commit:
-        return "", f"gpudash {__version__} (not from a git checkout)"
+        return "", f"gpudash {__version__} for site {site} (not from a git checkout)"
     dirty = " with uncommitted changes" if tree_is_dirty(directory) else ""
-    return commit, f"gpudash {__version__} from commit {commit}{dirty}"[:MESSAGE_LIMIT]
+    return commit, f"gpudash {__version__} for site {site} from commit {commit}{dirty}"[:MESSAGE_LIMIT]
+
+
+def message_site(message: str) -> str | None:
+    """The site a gpudash version message names; "" for one from a gpudash without sites; None if not gpudash's."""
+    if not message.startswith("gpudash "):
+        return None
+    match = SITE_MESSAGE.match(message)
+    return match.group(1) if match else ""

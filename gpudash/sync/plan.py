@@ -1,12 +1,18 @@
-"""Decide what to do with each dashboard: a pure function of the local set and what Grafana holds.
+"""Decide what to do with each dashboard: a pure function of the local set, what Grafana holds, and the site.
 
 create     the uid does not exist in Grafana
 unchanged  Grafana holds the same content in the right folder: nothing is written
-update     content or folder differ, and Grafana holds exactly what gpudash last pushed
-drifted    content differs and Grafana's copy was changed outside gpudash (or was never gpudash's):
-           not written unless forced
-prune      (only when asked) a dashboard gpudash pushed that no longer exists locally
-keep       (only when asked to prune) a remote-only dashboard that is not gpudash's to delete
+update     content or folder differ (or an old marker needs the site), and Grafana holds exactly what this
+           site's gpudash last pushed
+drifted    content differs and this site's dashboard was changed in Grafana since: not written unless forced
+conflict   the uid holds a dashboard that is not provably this site's (another site's, a copy, one with no
+           gpudash evidence at all): never written, even when forced
+prune      (only when asked) a dashboard this site pushed that no longer exists locally
+keep       (only when asked to prune) a remote-only dashboard that is not this site's to delete
+gone       (only when asked to prune) listed by search, deleted in Grafana before gpudash could read it
+
+A dashboard is this site's only when its marker names this site and the uid it sits under, or, when a
+save from the UI dropped the marker, when its version history shows a version gpudash wrote for this site.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gpudash.sync.content import canonical, provenance
+from gpudash.sync.content import Marker, canonical, provenance, read_marker
 
 
 class Action(str, Enum):
@@ -25,11 +31,23 @@ class Action(str, Enum):
     UPDATE = "update"
     UNCHANGED = "unchanged"
     DRIFTED = "drifted"
+    CONFLICT = "conflict"
     PRUNE = "prune"
     KEEP = "keep"
+    GONE = "gone"
 
 
 WRITES = (Action.CREATE, Action.UPDATE, Action.PRUNE)
+
+
+@dataclass(frozen=True)
+class History:
+    """What a dashboard's version history says about who wrote it; read only when its JSON has no marker."""
+
+    sites: tuple[str, ...] = ()  # sites named by gpudash version messages, newest first
+    legacy_message: bool = False  # a version message from a gpudash without sites
+    oldest_marker: Marker | None = None  # the marker in the oldest version Grafana kept (what it was created as)
+    versions: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,7 +61,7 @@ class RemoteDashboard:
     provisioned: bool = False
     updated_by: str = ""
     updated: str = ""
-    pushed_before: bool = False  # the version history shows gpudash wrote it once (read only when pruning)
+    history: History | None = None  # read only when the JSON has no marker and the verdict depends on it
 
     @property
     def title(self) -> str:
@@ -105,20 +123,85 @@ class Plan:
         return ", ".join(writes) + (f"; {', '.join(rest)}" if rest else "")
 
 
-def _edited_reason(remote: RemoteDashboard) -> str:
+class Owner(str, Enum):
+    THIS_SITE = "this site"
+    LEGACY = "legacy"  # marked by a gpudash without sites: this site's for its local uids, nobody's to prune
+    OTHER_SITE = "other site"
+    COPY = "copy"  # this site's marker, written for another uid: a copy made in Grafana
+    UNPROVEN = "unproven"  # no marker, and no gpudash version in the history Grafana kept
+
+
+@dataclass(frozen=True)
+class Claim:
+    owner: Owner
+    detail: str = ""  # the other site, or the uid the marker was written for
+    evidence: str = "its gpudash marker"
+
+
+def _claim_of_marker(marker: Marker, uid: str, site: str, evidence: str) -> Claim:
+    if marker.site is None:
+        return Claim(Owner.LEGACY, "", evidence)
+    if marker.site != site:
+        return Claim(Owner.OTHER_SITE, marker.site, evidence)
+    if marker.uid != uid:
+        return Claim(Owner.COPY, marker.uid or "(none)", evidence)
+    return Claim(Owner.THIS_SITE, "", evidence)
+
+
+def claim_of(remote: RemoteDashboard, site: str) -> Claim:
+    """Whose the remote dashboard provably is: its marker first, then its version history."""
+    marker = read_marker(remote.dashboard)
+    if marker is not None:
+        return _claim_of_marker(marker, remote.uid, site, "its gpudash marker")
+    history = remote.history
+    if history is None:
+        return Claim(Owner.UNPROVEN)
+    if site in history.sites:
+        return Claim(Owner.THIS_SITE, "", "a gpudash version message in its history")
+    if history.sites:
+        return Claim(Owner.OTHER_SITE, history.sites[0], "a gpudash version message in its history")
+    if history.oldest_marker is not None:
+        return _claim_of_marker(history.oldest_marker, remote.uid, site, "the gpudash marker of its oldest version")
+    if history.legacy_message:
+        return Claim(Owner.LEGACY, "", "a gpudash version message in its history")
+    return Claim(Owner.UNPROVEN)
+
+
+def saved(remote: RemoteDashboard) -> str:
+    """e.g. "version 4, saved by alice at 2025-01-02T03:04:05Z": which version gpudash read, and whose."""
     who = f" by {remote.updated_by}" if remote.updated_by else ""
     when = f" at {remote.updated}" if remote.updated else ""
-    if provenance(remote.dashboard) == "edited" or remote.pushed_before:
-        return f"changed in Grafana{who}{when} (version {remote.version}) since gpudash pushed it"
-    return (f"Grafana's copy has no gpudash marker (version {remote.version}, last saved{who}{when}): "
-            "saved from the Grafana UI, or not created by gpudash")
+    return f"version {remote.version}, saved{who}{when}"
+
+
+def _edited_reason(remote: RemoteDashboard) -> str:
+    lost = "" if read_marker(remote.dashboard) is not None else " (saved from the Grafana UI: the marker is gone)"
+    return f"changed in Grafana since gpudash pushed it ({saved(remote)}){lost}"
+
+
+def _not_ours(claim: Claim, site: str) -> str:
+    if claim.owner is Owner.OTHER_SITE:
+        return f"pushed by gpudash for site {claim.detail!r}, not this site ({site!r}), says {claim.evidence}"
+    if claim.owner is Owner.COPY:
+        return f"a copy made in Grafana: {claim.evidence} was written for uid {claim.detail}"
+    if claim.owner is Owner.LEGACY:
+        return ("marked by an older gpudash without a site identity: cannot tell which site pushed it; "
+                "delete it in Grafana if it is yours")
+    return f"no gpudash marker and no version gpudash wrote for site {site!r} in its history"
+
+
+def _conflict_reason(remote: RemoteDashboard, claim: Claim, site: str) -> str:
+    advice = ("two sites sharing one Grafana need distinct dashboard uids" if claim.owner is Owner.OTHER_SITE
+              else "delete it in Grafana, or give the local dashboard another uid")
+    return (f"the uid holds a dashboard that is not this site's ({saved(remote)}): {_not_ours(claim, site)}; "
+            f"never written, even with --force; {advice}")
 
 
 def _folder_name(uid: str) -> str:
     return uid or "General"
 
 
-def plan_dashboard(local: dict[str, Any], remote: RemoteDashboard | None, folder_uid: str,
+def plan_dashboard(local: dict[str, Any], remote: RemoteDashboard | None, folder_uid: str, site: str,
                    force: bool = False) -> Step:
     uid, title = str(local["uid"]), str(local["title"])
     if remote is None:
@@ -126,12 +209,21 @@ def plan_dashboard(local: dict[str, Any], remote: RemoteDashboard | None, folder
     remote_canonical = canonical(remote.dashboard)
     equal = canonical(local) == remote_canonical
     moved = remote.folder_uid != folder_uid
-    if equal and not moved:
+    marker = read_marker(remote.dashboard)
+    if equal and not moved and marker is None:
+        return Step(Action.UNCHANGED, uid, title, local, remote)  # nothing to write, so nothing to prove
+    claim = claim_of(remote, site)
+    if claim.owner not in (Owner.THIS_SITE, Owner.LEGACY):
+        return Step(Action.CONFLICT, uid, title, local, remote, _conflict_reason(remote, claim, site))
+    restamp = claim.owner is Owner.LEGACY and marker is not None
+    if equal and not moved and not restamp:
         return Step(Action.UNCHANGED, uid, title, local, remote)
-    why = "content changed" if not equal else ""
+    reasons = ["content changed"] if not equal else []
     if moved:
-        why = ", ".join(filter(None, [why, f"folder {_folder_name(remote.folder_uid)} -> "
-                                          f"{_folder_name(folder_uid)}"]))
+        reasons.append(f"folder {_folder_name(remote.folder_uid)} -> {_folder_name(folder_uid)}")
+    if restamp:
+        reasons.append(f"marker from a gpudash without sites re-stamped for site {site!r}")
+    why = ", ".join(reasons)
     if equal or provenance(remote.dashboard, remote_canonical) == "pushed":
         return Step(Action.UPDATE, uid, title, local, remote, why)
     edited = _edited_reason(remote)
@@ -140,29 +232,39 @@ def plan_dashboard(local: dict[str, Any], remote: RemoteDashboard | None, folder
     return Step(Action.DRIFTED, uid, title, local, remote, edited)
 
 
-def plan_prune(candidate: RemoteDashboard, force: bool = False) -> Step:
-    """A remote-only dashboard found while pruning: delete it only when gpudash provably wrote it."""
+def plan_prune(candidate: RemoteDashboard, site: str, force: bool = False) -> Step:
+    """A remote-only dashboard found while pruning: delete it only when this site's gpudash provably wrote it."""
     uid, title = candidate.uid, candidate.title
     if candidate.provisioned:
         return Step(Action.KEEP, uid, title, None, candidate, "provisioned from files on the Grafana server")
-    state = provenance(candidate.dashboard)
-    if state == "unmarked" and candidate.pushed_before:
-        state = "edited"
-    if state == "pushed":
+    claim = claim_of(candidate, site)
+    if claim.owner is not Owner.THIS_SITE:
+        never = "" if claim.owner is Owner.LEGACY else "; never deleted"
+        return Step(Action.KEEP, uid, title, None, candidate, _not_ours(claim, site) + never)
+    if provenance(candidate.dashboard) == "pushed":
         return Step(Action.PRUNE, uid, title, None, candidate, "no longer defined locally")
-    if state == "edited":
-        if force:
-            return Step(Action.PRUNE, uid, title, None, candidate,
-                        f"no longer defined locally; deleting although {_edited_reason(candidate)}", forced=True)
-        return Step(Action.KEEP, uid, title, None, candidate, f"{_edited_reason(candidate)}; use --force to delete")
-    return Step(Action.KEEP, uid, title, None, candidate, "not created by gpudash (no marker); never deleted")
+    edited = _edited_reason(candidate)
+    if force:
+        return Step(Action.PRUNE, uid, title, None, candidate,
+                    f"no longer defined locally; deleting although {edited}", forced=True)
+    return Step(Action.KEEP, uid, title, None, candidate, f"{edited}; use --force to delete")
 
 
-def plan_sync(local: Sequence[dict[str, Any]], remote: Mapping[str, RemoteDashboard], folder_uid: str,
-              force: bool = False, prune_candidates: Iterable[RemoteDashboard] = ()) -> Plan:
-    """The plan for every local dashboard, then for each remote-only prune candidate (by uid order)."""
-    steps = [plan_dashboard(item, remote.get(str(item["uid"])), folder_uid, force) for item in local]
+def vanished(uid: str, title: str) -> Step:
+    return Step(Action.GONE, uid, title, None, None, "deleted in Grafana meanwhile (listed by search, gone when read)")
+
+
+def plan_sync(local: Sequence[dict[str, Any]], remote: Mapping[str, RemoteDashboard], folder_uid: str, site: str,
+              force: bool = False, prune_candidates: Iterable[RemoteDashboard] = (),
+              gone: Mapping[str, str] | None = None) -> Plan:
+    """The plan for every local dashboard, then for each remote-only prune candidate (by uid order).
+
+    `gone`: uid -> title of candidates that search listed and that were deleted before they could be read.
+    """
+    steps = [plan_dashboard(item, remote.get(str(item["uid"])), folder_uid, site, force) for item in local]
     local_uids = {str(item["uid"]) for item in local}
     candidates = sorted((c for c in prune_candidates if c.uid not in local_uids), key=lambda c: c.uid)
-    steps += [plan_prune(candidate, force) for candidate in candidates]
+    pruned = [plan_prune(candidate, site, force) for candidate in candidates]
+    pruned += [vanished(uid, title) for uid, title in (gone or {}).items() if uid not in local_uids]
+    steps += sorted(pruned, key=lambda step: step.uid)
     return Plan(tuple(steps), folder_uid)

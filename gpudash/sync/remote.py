@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
 from gpudash.sync.client import Grafana, GrafanaFailure
-from gpudash.sync.content import marker_hash
-from gpudash.sync.plan import RemoteDashboard
+from gpudash.sync.content import read_marker
+from gpudash.sync.local import message_site
+from gpudash.sync.plan import History, RemoteDashboard
 
 SEARCH_CHUNK = 100  # uids per search request: keeps the query string well under proxy limits
 PAGE = 1000
@@ -62,31 +64,39 @@ class GrafanaRemote:
         except (ValueError, TypeError) as exc:
             raise GrafanaFailure(f"{what}: Grafana's answer has no dashboard and meta ({exc})") from None
 
-    def pushed_before(self, uid: str, title: str = "") -> bool:
-        """Whether the version history shows gpudash wrote this dashboard once (a UI save drops the marker).
+    def history(self, uid: str, title: str = "") -> History | None:
+        """What the version history says about who wrote this dashboard (a UI save drops the marker); None
+        when the dashboard was deleted meanwhile.
 
-        Evidence: a version message gpudash wrote, or the marker in the oldest version Grafana kept. The
-        list is a bare array up to 11.4 and {continueToken, versions} after; both are read.
+        Evidence: the sites that gpudash version messages name, and the marker in the oldest version Grafana
+        kept (what it was created as; the first version's message always reads "Initial save"). The list
+        is a bare array up to 11.4 and {continueToken, versions} after; both are read.
         """
         g, what = self.grafana, dashboard_label(uid, title)
-        listing = g.call(what, "GET", f"/api/dashboards/uid/{uid}/versions",
-                         lambda: g.api.dashboard_versions.get_dashboard_versions_by_uid(uid))
+        try:
+            listing = g.call(what, "GET", f"/api/dashboards/uid/{uid}/versions",
+                             lambda: g.api.dashboard_versions.get_dashboard_versions_by_uid(uid))
+        except GrafanaFailure as exc:
+            if exc.status == 404:
+                return None
+            raise
         items = listing.get("versions") if isinstance(listing, dict) else listing
         versions = [v for v in items or [] if isinstance(v, dict) and isinstance(v.get("version"), int)]
-        if any(str(v.get("message", "")).startswith("gpudash ") for v in versions):
-            return True
-        if not versions:
-            return False
+        named = [message_site(str(v.get("message", ""))) for v in sorted(versions, key=lambda v: -v["version"])]
+        sites = tuple(dict.fromkeys(site for site in named if site))
+        history = History(sites, "" in named, None, len(versions))
+        if sites or not versions:
+            return history
         oldest = min(v["version"] for v in versions)
         try:
             detail = g.call(what, "GET", f"/api/dashboards/uid/{uid}/versions/{oldest}",
                             lambda: g.api.dashboard_versions.get_dashboard_version_by_uid(uid, oldest))
         except GrafanaFailure as exc:
             if exc.status in (404, 500):  # 9-11 answer 500 for a version that is gone
-                return False
+                return history
             raise
         data = detail.get("data") if isinstance(detail, dict) else None
-        return isinstance(data, dict) and marker_hash(data) is not None
+        return replace(history, oldest_marker=read_marker(data)) if isinstance(data, dict) else history
 
     def existing_uids(self, uids: Iterable[str]) -> set[str]:
         """Which of `uids` exist, by search (cheap), so a first push does not GET what is not there."""

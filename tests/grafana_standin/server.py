@@ -177,6 +177,12 @@ class StandIn(LoopbackHTTPServer):
             row.external_id = f"{row.uid}.json" if provisioned else ""
             return row
 
+    def remove_dashboard(self, uid: str) -> None:
+        """A person deleting the dashboard in the UI (its version history goes with it, contract §3)."""
+        with self.store.lock:
+            self.store.dashboards.pop(uid, None)
+            self.store.starred.discard(uid)
+
     def ui_save(self, uid: str, change: Callable[[dict[str, Any]], None], login: str = "alice") -> int:
         """What a person saving from the dashboard editor does: the frontend's model, changed, as a new version."""
         with self.store.lock:

@@ -114,6 +114,11 @@ class GrafanaUnderTest:
     def folder_title(self) -> str:
         return f"GPU {self.prefix}"
 
+    @property
+    def site_id(self) -> str:
+        """One site per test, so tests sharing a real Grafana never take each other's dashboards for theirs."""
+        return self.prefix
+
     def uid(self, name: str) -> str:
         return f"{self.prefix}-{name}"
 
@@ -125,7 +130,7 @@ class GrafanaUnderTest:
         path = self.workdir / "gpudash.yaml"
         if not path.exists():
             path.write_text(
-                f"grafana:\n  folder: {self.folder_title}\n  folder_uid: {self.folder_uid}\n"
+                f"site_id: {self.site_id}\ngrafana:\n  folder: {self.folder_title}\n  folder_uid: {self.folder_uid}\n"
                 f"  datasource_uid: {self.prefix}-prom\n  datasource_name: Prometheus {self.prefix}\n")
         return path
 
@@ -183,6 +188,16 @@ class GrafanaUnderTest:
         change(model)
         self.api().dashboard.update_dashboard({"dashboard": model, "folderUid": current["meta"]["folderUid"],
                                                "overwrite": False})
+
+    def api_copy(self, uid: str, new_uid: str, new_title: str) -> None:
+        """Another team's copy made through the API: GET the JSON, change uid and title, POST it (marker and all)."""
+        current = self.get(uid)
+        assert current is not None
+        model = {k: copy.deepcopy(v) for k, v in current["dashboard"].items() if k not in ("id", "version")}
+        model.update(uid=new_uid, title=new_title)
+        self.created.append(new_uid)
+        self.api().dashboard.update_dashboard({"dashboard": model, "folderUid": current["meta"]["folderUid"],
+                                               "overwrite": False, "message": "copied"})
 
     def add_foreign(self, dashboard: dict[str, Any], folder_uid: str | None = None) -> None:
         """A dashboard someone made by hand (no gpudash marker)."""
