@@ -33,6 +33,7 @@ from gpudash.check_targets import (
     rule_groups,
 )
 from gpudash.errors import CheckFailed, UsageError
+from gpudash.redaction import split_userinfo
 from gpudash.settings import Settings, load_settings, parse_duration
 
 DEFAULT_URL = "http://127.0.0.1:9090"
@@ -114,7 +115,8 @@ def summary(results: Sequence[GroupResult], url: str) -> str:
     total = sum(counts.values())
     parts = [f"{counts[s]} {s.value.lower()}" for s in Status if counts[s] and not s.failed]
     bad = sum(counts[s] for s in Status if s.failed)
-    return f"checked {total} queries against {url}: {', '.join(parts) or 'none passed'}; {bad} failed"
+    shown = split_userinfo(url).url  # credentials in the URL log in; they are never printed
+    return f"checked {total} queries against {shown}: {', '.join(parts) or 'none passed'}; {bad} failed"
 
 
 def as_json(results: Sequence[GroupResult]) -> str:
@@ -149,7 +151,8 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
 @click.option("--var", "var_pairs", multiple=True, metavar="NAME=VALUE",
               help="Set a dashboard variable instead of All, e.g. --var cluster=prod-a (repeatable).")
 @click.option("--range", "range_text", default=None, help="Time range instead of each dashboard's own (e.g. 1h).")
-@click.option("--timeout", type=float, default=QUERY_TIMEOUT_S, show_default=True, help="Seconds per query.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=QUERY_TIMEOUT_S, show_default=True,
+              help="Seconds per query, the whole answer (a slow query fails alone; the run goes on).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--wide", is_flag=True, help="Show whole expressions instead of cutting them short.")
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,

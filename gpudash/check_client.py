@@ -1,27 +1,38 @@
 """The live check's only door to Prometheus (or anything that speaks its HTTP API, such as VictoriaMetrics).
 
 prometheus-api-client retries three times with backoff by default, so a dead server takes ~6 s to fail
-and a wrong URL looks like a hang; here it makes one attempt with a short connect timeout, and every
-failure becomes either a per-query error text (a parse error, a timeout) or one RemoteError line when the
-server cannot be reached at all.
+and a wrong URL looks like a hang; here it makes one attempt with a short connect timeout, each request
+has a deadline for the whole of it (gpudash.deadline), and every failure becomes either a per-query error
+text (a parse error, a timeout, an answer of the wrong shape) or one RemoteError line when the server
+cannot be reached at all. Credentials in the URL log in and never appear in a message.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.exceptions import ReadTimeoutError
 from urllib3.util.retry import Retry
 
+from gpudash.deadline import DeadlineExceeded, within
 from gpudash.errors import RemoteError
+from gpudash.redaction import redact, secret_forms, snippet, split_userinfo
 
 CONNECT_TIMEOUT_S = 2.0
+PROBE_TIMEOUT_S = 5.0
 QUERY_TIMEOUT_S = 15.0
+# Failures that mean the server is not there: the run stops. Anything else concerns one query.
+_UNREACHABLE = (("Connection refused", "connection refused"), ("Failed to resolve", "unknown host"),
+                ("No route to host", "no route to host"), ("Network is unreachable", "network unreachable"))
 
 
 class QueryError(Exception):
@@ -47,63 +58,116 @@ def _error_text(response: requests.Response | None, fallback: str) -> str:
     try:
         body = response.json()
     except ValueError:
-        return f"HTTP {response.status_code}: {response.text.strip()[:200]}"
+        return f"HTTP {response.status_code}: {snippet(response.text)}"
     if isinstance(body, dict) and body.get("error"):
-        return str(body["error"])
+        return snippet(str(body["error"]))
     return f"HTTP {response.status_code}"
 
 
+def _unexpected(response: requests.Response | None) -> str:
+    """What the server answered, when it is not the `{"data": {"result": [...]}}` of Prometheus's API."""
+    if response is None:
+        return "an answer that is not Prometheus's API"
+    try:
+        body = response.json()
+    except ValueError:
+        return f"answered HTTP {response.status_code} with a body that is not JSON: {snippet(response.text, 80)!r}"
+    return f"answered HTTP {response.status_code} with JSON of another shape: {snippet(json.dumps(body), 120)}"
+
+
 class Prometheus:
-    """Queries one Prometheus-compatible server; `probe()` first, so an unreachable one is one clear line."""
+    """Queries one Prometheus-compatible server; `probe()` first, so an unreachable one is one clear line.
 
-    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT_S) -> None:
-        self.url = url.rstrip("/")
+    `timeout` bounds each request as a whole; `read_timeout` (default: the same) each wait for data.
+    """
+
+    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT_S, read_timeout: float | None = None) -> None:
+        login = split_userinfo(url.rstrip("/"))
+        self.url = login.url
         self.timeout = timeout
+        self.read_timeout = timeout if read_timeout is None else read_timeout
+        self._auth = (login.user, login.password) if login.user or login.password else None
+        self._secrets = secret_forms(login.user, login.password)
         self._last: requests.Response | None = None
+        self._api = self._connect()
+
+    def _connect(self) -> PrometheusConnect:
         session = requests.Session()
-        session.hooks["response"].append(self._remember)
-        # total=0: one attempt only; the check decides what a failure means.
-        self._api = PrometheusConnect(self.url, retry=Retry(total=0, raise_on_status=False), session=session,
-                                      timeout=(CONNECT_TIMEOUT_S, timeout))
+        session.hooks["response"].append(partial(self._remember, session))
+        self._session = session
+        # total=0: one attempt only; read=False: a read timeout stays a timeout, not a MaxRetryError that
+        # requests turns into ConnectionError ("cannot reach").
+        return PrometheusConnect(self.url, retry=Retry(total=0, read=False, raise_on_status=False),
+                                 auth=self._auth, session=session,
+                                 timeout=(CONNECT_TIMEOUT_S, self.read_timeout))
 
-    def _remember(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
-        self._last = response
+    def _remember(self, session: requests.Session, response: requests.Response, *args: Any, **kwargs: Any) -> None:
+        if session is self._session:  # a request abandoned at its deadline may still answer, too late
+            self._last = response
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def redact(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, deadline: float | None = None,
+              **kwargs: Any) -> list[Any]:
+        seconds = self.timeout if deadline is None else deadline
         self._last = None
         try:
-            return fn(*args, **kwargs)
+            result = within(seconds, partial(fn, *args, **kwargs), name=f"prometheus {what}")
+        except DeadlineExceeded:
+            self._api.close()
+            self._api = self._connect()  # the abandoned request still holds its connection: never reuse it
+            raise QueryError(f"timed out after {seconds:g} s") from None
         except PrometheusApiClientException as exc:
-            raise QueryError(_error_text(self._last, str(exc))) from None
+            raise QueryError(self.redact(_error_text(self._last, str(exc)))) from None
+        except requests.JSONDecodeError:
+            raise QueryError(self.redact(_unexpected(self._last))) from None
+        except requests.ConnectTimeout:
+            raise self._unreachable(what, "connect timed out") from None
         except requests.Timeout:
-            raise QueryError(f"timed out after {self.timeout:g} s") from None
+            raise QueryError(f"timed out after {self.read_timeout:g} s without data") from None
         except requests.ConnectionError as exc:
-            during = "" if what == "probe" else f" (during {what})"
-            raise RemoteError(f"cannot reach Prometheus at {self.url}{during}: {_reason(exc)}") from None
+            if _read_timed_out(exc):  # while reading the body: requests reports it as a ConnectionError
+                raise QueryError(f"timed out after {self.read_timeout:g} s without data") from None
+            unreachable = _unreachable_reason(exc)
+            if unreachable or what == "probe":
+                raise self._unreachable(what, unreachable or _reason(exc)) from None
+            raise QueryError(self.redact(f"connection lost: {_reason(exc)}")) from None
         except requests.RequestException as exc:
-            raise RemoteError(f"Prometheus at {self.url} ({what}): {exc}") from None
+            raise RemoteError(self.redact(f"Prometheus at {self.url} ({what}): {snippet(str(exc))}")) from None
+        except (TypeError, KeyError, IndexError):
+            # prometheus-api-client indexes ["data"]["result"] without looking: a 200 of another shape lands here.
+            if self._last is None or self._last.status_code != 200:
+                raise
+            raise QueryError(self.redact(_unexpected(self._last))) from None
+        if not isinstance(result, list):
+            raise QueryError(self.redact(_unexpected(self._last)))
+        return result
+
+    def _unreachable(self, what: str, reason: str) -> RemoteError:
+        during = "" if what == "probe" else f" (during {what})"
+        return RemoteError(self.redact(f"cannot reach Prometheus at {self.url}{during}: {reason}"))
 
     def probe(self) -> None:
         """Raise RemoteError unless the server answers a trivial query within the connect timeout."""
         started = time.monotonic()
         try:
-            result = self._call("probe", self._api.custom_query, "vector(1)", timeout=(CONNECT_TIMEOUT_S, 5.0))
+            self._call("probe", self._api.custom_query, "vector(1)", deadline=PROBE_TIMEOUT_S,
+                       timeout=(CONNECT_TIMEOUT_S, min(PROBE_TIMEOUT_S, self.read_timeout)))
         except QueryError as exc:
             raise RemoteError(f"{self.url} does not answer like Prometheus: {exc}") from None
-        if not isinstance(result, list):
-            raise RemoteError(f"{self.url} does not answer like Prometheus (no result list)")
         self.probe_seconds = time.monotonic() - started
 
     def instant(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"time": f"{at:.3f}"} if at is not None else None
-        return list(self._call("query", self._api.custom_query, expr, params=params))
+        return self._call("query", self._api.custom_query, expr, params=params)
 
     def range(self, expr: str, window: Window) -> list[dict[str, Any]]:
         # The client rounds to whole seconds; rounding the end up keeps the newest samples in the last step.
         end_s = math.ceil(window.end)
         start = datetime.fromtimestamp(end_s - window.range_s, timezone.utc)
         end = datetime.fromtimestamp(end_s, timezone.utc)
-        return list(self._call("query_range", self._api.custom_query_range, expr, start, end, f"{window.step_s}s"))
+        return self._call("query_range", self._api.custom_query_range, expr, start, end, f"{window.step_s}s")
 
     def label_values(self, label: str, match: str | None = None, window: Window | None = None) -> list[str]:
         params: dict[str, str] = {}
@@ -115,22 +179,36 @@ class Prometheus:
 
     def now(self) -> float:
         """The server's clock (a query of `time()`), so windows line up even when the clocks differ."""
-        result = self.instant("time()")
-        if isinstance(result, list) and result:
+        try:
+            result = self.instant("time()")
+        except QueryError as exc:
+            raise RemoteError(f"Prometheus at {self.url} cannot tell its time: {exc}") from None
+        if not result:
+            return time.time()
+        try:
             return float(result[0]["value"][0]) if isinstance(result[0], dict) else float(result[0])
-        return time.time()
+        except (KeyError, IndexError, TypeError, ValueError):
+            shown = self.redact(snippet(json.dumps(result), 120))
+            raise RemoteError(f"Prometheus at {self.url} answered time() with {shown}") from None
 
     def close(self) -> None:
         self._api.close()
 
 
+def _read_timed_out(exc: BaseException) -> bool:
+    reason = exc.args[0] if exc.args else None
+    return isinstance(reason, ReadTimeoutError) or isinstance(getattr(reason, "reason", None), ReadTimeoutError)
+
+
+def _unreachable_reason(exc: requests.ConnectionError) -> str:
+    """Why the server cannot be reached at all, or '' when it was reached and the connection broke later."""
+    text = str(exc)
+    return next((reason for marker, reason in _UNREACHABLE if marker in text), "")
+
+
 def _reason(exc: requests.ConnectionError) -> str:
     text = str(exc)
-    for marker, reason in (("Connection refused", "connection refused"), ("timed out", "connect timed out"),
-                           ("Name or service not known", "unknown host"), ("No route to host", "no route to host")):
-        if marker in text:
-            return reason
-    return text.splitlines()[0][:200] if text else type(exc).__name__
+    return snippet(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def series_count(result: Any) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,14 @@ def test_credentials_in_the_url_are_used_and_never_shown() -> None:
     assert conn.url == "http://grafana:3000" and (conn.user, conn.password) == ("admin", "s3cret")
 
 
+def test_percent_encoded_credentials_in_the_url_are_decoded() -> None:
+    conn = connection_from({"GRAFANA_URL": "http://ops%2Fteam:p%40ss%3Aw0rd@grafana:3000/"})
+    assert conn.url == "http://grafana:3000" and (conn.user, conn.password) == ("ops/team", "p@ss:w0rd")
+    assert "p@ss" not in repr(conn)
+    g = Grafana(conn)
+    assert g.redact("pw p@ss:w0rd, as typed p%40ss%3Aw0rd") == "pw ***, as typed ***"
+
+
 @pytest.mark.parametrize(("env", "message"), [
     ({}, "GRAFANA_URL is not set: set GRAFANA_URL (e.g. GRAFANA_URL=http://grafana:3000) and GRAFANA_TOKEN"),
     ({"GRAFANA_URL": "http://g:3000"}, "GRAFANA_TOKEN is not set: set GRAFANA_URL"),
@@ -60,9 +69,10 @@ def test_missing_ca_file_and_token_file(tmp_path: Path) -> None:
         connection_from(ENV, token_file=tmp_path / "token")
 
 
-def grafana(retries: int = 2) -> tuple[Grafana, list[float]]:
+def grafana(retries: int = 2, timeout: float = 10.0) -> tuple[Grafana, list[float]]:
     pauses: list[float] = []
-    return Grafana(Connection("http://127.0.0.1:9", "glsa_t", retries=retries, backoff=0.25), pauses.append), pauses
+    conn = Connection("http://127.0.0.1:9", "glsa_t", timeout=timeout, retries=retries, backoff=0.25)
+    return Grafana(conn, pauses.append), pauses
 
 
 def flaky(*failures: BaseException) -> Any:
@@ -97,6 +107,21 @@ def test_writes_retry_5xx_but_not_transport_failures() -> None:
         g.call("x", "POST", "/api/x", flaky(niquests.exceptions.ConnectionError("Connection refused")))
     assert pauses == [0.25]
     assert g.writes == 3
+
+
+def test_a_request_past_its_deadline_is_a_timeout_retried_like_any_read() -> None:
+    g, pauses = grafana(retries=2, timeout=0.05)
+    release = threading.Event()
+    first = g.api
+    with pytest.raises(GrafanaFailure) as caught:
+        g.call("x", "GET", "/api/x", lambda: release.wait(10))  # would run 10 s
+    assert caught.value.message == ("x: cannot reach Grafana at http://127.0.0.1:9: no answer within 0.05 s "
+                                    "(timeout) (tried 3 times); raise --timeout or check the server")
+    assert pauses == [0.25, 0.5] and g.api is not first
+    with pytest.raises(GrafanaFailure, match=r"no answer within 0\.05 s"):
+        g.call("x", "POST", "/api/x", lambda: release.wait(10))
+    assert pauses == [0.25, 0.5]  # a write that may have landed is not sent again
+    release.set()
 
 
 def test_4xx_is_not_retried_and_says_what_the_server_said() -> None:

@@ -1,15 +1,14 @@
 """The connection to Grafana: settings from the environment and flags, and one guarded way to call it.
 
-Every request goes through `Grafana.call`, which wraps a grafana-client call, retries what is safe to
-retry (reads on any transport failure or 5xx, writes on 5xx) with bounded exponential backoff, and turns
-whatever went wrong into one line naming the object and what the server said. The token and password are
-held only here, never appear in a message or a log record, and are scrubbed from any text that could
-echo them.
+Every request goes through `Grafana.call`, which wraps a grafana-client call, gives it a deadline for the
+whole request (gpudash.deadline: niquests' timeout is per read), retries what is safe to retry (reads on
+any transport failure or 5xx, writes on 5xx) with bounded exponential backoff, and turns whatever went
+wrong into one line naming the object and what the server said. The token and password are held only
+here, never appear in a message or a log record, and are scrubbed from any text that could echo them.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
 from collections import Counter
@@ -26,7 +25,9 @@ from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaException, GrafanaTimeoutError
 
 from gpudash import __version__
+from gpudash.deadline import DeadlineExceeded, within
 from gpudash.errors import ConfigError, DriftError, RemoteError
+from gpudash.redaction import redact, secret_forms, snippet, split_userinfo
 
 log = logging.getLogger("gpudash.sync")
 T = TypeVar("T")
@@ -52,13 +53,11 @@ class Connection:
     org_id: int | None = None
     retries: int = DEFAULT_RETRIES
     backoff: float = 0.25  # seconds before the first retry; doubles each time, at most 4 s
+    read_timeout: float | None = None  # seconds to wait for each read; None: `timeout`, the whole request's
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        values = [self.token, self.password]
-        if self.user or self.password:
-            values.append(base64.b64encode(f"{self.user}:{self.password}".encode()).decode())
-        return tuple(value for value in values if value)
+        return secret_forms(self.user, self.password, self.token)
 
 
 def _read_secret(path: Path, what: str) -> str:
@@ -87,11 +86,12 @@ def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 literal
     display = f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
     token = _read_secret(token_file, "token") if token_file else env.get("GRAFANA_TOKEN", "").strip()
-    login = user or env.get("GRAFANA_USER", "") or (parts.username or "")
+    in_url = split_userinfo(raw_url.strip())  # percent-decoded: p%40ss is the password p@ss
+    login = user or env.get("GRAFANA_USER", "") or in_url.user
     if password_file:
         password = _read_secret(password_file, "password")
     else:
-        password = env.get("GRAFANA_PASSWORD", "") or (parts.password or "")
+        password = env.get("GRAFANA_PASSWORD", "") or in_url.password
     if token and (user or password_file):
         token = ""  # flags for basic auth win over a token from the environment
     if not token and not (login and password):
@@ -136,11 +136,6 @@ class _Trouble:
     transport: bool = False
 
 
-def _snippet(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _body_text(body: Any, status: int) -> tuple[str, str]:
     """(message, keyword) from an error body; says so when the body was not JSON."""
     if isinstance(body, dict):
@@ -150,7 +145,7 @@ def _body_text(body: Any, status: int) -> tuple[str, str]:
     text = body if isinstance(body, str) else ""
     if not text.strip():
         return "an empty body", ""
-    return f"a body that is not JSON: {_snippet(text)!r}", "non-json"
+    return f"a body that is not JSON: {snippet(text, 80)!r}", "non-json"
 
 
 def _refused(exc: BaseException) -> bool:
@@ -168,27 +163,31 @@ class Grafana:
     def __init__(self, connection: Connection, sleep: Callable[[float], None] = time.sleep) -> None:
         self.connection = connection
         self._sleep = sleep
+        self._read_timeout = connection.timeout if connection.read_timeout is None else connection.read_timeout
+        self.api = self._connect()
+        self.requests: Counter[str] = Counter()
+        self._lock = Lock()
+
+    def _connect(self) -> GrafanaApi:
+        """A client with a session of its own (callers reach it as `self.api` at each request)."""
+        connection = self.connection
         parts = urlsplit(connection.url)
         prefix = parts.path.strip("/")
         credential: Any = connection.token or (connection.user, connection.password)
         host = parts.hostname or ""
-        self.api = GrafanaApi(
+        return GrafanaApi(
             auth=credential, host=f"[{host}]" if ":" in host else host, port=parts.port, protocol=parts.scheme,
             url_path_prefix=f"{prefix}/" if prefix else "",
             verify=str(connection.ca_file) if connection.ca_file else True,
-            timeout=connection.timeout, organization_id=connection.org_id, user_agent=f"gpudash/{__version__}",
+            timeout=self._read_timeout, organization_id=connection.org_id, user_agent=f"gpudash/{__version__}",
         )
-        self.requests: Counter[str] = Counter()
-        self._lock = Lock()
 
     @property
     def writes(self) -> int:
         return sum(n for method, n in self.requests.items() if method != "GET")
 
     def redact(self, text: str) -> str:
-        for secret in self.connection.secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, self.connection.secrets)
 
     def call(self, what: str, method: str, path: str, request: Callable[[], T]) -> T:
         """Run one request (`request` makes exactly one), retrying what is safe; raise one clear line."""
@@ -198,8 +197,10 @@ class Grafana:
                 self.requests[method] += 1
             started = time.monotonic()
             try:
-                result = request()
-            except (GrafanaException, niquests.exceptions.RequestException, ValueError) as exc:
+                result = within(self.connection.timeout, request, name=f"grafana {method} {path}")
+            except (GrafanaException, niquests.exceptions.RequestException, ValueError, DeadlineExceeded) as exc:
+                if isinstance(exc, DeadlineExceeded):
+                    self.api = self._connect()  # the abandoned request still holds its connection: never reuse it
                 trouble = self._classify(exc)
                 took = (time.monotonic() - started) * 1000
                 log.debug("%s %s failed in %.0f ms: %s %s", method, path, took, trouble.status or "-",
@@ -220,26 +221,28 @@ class Grafana:
         """A 2xx answer of the wrong shape (an HTML login page behind a proxy, say) as one line."""
         if isinstance(value, kind):
             return value
-        shown = f"{_snippet(value)!r}" if isinstance(value, str) else type(value).__name__
+        shown = f"{snippet(value, 80)!r}" if isinstance(value, str) else type(value).__name__
         prefix = f"{what}: " if what else ""
         raise GrafanaFailure(self.redact(
             f"{prefix}Grafana at {self.connection.url} answered with a body that is not the expected JSON: "
             f"{shown} (is GRAFANA_URL the Grafana root URL?)"))
 
     def _classify(self, exc: BaseException) -> _Trouble:
+        if isinstance(exc, DeadlineExceeded):
+            return _Trouble(0, f"no answer within {exc.seconds:g} s (timeout)", "timeout", True)
         if isinstance(exc, (GrafanaTimeoutError, niquests.exceptions.Timeout)):
-            return _Trouble(0, f"no answer within {self.connection.timeout:g} s (timeout)", "timeout", True)
+            return _Trouble(0, f"no answer within {self._read_timeout:g} s (timeout)", "timeout", True)
         if isinstance(exc, GrafanaException) and exc.status_code:
             message, keyword = _body_text(exc.response, exc.status_code)
             return _Trouble(int(exc.status_code), message, keyword)
         if isinstance(exc, (niquests.exceptions.InvalidJSONError, ValueError)):
             doc = getattr(exc, "doc", "")
-            return _Trouble(200, f"a body that is not JSON: {_snippet(str(doc))!r}", "non-json")
+            return _Trouble(200, f"a body that is not JSON: {snippet(str(doc), 80)!r}", "non-json")
         if isinstance(exc, niquests.exceptions.SSLError) or "certificate" in str(exc).lower():
-            return _Trouble(0, f"TLS verification failed ({_snippet(str(exc), 120)}); pass --ca-file", "tls", True)
+            return _Trouble(0, f"TLS verification failed ({snippet(str(exc), 120)}); pass --ca-file", "tls", True)
         if _refused(exc):
             return _Trouble(0, "connection refused", "refused", True)
-        return _Trouble(0, f"request failed: {_snippet(str(exc), 160)}", "transport", True)
+        return _Trouble(0, f"request failed: {snippet(str(exc), 160)}", "transport", True)
 
     def _failure(self, what: str, trouble: _Trouble, attempts: int) -> GrafanaFailure | ChangedMeanwhile:
         """One line: `what` (empty for the up-front check, which names Grafana instead), then what happened."""
