@@ -136,6 +136,15 @@ def test_4xx_is_not_retried_and_says_what_the_server_said() -> None:
                                              "change it there")
 
 
+def test_what_the_server_said_is_one_line_without_secrets() -> None:
+    g, _ = grafana()
+    said = {"message": "invalid token glsa_t\n  at line 2\r\nof the proxy", "status": "bad\nkey"}
+    with pytest.raises(GrafanaFailure) as caught:
+        g.call("x", "POST", "/api/x", flaky(GrafanaBadInputError(said)))
+    assert caught.value.message == "x: Grafana answered 400 bad key: invalid token *** at line 2 of the proxy"
+    assert caught.value.said == "invalid token *** at line 2 of the proxy"
+
+
 def test_version_mismatch_is_drift() -> None:
     from grafana_client.client import GrafanaClientError
 

@@ -139,8 +139,8 @@ class _Trouble:
 def _body_text(body: Any, status: int) -> tuple[str, str]:
     """(message, keyword) from an error body; says so when the body was not JSON."""
     if isinstance(body, dict):
-        message = str(body.get("message") or body.get("title") or "").strip()
-        keyword = str(body.get("status") or body.get("messageId") or "")
+        message = snippet(str(body.get("message") or body.get("title") or ""), 300)
+        keyword = snippet(str(body.get("status") or body.get("messageId") or ""), 80)
         return message or f"no message in the {status} answer", keyword
     text = body if isinstance(body, str) else ""
     if not text.strip():
