@@ -110,3 +110,19 @@ def test_list_fields(root: Path) -> None:
     done = _run(root, "--list-fields")
     assert done.returncode == 0
     assert "DCGM_FI_DEV_FB_USED" in done.stdout and "gpudash_gpu_up" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"basic_auth_users:\n  caf\xe9: x\n", "not UTF-8 text"),
+        (b"a: &a [x, x]\nb: &b [*a, *a]\n", "line 1, column 4: anchors (&a) are not accepted in a config file"),
+    ],
+)
+def test_an_unreadable_web_config_is_one_line_and_exit_2(root: Path, tmp_path: Path, content: bytes,
+                                                          message: str) -> None:
+    config = tmp_path / "web.yml"
+    config.write_bytes(content)
+    done = _run(root, "--simulate", "1", "--web-config", str(config))
+    assert done.returncode == 2
+    assert done.stderr == f"gpudash: {config}: {message}\n"

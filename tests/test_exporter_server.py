@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 import gzip
 import http.client
+import logging
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 import threading
 import time
@@ -16,10 +19,13 @@ from pathlib import Path
 import pytest
 
 from gpudash.errors import ExporterError
-from gpudash.exporter.server import parse_listen
+from gpudash.exporter.basicauth import bcrypt_backend
+from gpudash.exporter.early_ends import EarlyEnds
+from gpudash.exporter.render import Exposition
+from gpudash.exporter.server import MetricsServer, parse_listen
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs
-from gpudash.exporter.webconfig import bcrypt_checker, load_web_config
+from gpudash.exporter.webconfig import load_web_config
 
 GPUS = 8
 
@@ -117,7 +123,7 @@ def _bcrypt(password: str) -> str:
         return str(crypt.crypt(password, "$2b$04$" + "abcdefghijklmnopqrstuu"))
 
 
-needs_bcrypt = pytest.mark.skipif(bcrypt_checker() is None, reason="neither the bcrypt package nor crypt(3) bcrypt")
+needs_bcrypt = pytest.mark.skipif(bcrypt_backend() is None, reason="neither the bcrypt package nor crypt(3) bcrypt")
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
@@ -126,7 +132,8 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
         pytest.skip("openssl not installed")
     cert, key = tmp_path / "server.crt", tmp_path / "server.key"
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1",
          "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True,
     )
@@ -150,6 +157,61 @@ def test_basic_auth(tmp_path: Path) -> None:
         for _ in range(20):  # only the first pays for bcrypt
             assert _get(running.port, headers=auth("prometheus", "s3cret")).status == 200
         assert time.perf_counter() - t0 < 5
+
+
+@needs_bcrypt
+def test_basic_auth_answers_every_attempt_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "web.yml"
+    config.write_text(f"basic_auth_users:\n  prometheus: '{_bcrypt('k' * 72)}'\n  \"a\\0b\": '{_bcrypt('c')}'\n")
+    with Exporter(SimulatedSource(fleet_from_specs(1)), web=load_web_config(config)) as running:
+        def status(credentials: bytes | str) -> int:
+            encoded = base64.b64encode(credentials).decode() if isinstance(credentials, bytes) else credentials
+            return _get(running.port, headers={"Authorization": f"Basic {encoded}"}).status
+
+        # Go's bcrypt reads 72 bytes of a password; bcrypt >= 4.1 raised on more and the connection dropped
+        assert status(b"prometheus:" + b"k" * 72 + b" and more") == 200
+        assert status(b"prometheus:" + b"x" * 100) == 401
+        assert status(b"prometheus:" + b"x" * 40_000) == 401  # a huge Authorization header
+        assert status(b"prometheus:\xff\xfe") == 401  # a password that is not UTF-8
+        assert status("caf\u00e9") == 401  # not base64: a character outside ASCII
+        assert status("%%%") == 401
+        assert status(b"no-colon") == 401
+        assert status(b"a\0b:c") == 200
+        assert status(b"a:b\0c") == 401  # once the same remembered digest as the line above
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_failed_connections_make_one_summary_line_and_no_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _self_signed(tmp_path)
+    config = tmp_path / "web.yml"
+    config.write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
+    now = [0.0]
+    ends = EarlyEnds(interval=60.0, clock=lambda: now[0])
+    caplog.set_level(logging.DEBUG, logger="gpudash.exporter")
+    server = MetricsServer(lambda: Exposition(b"up 1\n"), "127.0.0.1:0", load_web_config(config), ends)
+    server.start()
+    try:
+        for _ in range(20):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as plain:
+                plain.sendall(b"GET /metrics HTTP/1.1\r\nHost: exporter\r\n\r\n")  # plain HTTP to the TLS port
+            reset = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            reset.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            reset.close()  # linger 0: the close sends RST, not FIN
+        deadline = time.monotonic() + 10
+        while ends.pending() < 40 and time.monotonic() < deadline:
+            time.sleep(0.005)  # the server's threads are still counting
+        now[0] = 60.0
+        ends.flush()
+    finally:
+        server.stop()
+    summaries = [message for message in caplog.messages if "ended early in the last" in message]
+    assert summaries == ["40 connections ended early in the last 60 s: 20 TLS handshake failures, 20 resets"]
+    assert not any(record.exc_info for record in caplog.records)
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_tls(tmp_path: Path) -> None:
@@ -190,7 +252,7 @@ def _get_tls_after_garbage(port: int, context: ssl.SSLContext) -> int:
         ("tls_server_config:\n  cert_file: a.crt\n", "cert_file and key_file are both required"),
         ("nonsense: 1\n", "unknown key\\(s\\) nonsense"),
         ("tls_server_config: [1]\n", "tls_server_config: expected a mapping"),
-        ("basic_auth_users: {a: b\n", "not valid YAML"),
+        ("basic_auth_users: {a: b\n", "line 2, column 1: invalid YAML"),
     ],
 )
 def test_bad_web_config_is_one_clear_error_without_secrets(tmp_path: Path, text: str, message: str) -> None:
@@ -211,5 +273,6 @@ def test_the_shipped_web_config_example_works(root: Path, tmp_path: Path) -> Non
     example = tmp_path / "web-config.yml"
     shutil.copy(root / "deploy" / "web-config.example.yml", example)
     web = load_web_config(example)
-    assert web.ssl_context is not None and web.authorized("prometheus", "change-me")
-    assert not web.authorized("prometheus", "guess")
+    assert web.ssl_context is not None and web.auth is not None
+    assert web.auth.check(b"prometheus", b"change-me")
+    assert not web.auth.check(b"prometheus", b"guess")

@@ -2,22 +2,24 @@
 
 One thread per connection (HTTP/1.1 keep-alive, as Prometheus uses), gzip when asked (compressed once
 per sweep), TLS and basic auth from a web config. The TLS handshake runs in the connection's thread, so a
-slow or hostile client cannot hold up accept().
+slow or hostile client cannot hold up accept(). A connection that fails (handshake, reset, timeout) is
+counted, never logged with a traceback: one summary line per minute says how many (``early_ends``).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import logging
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gpudash.errors import ExporterError
+from gpudash.exporter.early_ends import EarlyEnds, kind_of
 from gpudash.exporter.render import CONTENT_TYPE, Exposition
 from gpudash.exporter.webconfig import WebConfig
 
@@ -43,19 +45,43 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(
-        self, address: tuple[str, int], exposition: Callable[[], Exposition], web: WebConfig | None
+        self,
+        address: tuple[str, int],
+        exposition: Callable[[], Exposition],
+        web: WebConfig | None,
+        early_ends: EarlyEnds,
     ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.exposition = exposition
         self.web = web or WebConfig()
+        self.early_ends = early_ends
         super().__init__(address, _Handler)
 
     def get_request(self) -> tuple[Any, Any]:
         sock, addr = self.socket.accept()
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle wait on small responses
+        try:
+            sock.getpeername()  # fails (ENOTCONN) when the peer reset the connection while it waited in the queue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle wait on small responses
+        except OSError as exc:  # counted here, as socketserver drops a connection get_request fails on
+            self.early_ends.record(kind_of(exc, handshake=True))
+            sock.close()
+            raise
         if self.web.ssl_context is not None:
             sock = self.web.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return sock, addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver prints a 16-line traceback here for whatever escaped the handler: count it instead
+        exc = sys.exc_info()[1]
+        self.early_ends.record(kind_of(exc, handshake=False))
+        log.debug("connection from %s failed: %s: %s", client_address[0], type(exc).__name__, exc)
+
+    def service_actions(self) -> None:
+        self.early_ends.flush()  # serve_forever calls this every poll interval
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.early_ends.flush(final=True)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -66,20 +92,36 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def setup(self) -> None:
+        self.ended_early: str | None = None  # the kind, once the connection has failed
         super().setup()
         if isinstance(self.connection, ssl.SSLSocket):
             try:
                 self.connection.do_handshake()
-            except (ssl.SSLError, OSError) as exc:
-                log.debug("TLS handshake with %s failed: %s", self.client_address[0], exc)
-                self.close_connection = True
-                raise
+            except OSError as exc:  # SSLError, resets and timeouts alike: counted, not raised to handle_error
+                self._end_early(exc, handshake=True)
 
     def handle(self) -> None:
+        if self.ended_early:
+            return
         try:
             super().handle()
-        except (ssl.SSLError, ConnectionError, TimeoutError):
-            self.close_connection = True
+        except OSError as exc:
+            self._end_early(exc, handshake=False)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError as exc:  # closing wfile flushes a reply the peer is no longer there to read
+            self._end_early(exc, handshake=False)
+            self.rfile.close()
+        if self.ended_early:
+            self.server.early_ends.record(self.ended_early)
+
+    def _end_early(self, exc: OSError, handshake: bool) -> None:
+        self.close_connection = True
+        if self.ended_early is None:
+            self.ended_early = kind_of(exc, handshake)
+            log.debug("connection from %s ended early: %s: %s", self.client_address[0], type(exc).__name__, exc)
 
     def do_GET(self) -> None:
         if not self._authorized():
@@ -101,17 +143,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"Not Found\n", "text/plain; charset=utf-8")
 
     def _authorized(self) -> bool:
-        web = self.server.web
-        if not web.users:
+        auth = self.server.web.auth
+        if auth is None:
             return True
         scheme, _, encoded = self.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "basic":
             return False
         try:
-            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
+            # as Go's Request.BasicAuth: strict base64, split at the first ':', the password kept as raw bytes
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).partition(b":")
+        except ValueError:  # binascii.Error, or a character outside ASCII
             return False
-        return bool(sep) and web.authorized(user, password)
+        return bool(sep) and auth.check(user, password)
 
     def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)
@@ -129,10 +172,17 @@ class _Handler(BaseHTTPRequestHandler):
 class MetricsServer:
     """Serves ``exposition()`` on ``listen`` in a background thread until ``stop()``."""
 
-    def __init__(self, exposition: Callable[[], Exposition], listen: str, web: WebConfig | None = None) -> None:
+    def __init__(
+        self,
+        exposition: Callable[[], Exposition],
+        listen: str,
+        web: WebConfig | None = None,
+        early_ends: EarlyEnds | None = None,
+    ) -> None:
+        """``early_ends`` counts failed connections (default: one summary line a minute)."""
         host, port = parse_listen(listen)
         try:
-            self._server = _Server((host, port), exposition, web)
+            self._server = _Server((host, port), exposition, web, early_ends or EarlyEnds())
         except OSError as exc:
             raise ExporterError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
         self._thread: threading.Thread | None = None
