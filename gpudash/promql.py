@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, THERMAL_OR_BRAKE_REASONS, Profile, Signal
+from gpudash.escape import promql_matcher
 from gpudash.settings import Thresholds
 
 Matcher = tuple[str, str, str]  # (label, operator, value)
@@ -29,7 +30,7 @@ class Scope:
     offset: str = ""  # e.g. "1d": every selector looks back this far (the "same time yesterday" panels)
 
     def selector(self, extra: tuple[Matcher, ...] = ()) -> str:
-        parts = [f'{label}{op}"{value}"' for label, op, value in (*self.matchers, *extra)]
+        parts = [promql_matcher(label, op, value) for label, op, value in (*self.matchers, *extra)]
         text = "{" + ",".join(parts) + "}" if parts else ""
         return f"{text} offset {self.offset}" if self.offset else text
 

@@ -11,167 +11,20 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpudash.config_reader import Duration, Reader, parse_duration
 from gpudash.errors import ConfigError
+from gpudash.yamlfile import YamlError, parse_yaml
 
 DEFAULT_THRESHOLDS = Path("thresholds.yaml")
 DEFAULT_SITE = Path("gpudash.yaml")
 PROFILES = ("dcgm", "nvidia_smi")
 
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?$")
-_UNIT_SECONDS = (86400, 3600, 60, 1)
-
-
-@dataclass(frozen=True, order=True)
-class Duration:
-    """A positive Prometheus duration; `str()` gives the text PromQL and rule files take."""
-
-    seconds: int
-    text: str = field(compare=False)
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def parse_duration(text: str) -> Duration:
-    """Parse `30s`, `5m`, `1h30m`, `1d`; raise ValueError for anything else (negatives, zero, ms)."""
-    match = _DURATION.match(text.strip())
-    if not text.strip() or not match or not any(match.groups()):
-        raise ValueError(text)
-    seconds = sum(int(g) * unit for g, unit in zip(match.groups(), _UNIT_SECONDS, strict=True) if g)
-    if seconds <= 0:
-        raise ValueError(text)
-    return Duration(seconds, text.strip())
-
-
-class _Reader:
-    """Walks one YAML mapping, checking types and remembering which keys were used."""
-
-    def __init__(self, source: str, data: Any, path: str = "") -> None:
-        self.source = source
-        self.path = path
-        if not isinstance(data, dict):
-            self.fail(f"expected a mapping, got {_show(data)}")
-        self.data: dict[str, Any] = data
-        self.used: set[str] = set()
-
-    def where(self, key: str | None = None) -> str:
-        parts = [p for p in (self.path, key) if p]
-        return ".".join(parts) or "(top level)"
-
-    def fail(self, message: str, key: str | None = None) -> None:
-        raise ConfigError(f"{self.source}: {self.where(key)}: {message}")
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def _get(self, key: str, default: Any) -> Any:
-        self.used.add(key)
-        if key not in self.data:
-            if default is _REQUIRED:
-                self.fail("is required but missing", key)
-            return default
-        return self.data[key]
-
-    def section(self, key: str, required: bool = True) -> _Reader:
-        value = self._get(key, _REQUIRED if required else {})
-        return _Reader(self.source, value, self.where(key))
-
-    def number(self, key: str, lo: float | None = None, hi: float | None = None, default: Any = None) -> float:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(f"expected {_range_text(lo, hi)}, got {_show(value)}", key)
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            self.fail(f"expected {_range_text(lo, hi)}, got {value}", key)
-        return float(value)
-
-    def ratio(self, key: str, default: Any = None) -> float:
-        return self.number(key, 0.0, 1.0, default)
-
-    def integer(self, key: str, lo: int = 0, hi: int | None = None, default: Any = None) -> int:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            bound = f" from {lo}" + (f" to {hi}" if hi is not None else "")
-            self.fail(f"expected a whole number{bound}, got {_show(value)}", key)
-        if value < lo or (hi is not None and value > hi):
-            self.fail(f"expected a whole number from {lo}" + (f" to {hi}" if hi else "") + f", got {value}", key)
-        return int(value)
-
-    def duration(self, key: str, default: str | None = None) -> Duration:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if not isinstance(value, str):
-            self.fail(f"expected a positive duration such as 5m or 1h, got {_show(value)}", key)
-        try:
-            return parse_duration(value)
-        except ValueError:
-            self.fail(f"expected a positive duration such as 5m or 1h, got {value!r}", key)
-            raise  # unreachable: fail() raises
-
-    def string(self, key: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if not isinstance(value, str) or not value:
-            self.fail(f"expected a non-empty string, got {_show(value)}", key)
-        if choices and value not in choices:
-            self.fail(f"expected one of {', '.join(choices)}, got {value!r}", key)
-        return str(value)
-
-    def int_list(self, key: str, lo: int = 0, hi: int = 1 << 31) -> tuple[int, ...]:
-        value = self._get(key, _REQUIRED)
-        if not isinstance(value, list) or not value:
-            self.fail(f"expected a non-empty list of whole numbers, got {_show(value)}", key)
-        for item in value:
-            if isinstance(item, bool) or not isinstance(item, int) or not lo <= item <= hi:
-                self.fail(f"expected whole numbers from {lo} to {hi}, got {_show(item)}", key)
-        return tuple(sorted(set(value)))
-
-    def items(self, key: str) -> Iterator[tuple[int, _Reader]]:
-        value = self._get(key, [])
-        if not isinstance(value, list):
-            self.fail(f"expected a list, got {_show(value)}", key)
-        for index, item in enumerate(value):
-            yield index, _Reader(self.source, item, f"{self.where(key)}[{index}]")
-
-    def raw(self, key: str, default: Any = None) -> Any:
-        return self._get(key, default)
-
-    def done(self) -> None:
-        """Reject keys nobody asked for: a typo must not silently fall back to a default."""
-        unknown = sorted(set(self.data) - self.used, key=str)
-        if unknown:
-            known = ", ".join(sorted(self.used))
-            self.fail(f"unknown key {unknown[0]!r} (known keys: {known})", None)
-
-
-_REQUIRED = object()
-
-
-def _range_text(lo: float | None, hi: float | None) -> str:
-    if lo == 0.0 and hi == 1.0:
-        return "a number between 0 and 1"
-    if lo is not None and hi is not None:
-        return f"a number from {lo:g} to {hi:g}"
-    if lo is not None:
-        return f"a number of at least {lo:g}"
-    return "a number"
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
-
-
-def _levels(reader: _Reader, warning_key: str, critical_key: str, lo: float, hi: float) -> tuple[float, float]:
+def _levels(reader: Reader, warning_key: str, critical_key: str, lo: float, hi: float) -> tuple[float, float]:
     warning = reader.number(warning_key, lo, hi)
     critical = reader.number(critical_key, lo, hi)
     if warning > critical:
@@ -303,7 +156,7 @@ class Thresholds:
 
 
 def _parse_thresholds(source: str, data: Any) -> Thresholds:
-    top = _Reader(source, data)
+    top = Reader(source, data)
 
     util = top.section("utilization")
     idle, saturated = _levels(util, "idle_below_percent", "saturated_above_percent", 0, 100)
@@ -354,8 +207,8 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     )
 
 
-def _parse_alerts(alerts: _Reader) -> Alerts:
-    def sub(name: str) -> _Reader:
+def _parse_alerts(alerts: Reader) -> Alerts:
+    def sub(name: str) -> Reader:
         return alerts.section(name)
 
     r = sub("temperature")
@@ -394,7 +247,7 @@ def _parse_alerts(alerts: _Reader) -> Alerts:
     return Alerts(temperature, throttling, pressure, leak, stalled, loader, xid, down)
 
 
-def _timing(r: _Reader) -> NotificationTiming:
+def _timing(r: Reader) -> NotificationTiming:
     timing = NotificationTiming(r.duration("group_wait"), r.duration("group_interval"), r.duration("repeat_interval"))
     # Alertmanager resends only on a group_interval tick: a shorter repeat_interval would not mean what it says.
     if timing.repeat_interval < timing.group_interval:
@@ -468,63 +321,101 @@ class Site:
             object.__setattr__(self, "grafana_folder_uid", f"gpudash-{self.site_id}"[:40])
 
 
-_RECEIVER_OPTIONS = {
-    "webhook": ("url", "url_file", "url_env"),
-    "slack": ("api_url_file", "api_url_env", "channel"),
-    "email": ("to", "from", "smarthost", "auth_username", "auth_password_file", "auth_password_env"),
+_Check = Callable[[Reader, str], str]
+# Each receiver's options and how each is read: a secret is named by a file or an environment variable.
+_RECEIVER_OPTIONS: dict[str, dict[str, _Check]] = {
+    "webhook": {"url": Reader.url, "url_file": Reader.string, "url_env": Reader.env_name},
+    "slack": {"api_url_file": Reader.string, "api_url_env": Reader.env_name, "channel": Reader.string},
+    "email": {"to": Reader.string, "from": Reader.string, "smarthost": Reader.host_port,
+              "auth_username": Reader.string, "auth_password_file": Reader.string,
+              "auth_password_env": Reader.env_name},
 }
 
 
-def _parse_site(source: str, data: Any) -> Site:
-    top = _Reader(source, data if data is not None else {})
-    defaults = Site()
-    grafana = top.section("grafana", required=False)
-    scrape = top.section("scrape", required=False)
-    clusters = []
+def _unique(reader: Reader, key: str, value: str, seen: dict[str, str], what: str) -> None:
+    """Fail when `value` was given before (two routes, two scrapes or two receivers for one thing)."""
+    if value in seen:
+        reader.fail(f"{what} {value!r} is given twice (first at {seen[value]})", key)
+    seen[value] = reader.where(key)
+
+
+def _parse_clusters(top: Reader) -> tuple[Cluster, ...]:
+    clusters: list[Cluster] = []
+    names: dict[str, str] = {}
+    addresses: dict[str, str] = {}
     for _, c in top.items("clusters"):
         targets = []
         for _, t in c.items("targets"):
-            targets.append(ScrapeTarget(t.string("address"), t.string("rack", "rack-1")))
+            address = t.host_port("address")
+            _unique(t, "address", address, addresses, "target")
+            targets.append(ScrapeTarget(address, t.string("rack", "rack-1")))
             t.done()
         if not targets:
             c.fail("expected at least one target", "targets")
-        clusters.append(Cluster(c.string("name"), tuple(targets)))
+        name = c.string("name")
+        _unique(c, "name", name, names, "cluster")
+        clusters.append(Cluster(name, tuple(targets)))
         c.done()
-    receivers = []
+    return tuple(clusters)
+
+
+def _receiver_problem(kind: str, given: set[str]) -> str | None:
+    """What a receiver of this kind lacks to be written out, or None."""
+    if kind == "webhook" and not {"url", "url_file", "url_env"} & given:
+        return "a webhook receiver needs url, url_file or url_env"
+    if kind == "slack" and not {"api_url_file", "api_url_env"} & given:
+        return "a slack receiver needs api_url_file or api_url_env (the webhook URL is a secret)"
+    missing = [k for k in ("to", "from", "smarthost") if k not in given] if kind == "email" else []
+    return f"an email receiver needs {', '.join(missing)}" if missing else None
+
+
+def _parse_receivers(top: Reader) -> tuple[Receiver, ...]:
+    receivers: list[Receiver] = []
+    names: dict[str, str] = {}
     for _, r in top.items("receivers"):
         kind = r.string("type", choices=tuple(_RECEIVER_OPTIONS))
         name = r.string("name")
-        options = []
-        for key in _RECEIVER_OPTIONS[kind]:
-            value = r.raw(key)
-            if value is not None:
-                if not isinstance(value, str):
-                    r.fail(f"expected a string, got {_show(value)}", key)
-                options.append((key, value))
-        if kind == "slack" and not {"api_url_file", "api_url_env"} & {k for k, _ in options}:
-            r.fail("a slack receiver needs api_url_file or api_url_env (the webhook URL is a secret)")
+        _unique(r, "name", name, names, "receiver")
+        options = tuple((key, read(r, key)) for key, read in _RECEIVER_OPTIONS[kind].items() if r.has(key))
+        r.used.update(_RECEIVER_OPTIONS[kind])  # so a misspelt option's message lists them all
+        problem = _receiver_problem(kind, {k for k, _ in options})
+        if problem:
+            r.fail(problem)
         r.done()
-        receivers.append(Receiver(name, kind, tuple(options)))
+        receivers.append(Receiver(name, kind, options))
+    return tuple(receivers)
+
+
+def _parse_site(source: str, data: Any) -> Site:
+    top = Reader(source, data if data is not None else {})
+    defaults = Site()
+    grafana = top.section("grafana", required=False)
+    scrape = top.section("scrape", required=False)
+    clusters = _parse_clusters(top)
+    receivers = _parse_receivers(top)
     site_id = top.string("site_id") if top.has("site_id") else ""
     if site_id and not SITE_ID.match(site_id):
         top.fail(f"expected 1 to 30 of a-z, 0-9 and '-', starting with a letter or digit, got {site_id!r}", "site_id")
+    folder_uid = grafana.grafana_uid("folder_uid") if grafana.has("folder_uid") else ""
     site = Site(
         profile=top.string("profile", defaults.profile, PROFILES),
         site_id=site_id,
         grafana_folder=grafana.string("folder", defaults.grafana_folder),
-        grafana_folder_uid=grafana.string("folder_uid") if grafana.has("folder_uid") else "",
-        datasource_uid=grafana.string("datasource_uid", defaults.datasource_uid),
+        grafana_folder_uid=folder_uid,
+        datasource_uid=grafana.grafana_uid("datasource_uid", defaults.datasource_uid),
         datasource_name=grafana.string("datasource_name", defaults.datasource_name),
-        runbook_base_url=top.string("runbook_base_url", defaults.runbook_base_url),
+        runbook_base_url=top.url("runbook_base_url", defaults.runbook_base_url),
         scrape_job=scrape.string("job", defaults.scrape_job),
         scrape_interval=scrape.duration("interval", defaults.scrape_interval.text),
         scrape_timeout=scrape.duration("timeout", defaults.scrape_timeout.text),
         node_job=scrape.string("node_job", defaults.node_job),
-        clusters=tuple(clusters) or defaults.clusters,
-        receivers=tuple(receivers) or defaults.receivers,
+        clusters=clusters or defaults.clusters,
+        receivers=receivers or defaults.receivers,
     )
     if site.scrape_timeout > site.scrape_interval:
         scrape.fail(f"timeout ({site.scrape_timeout}) must not be above interval ({site.scrape_interval})")
+    if site.node_job == site.scrape_job:
+        scrape.fail(f"node_job ({site.node_job!r}) must not be the GPU exporters' job: the two are scraped apart")
     grafana.done()
     scrape.done()
     top.done()
@@ -551,12 +442,9 @@ def _read_yaml(path: Path) -> Any:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: {where}invalid YAML: {problem}") from None
+        return parse_yaml(text)
+    except YamlError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def load_thresholds(path: Path) -> Thresholds:

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from languages import am_parse_matchers, is_string_action, promql_code, render_go_template, template_actions
 
 from gpudash.catalog import SIGNALS
 from gpudash.cli import cli
+from gpudash.escape import go_template_text, promql_string
 from gpudash.promql import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR
 from gpudash.rules.alerts import ALERT_NAMES
@@ -243,7 +245,7 @@ def test_email_receiver_without_smarthost_is_one_clear_error(tmp_path: Path) -> 
     result = runner.invoke(cli, ["rules", "--out", str(tmp_path / "out"), "--thresholds",
                                  str(ROOT / "thresholds.yaml"), "--site", str(site)])
     assert result.exit_code != 0
-    assert "receivers: mail: an email receiver needs from, smarthost" in str(result.exception)
+    assert f"{site}: receivers[0]: an email receiver needs from, smarthost" in str(result.exception)
     assert not (tmp_path / "out").exists()
 
 
@@ -279,3 +281,64 @@ def test_written_files_are_readable_by_everyone_and_rewritten_only_on_change(
     assert {oct(path.stat().st_mode & 0o777) for path in written} == {"0o644"}
     assert write_files(tmp_path, files) == []
     assert not [p for p in tmp_path.rglob(".*") if p.is_file()]  # no temp file left behind
+
+
+# Site strings that would be syntax if written unescaped: a quote ends a PromQL or matcher string, `{{` starts
+# a Go template action, `#` starts a PromQL comment, `,` splits an Alertmanager matcher list.
+HOSTILE_SITE: dict[str, Any] = {
+    "clusters": [{"name": 'x", severity="critical', "targets": [{"address": "a:9400", "rack": 'r"} #'}]},
+                 {"name": 'a"b\\', "targets": [{"address": "b:9400", "rack": "{{ .Foo }}"}]},
+                 {"name": "c,d{{", "targets": [{"address": "c:9400"}]}],
+    "scrape": {"job": 'gpu-exporter"} or vector(1) #', "node_job": 'node"} or on() vector(1) # {{ .X }}'},
+    "runbook_base_url": "https://runbooks.example/{{.Foo}}/gpu",
+    "receivers": [
+        {"name": "team", "type": "slack", "api_url_file": "/run/s", "channel": '#gpu {{ template "x" . }}'},
+        {"name": "mail", "type": "email", "to": "{{ .Bad", "from": 'am@example.org"}}', "smarthost": "smtp:25"},
+    ],
+}
+
+
+def hostile_files(tmp_path: Path) -> dict[str, str]:
+    return render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, HOSTILE_SITE)))
+
+
+def test_site_strings_stay_data_in_every_expression(tmp_path: Path, settings: Settings) -> None:
+    hostile, plain = hostile_files(tmp_path), render_all(settings)
+    for name in (ALERTS_FILE, RECORDING_FILE):
+        shapes = [(r.get("alert") or r["record"], promql_code(r["expr"])) for r in rules_of(hostile, name)]
+        assert shapes == [(r.get("alert") or r["record"], promql_code(r["expr"])) for r in rules_of(plain, name)]
+    down = alerts_named(hostile, "GPUExporterDown")[0]["expr"]
+    assert f'up{{job={promql_string(HOSTILE_SITE["scrape"]["job"])}}}' in down
+
+
+def test_a_cluster_name_cannot_add_a_matcher_to_its_route(tmp_path: Path) -> None:
+    am = yaml.safe_load(hostile_files(tmp_path)[ALERTMANAGER_FILE])
+    for cluster, route in zip(HOSTILE_SITE["clusters"], am["route"]["routes"], strict=False):
+        assert [am_parse_matchers(m) for m in route["matchers"]] == [[("cluster", "=", cluster["name"])]]
+        assert [am_parse_matchers(m) for r in route["routes"] for m in r["matchers"]] == \
+            [[("severity", "=", "critical")], [("severity", "=", "warning")]]
+
+
+def test_site_strings_in_templates_are_printed_never_run(tmp_path: Path, settings: Settings) -> None:
+    hostile, plain = hostile_files(tmp_path), render_all(settings)
+
+    def actions(rules: list[dict[str, Any]]) -> list[list[str]]:
+        return [[a for text in r["annotations"].values() for a in template_actions(text) if not is_string_action(a)]
+                for r in rules]
+
+    assert actions(rules_of(hostile)) == actions(rules_of(plain))
+    down = alerts_named(hostile, "GPUExporterDown")[0]["annotations"]
+    assert go_template_text(HOSTILE_SITE["scrape"]["job"]) in down["description"]
+    assert render_go_template(down["runbook_url"], {}) == f"{HOSTILE_SITE['runbook_base_url']}#gpuexporterdown"
+    receiver = yaml.safe_load(hostile[ALERTMANAGER_FILE])["receivers"][0]
+    channel, email = receiver["slack_configs"][0]["channel"], receiver["email_configs"][0]
+    for text, given in ((channel, '#gpu {{ template "x" . }}'), (email["to"], "{{ .Bad"),
+                        (email["from"], 'am@example.org"}}')):
+        assert all(is_string_action(a) for a in template_actions(text)) and render_go_template(text, {}) == given
+
+
+def test_hostile_site_strings_reach_the_scrape_config_unchanged(tmp_path: Path) -> None:
+    job = yaml.safe_load(hostile_files(tmp_path)[SCRAPE_FILE])["scrape_configs"][0]
+    assert job["job_name"] == HOSTILE_SITE["scrape"]["job"]
+    assert [g["labels"] for g in job["static_configs"]] == [
+        {"cluster": c["name"], "rack": c["targets"][0].get("rack", "rack-1")} for c in HOSTILE_SITE["clusters"]]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpudash.errors import ConfigError
 from gpudash.settings import load_settings, load_site, load_thresholds, parse_duration
@@ -77,6 +78,20 @@ BAD_CASES = [
     pytest.param((("alertmanager", "critical", "group_wait"), 10),
                  "alertmanager.critical.group_wait: expected a positive duration such as 5m or 1h, got 10",
                  id="alertmanager-number-duration"),
+    pytest.param((("memory", "warning_ratio"), float("nan")),
+                 "memory.warning_ratio: expected a number between 0 and 1, got nan", id="nan"),
+    pytest.param((("temperature", "gpu_critical_celsius"), float("inf")),
+                 "temperature.gpu_critical_celsius: expected a number from 0 to 150, got inf", id="infinity"),
+    pytest.param((("utilization", "idle_below_percent"), float("-inf")),
+                 "utilization.idle_below_percent: expected a number from 0 to 100, got -inf", id="minus-infinity"),
+    pytest.param((("alerts", "memory_leak", "horizon"), "99999999999999999999d"),
+                 "alerts.memory_leak.horizon: expected a duration of at most 3650d (10 years), "
+                 "got '99999999999999999999d'", id="duration-overflows-prometheus"),
+    pytest.param((("alerts", "memory_leak", "horizon"), "3650d1s"),
+                 "alerts.memory_leak.horizon: expected a duration of at most 3650d (10 years), got '3650d1s'",
+                 id="duration-just-over-the-bound"),
+    pytest.param((("dashboards", "refresh"), "0" * 5000 + "1" * 13 + "s"),
+                 "dashboards.refresh: expected a duration of at most 3650d (10 years)", id="duration-many-digits"),
 ]
 
 
@@ -173,3 +188,113 @@ def test_bad_site_id_is_one_line_naming_the_key(tmp_path: Path, value: str) -> N
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(site))}: site_id: expected ") as info:
         load_site(site)
     assert "\n" not in info.value.format_message()
+
+
+def test_the_longest_duration_is_accepted() -> None:
+    assert parse_duration("3650d").seconds == 3650 * 86400
+    assert parse_duration("0003649d23h59m60s").seconds == 3650 * 86400
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path: Path, root: Path) -> None:
+    text = (root / "thresholds.yaml").read_text()
+    first = next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith("memory:"))
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(text + "memory:\n  warning_ratio: 0.5\n  critical_ratio: 0.6\n")
+    last = len(text.splitlines()) + 1
+    with pytest.raises(ConfigError) as info:
+        load_thresholds(path)
+    assert info.value.format_message() == \
+        f"{path}: line {last}, column 1: duplicate key 'memory' (first at line {first})"
+    site = tmp_path / "gpudash.yaml"
+    site.write_text("clusters:\n  - name: a\n    targets: [{address: 'h:9400'}]\n    name: b\n")
+    with pytest.raises(ConfigError, match=r"gpudash.yaml: line 4, column 5: duplicate key 'name' \(first at line 2\)$"):
+        load_site(site)
+
+
+def _cluster(name: object = "a", address: object = "h:9400", rack: object = "r1") -> dict[str, object]:
+    return {"name": name, "targets": [{"address": address, "rack": rack}]}
+
+
+SITE_CASES = [
+    pytest.param({"clusters": [_cluster(name="")]}, "clusters[0].name: expected a non-empty string, got ''",
+                 id="empty-name"),
+    pytest.param({"clusters": [_cluster(name="a\nb")]},
+                 "clusters[0].name: expected text without control characters or line breaks, got 'a\\nb'",
+                 id="newline-in-name"),
+    pytest.param({"clusters": [_cluster(rack="r\x1b[31m")]}, "clusters[0].targets[0].rack: expected text without "
+                 "control characters", id="control-character-in-rack"),
+    pytest.param({"clusters": [_cluster(name="a\u2028b")]}, "clusters[0].name: expected text without control",
+                 id="line-separator-in-name"),
+    pytest.param({"clusters": [_cluster(address="gpu-node-1")]}, "clusters[0].targets[0].address: expected "
+                 "host:port (a host name or IP address and a port from 1 to 65535), got 'gpu-node-1'", id="no-port"),
+    pytest.param({"clusters": [_cluster(address="http://h:9400")]}, "clusters[0].targets[0].address: expected "
+                 "host:port", id="url-as-address"),
+    pytest.param({"clusters": [_cluster(address="h:9400/metrics")]}, "address: expected host:port", id="path"),
+    pytest.param({"clusters": [_cluster(address="h:70000")]}, "address: expected host:port", id="port-too-big"),
+    pytest.param({"clusters": [_cluster(address='h"}:9400')]}, "address: expected host:port", id="quote-in-host"),
+    pytest.param({"clusters": [_cluster(), _cluster(address="g:9400")]},
+                 "clusters[1].name: cluster 'a' is given twice (first at clusters[0].name)", id="duplicate-cluster"),
+    pytest.param({"clusters": [_cluster(), _cluster(name="b")]},
+                 "clusters[1].targets[0].address: target 'h:9400' is given twice "
+                 "(first at clusters[0].targets[0].address)", id="duplicate-target"),
+    pytest.param({"scrape": {"job": ""}}, "scrape.job: expected a non-empty string, got ''", id="empty-job"),
+    pytest.param({"scrape": {"job": "gpu\r"}}, "scrape.job: expected text without control", id="cr-in-job"),
+    pytest.param({"scrape": {"job": "n", "node_job": "n"}}, "scrape: node_job ('n') must not be the GPU "
+                 "exporters' job", id="same-jobs"),
+    pytest.param({"runbook_base_url": "ftp://h/r"}, "runbook_base_url: expected an http:// or https:// URL",
+                 id="runbook-not-http"),
+    pytest.param({"runbook_base_url": "https://h/run book"}, "runbook_base_url: expected an http:// or https:// URL",
+                 id="runbook-with-space"),
+    pytest.param({"runbook_base_url": "https://h/%zz"}, "runbook_base_url: expected an http:// or https:// URL",
+                 id="runbook-bad-percent"),
+    pytest.param({"grafana": {"datasource_uid": "prom ds"}}, "grafana.datasource_uid: expected a Grafana uid",
+                 id="datasource-uid"),
+    pytest.param({"grafana": {"folder_uid": "f" * 41}}, "grafana.folder_uid: expected a Grafana uid",
+                 id="folder-uid-too-long"),
+    pytest.param({"grafana": {"folder": "GPU\n"}}, "grafana.folder: expected text without control", id="folder"),
+    pytest.param({"receivers": [{"name": "w", "type": "webhook", "url_env": "HOOK-URL"}]},
+                 "receivers[0].url_env: expected an environment variable name", id="env-name"),
+    pytest.param({"receivers": [{"name": "m", "type": "email", "to": "a@b", "from": "c@d", "smarthost": "smtp"}]},
+                 "receivers[0].smarthost: expected host:port", id="smarthost"),
+    pytest.param({"receivers": [{"name": "w", "type": "webhook", "url": "hook"}]},
+                 "receivers[0].url: expected an http:// or https:// URL", id="webhook-url"),
+    pytest.param({"receivers": [{"name": "w", "type": "webhook", "url": "https://h/x"},
+                                {"name": "w", "type": "webhook", "url": "https://g/x"}]},
+                 "receivers[1].name: receiver 'w' is given twice (first at receivers[0].name)", id="same-receiver"),
+    pytest.param({"receivers": [{"name": "s", "type": "slack", "api_url_file": "/run/s", "channel": "#a\n"}]},
+                 "receivers[0].channel: expected text without control", id="channel"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), SITE_CASES)
+def test_site_strings_that_no_output_can_hold_are_refused(tmp_path: Path, data: dict[str, object],
+                                                          message: str) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as info:
+        load_site(site)
+    text = info.value.format_message()
+    assert text.startswith(f"{site}: ") and message in text and "\n" not in text
+
+
+def test_a_password_in_a_url_is_not_repeated(tmp_path: Path) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(yaml.safe_dump({"receivers": [{"name": "w", "type": "webhook",
+                                                   "url": "https://ops:hunter2@relay.example/x"}]}))
+    with pytest.raises(ConfigError, match=r"receivers\[0\]\.url: expected an http") as info:
+        load_site(site)
+    assert "hunter2" not in info.value.format_message()
+
+
+def test_every_string_a_site_may_hold_is_accepted(tmp_path: Path) -> None:
+    odd = 'a"b\\ {{ .x }} é😀 } or vector(1) # '
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(yaml.safe_dump({
+        "clusters": [{"name": odd, "targets": [{"address": "[::1]:9400", "rack": odd},
+                                               {"address": "gpu_node-7.example:1"}]}],
+        "scrape": {"job": odd, "node_job": odd + "n"},
+        "runbook_base_url": "https://h:8443/r/{{x}}?a=%20#",
+        "receivers": [{"name": odd, "type": "email", "to": odd, "from": odd, "smarthost": "smtp.example:25"}],
+    }))
+    loaded = load_site(site)
+    assert loaded.clusters[0].name == odd and loaded.scrape_job == odd and loaded.receivers[0].option("to") == odd

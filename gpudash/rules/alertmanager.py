@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.errors import ConfigError
+from gpudash.escape import am_matcher, go_template_text
 from gpudash.settings import NotificationTiming, Receiver, Settings
 
 SECRETS_DIR = "/etc/alertmanager/secrets"
@@ -37,25 +37,21 @@ def _secret_file(receiver: Receiver, key: str) -> str | None:
     return None
 
 
-def _notifier(receiver: Receiver, source: str) -> tuple[str, dict[str, Any]]:
-    where = f"{source}: receivers: {receiver.name}"
+def _notifier(receiver: Receiver) -> tuple[str, dict[str, Any]]:
+    """One notifier config; the site config was checked to hold what each kind needs."""
     if receiver.kind == "webhook":
-        url_file = _secret_file(receiver, "url")
         if receiver.option("url"):
             return "webhook_configs", {"url": receiver.option("url"), "send_resolved": True}
-        if url_file:
-            return "webhook_configs", {"url_file": url_file, "send_resolved": True}
-        raise ConfigError(f"{where}: a webhook receiver needs url, url_file or url_env")
+        return "webhook_configs", {"url_file": _secret_file(receiver, "url"), "send_resolved": True}
     if receiver.kind == "slack":
         config: dict[str, Any] = {"api_url_file": _secret_file(receiver, "api_url")}
         if receiver.option("channel"):
-            config["channel"] = receiver.option("channel")
+            config["channel"] = go_template_text(receiver.option("channel"))
         config.update({"send_resolved": True, "title": _SLACK_TITLE, "text": _SLACK_TEXT})
         return "slack_configs", config
-    missing = [k for k in ("to", "from", "smarthost") if not receiver.option(k)]
-    if missing:
-        raise ConfigError(f"{where}: an email receiver needs {', '.join(missing)}")
-    config = {k: receiver.option(k) for k in ("to", "from", "smarthost")}
+    # `to` and `from` are Go templates in Alertmanager; smarthost is a plain host:port.
+    config = {"to": go_template_text(receiver.option("to")), "from": go_template_text(receiver.option("from")),
+              "smarthost": receiver.option("smarthost")}
     if receiver.option("auth_username"):
         config["auth_username"] = receiver.option("auth_username")
         password = _secret_file(receiver, "auth_password")
@@ -65,10 +61,10 @@ def _notifier(receiver: Receiver, source: str) -> tuple[str, dict[str, Any]]:
     return "email_configs", config
 
 
-def _receiver(name: str, receivers: tuple[Receiver, ...], source: str) -> dict[str, Any]:
+def _receiver(name: str, receivers: tuple[Receiver, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name}
     for receiver in receivers:
-        kind, config = _notifier(receiver, source)
+        kind, config = _notifier(receiver)
         out.setdefault(kind, []).append(config)
     return out
 
@@ -81,17 +77,17 @@ def _timing(timing: NotificationTiming) -> dict[str, str]:
 def _severity_routes(settings: Settings) -> list[dict[str, Any]]:
     am = settings.thresholds.alertmanager
     return [
-        {"matchers": ['severity="critical"'], "receiver": CRITICAL_RECEIVER, **_timing(am.critical)},
-        {"matchers": ['severity="warning"'], "receiver": DIGEST_RECEIVER, "group_by": ["cluster"],
+        {"matchers": [am_matcher("severity", "critical")], "receiver": CRITICAL_RECEIVER, **_timing(am.critical)},
+        {"matchers": [am_matcher("severity", "warning")], "receiver": DIGEST_RECEIVER, "group_by": ["cluster"],
          **_timing(am.digest)},
     ]
 
 
-def alertmanager_config(settings: Settings, source: str = "site config") -> dict[str, Any]:
+def alertmanager_config(settings: Settings) -> dict[str, Any]:
     site = settings.site
     gpu = catalog_profile(site.profile).gpu_label
     routes = [
-        {"matchers": [f'cluster="{cluster.name}"'], "routes": _severity_routes(settings)}
+        {"matchers": [am_matcher("cluster", cluster.name)], "routes": _severity_routes(settings)}
         for cluster in site.clusters
     ]
     routes += _severity_routes(settings)  # alerts from a cluster the site config does not list
@@ -106,19 +102,19 @@ def alertmanager_config(settings: Settings, source: str = "site config") -> dict
         "inhibit_rules": [
             {
                 # A target that is down (the exporter or its whole node) silences that instance's GPU alerts.
-                "source_matchers": ['alertname="GPUExporterDown"', f'{gpu}=""'],
-                "target_matchers": ['alertname=~"GPU.+"'],
+                "source_matchers": [am_matcher("alertname", "GPUExporterDown"), am_matcher(gpu, "")],
+                "target_matchers": [am_matcher("alertname", "GPU.+", "=~")],
                 "equal": ["cluster", "instance"],
             },
             {
                 # Critical silences the warning of the same alert on the same GPU.
-                "source_matchers": ['severity="critical"'],
-                "target_matchers": ['severity="warning"'],
+                "source_matchers": [am_matcher("severity", "critical")],
+                "target_matchers": [am_matcher("severity", "warning")],
                 "equal": ["alertname", "cluster", "instance", gpu],
             },
         ],
         "receivers": [
-            _receiver(CRITICAL_RECEIVER, site.receivers, source),
-            _receiver(DIGEST_RECEIVER, site.receivers, source),
+            _receiver(CRITICAL_RECEIVER, site.receivers),
+            _receiver(DIGEST_RECEIVER, site.receivers),
         ],
     }

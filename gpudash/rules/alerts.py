@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
+from gpudash.escape import go_template_text
 from gpudash.promql import PromQL
 from gpudash.rules.expressions import AlertExpressions
 from gpudash.settings import Duration, Settings
@@ -49,7 +50,7 @@ class AlertRule:
         rule["annotations"] = {
             "summary": self.summary,
             "description": self.description,
-            "runbook_url": f"{runbook_base_url}#{self.alert.lower()}",
+            "runbook_url": go_template_text(f"{runbook_base_url}#{self.alert.lower()}"),
         }
         return rule
 
@@ -123,12 +124,13 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
 
     down, lookback = a.exporter_down.for_, a.exporter_down.lookback
     gpu = f"$labels.{q.gpu}"
+    job = go_template_text(settings.site.scrape_job)
     add("GPUExporterDown", "critical", x.exporter_down(),
         f"{{{{ if {gpu} }}}}{where} stopped reporting"
         f"{{{{ else }}}}GPU exporter on {{{{ $labels.instance }}}} ({{{{ $labels.cluster }}}}) is down{{{{ end }}}}",
         f"{{{{ if {gpu} }}}}{where} reported within the last {lookback} but has "
         f"published nothing (or reports itself lost) for {down} while its exporter is up: it may have fallen "
-        f"off the bus.{{{{ else }}}}Prometheus has failed to scrape job {settings.site.scrape_job} on "
+        f"off the bus.{{{{ else }}}}Prometheus has failed to scrape job {job} on "
         f"{{{{ $labels.instance }}}} for {down}: none of its GPUs is observed.{{{{ end }}}}",
         down)
     return rules

@@ -10,6 +10,7 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 from __future__ import annotations
 
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
+from gpudash.escape import promql_matcher
 from gpudash.promql import PromQL
 from gpudash.settings import Duration, Site
 
@@ -156,7 +157,7 @@ class AlertExpressions:
         if not self.has("gpu_util"):
             return None
         d = self.a.data_loader
-        node = f'job="{self.site.node_job}"'
+        node = promql_matcher("job", "=", self.site.node_job)
         util = f"{self.per_gpu(self.over_time('avg', 'gpu_util', d.window))} < {d.util_below_percent:g}"
         load = (
             f"sum by (instance) (avg_over_time({NODE_LOAD1}{{{node}}}[{d.window}]))\n"
@@ -194,8 +195,12 @@ class AlertExpressions:
         """The exporter target is down (no gpu label), or one GPU stopped reporting on a target that is up."""
         return f"{self.target_down()}\nor\n{self.gpu_silent()}"
 
+    def up(self) -> str:
+        """Prometheus' health series of the GPU exporters' scrape job."""
+        return f"{UP}{{{promql_matcher('job', '=', self.site.scrape_job)}}}"
+
     def target_down(self) -> str:
-        return f'max by (cluster, instance) ({UP}{{job="{self.site.scrape_job}"}}) == 0'
+        return f"max by (cluster, instance) ({self.up()}) == 0"
 
     def gpu_silent(self) -> str:
         """A GPU seen within the lookback that reports nothing now, on a target that is itself up.
@@ -205,7 +210,7 @@ class AlertExpressions:
         key = PRESENCE_SIGNAL
         seen = self.per_gpu(self.over_time("max", key, self.a.exporter_down.lookback))
         now = self.per_gpu(self.q.metric(key))
-        down = f'{UP}{{job="{self.site.scrape_job}"}} == 0'
+        down = f"{self.up()} == 0"
         parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
         if self.has("gpu_up"):
             parts.append(f"{self.per_gpu(self.q.metric('gpu_up'))} == 0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpudash.catalog import profile as catalog_profile
+from gpudash.escape import yaml_scalar
 from gpudash.promql import recording_rules
 from gpudash.rules.render import dump
 from gpudash.settings import Settings
@@ -13,7 +14,7 @@ GROUP_NAME = "gpudash-gpu-recording"
 def recording_rule_file(settings: Settings) -> str:
     """The rule file text; each rule is preceded by a comment with its help line."""
     rules = recording_rules(catalog_profile(settings.site.profile), settings.thresholds)
-    lines = ["groups:", f"  - name: {GROUP_NAME}", "    rules:"]
+    lines = ["groups:", f"  - name: {yaml_scalar(GROUP_NAME)}", "    rules:"]
     for rec, expr in rules:
         lines.append(f"      # {rec.help}")
         item = dump([{"record": rec.record, "expr": expr}])

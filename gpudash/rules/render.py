@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from gpudash.escape import yaml_style
 from gpudash.files import write_tree
 from gpudash.settings import Settings
 
@@ -39,8 +40,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=yaml_style(value))
 
 
 _Dumper.add_representer(str, _str)
