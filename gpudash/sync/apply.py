@@ -19,7 +19,17 @@ from gpudash.errors import GpudashError
 from gpudash.sync import diffing
 from gpudash.sync.client import ChangedMeanwhile, GrafanaFailure
 from gpudash.sync.content import marked, read_marker, same_content
-from gpudash.sync.plan import Action, Plan, RemoteDashboard, Step, plan_dashboard, plan_sync, saved, vanished
+from gpudash.sync.plan import (
+    Action,
+    Plan,
+    RemoteDashboard,
+    Step,
+    by_at,
+    plan_dashboard,
+    plan_sync,
+    saved,
+    vanished,
+)
 from gpudash.sync.remote import GrafanaRemote, dashboard_label
 
 TAG = "gpudash"
@@ -161,24 +171,21 @@ def _changed_again(step: Step, fresh: RemoteDashboard | None, doing: str) -> Ste
     if fresh is None:
         why = f"deleted in Grafana while gpudash was {doing} version {read}; run again to review"
     else:
-        who = f" by {fresh.updated_by}" if fresh.updated_by else ""
-        when = f" at {fresh.updated}" if fresh.updated else ""
-        why = (f"changed again in Grafana{who}{when} (version {fresh.version}) while gpudash was {doing} "
+        why = (f"changed again in Grafana{by_at(fresh)} (version {fresh.version}) while gpudash was {doing} "
                f"version {read}; not {'deleted' if doing == 'deleting' else 'overwritten'}; run again to review")
     return Step(Action.CONFLICT, step.uid, step.title, step.local, fresh, why)
 
 
 class Applier:
-    """Writes the steps of a plan in order; one failing dashboard does not stop the others."""
+    """Writes the steps of a plan in order; one failing dashboard does not stop the others. What --force
+    allows is already in the plan (a step's `forced`)."""
 
-    def __init__(self, remote: GrafanaRemote, target: Target, commit: str, message: str, echo: Echo,
-                 force: bool = False) -> None:
+    def __init__(self, remote: GrafanaRemote, target: Target, commit: str, message: str, echo: Echo) -> None:
         self.remote = remote
         self.target = target
         self.commit = commit
         self.message = message
         self.echo = echo
-        self.force = force
 
     def _delete(self, step: Step, what: str) -> Step:
         """Grafana's DELETE takes no version: read again first, and delete only the version planned with."""

@@ -174,7 +174,7 @@ def _write_plan(verb: str, ctx: Context, local: list[dict[str, Any]], *, force: 
     if plan.of(Action.CREATE, Action.UPDATE):
         ensure_folder(ctx.remote, ctx.target, dry_run, _echo)
     commit, message = version_message(ctx.directory, ctx.target.site_id)
-    applier = Applier(ctx.remote, ctx.target, commit, message, _echo, force)
+    applier = Applier(ctx.remote, ctx.target, commit, message, _echo)
     outcome = applier.run(plan, dry_run=dry_run, verbose=ctx.verbose > 0)
     if show_drift:
         for step in outcome.drifted:

@@ -167,11 +167,14 @@ def claim_of(remote: RemoteDashboard, site: str) -> Claim:
     return Claim(Owner.UNPROVEN)
 
 
-def saved(remote: RemoteDashboard) -> str:
-    """e.g. "version 4, saved by alice at 2025-01-02T03:04:05Z": which version gpudash read, and whose."""
+def by_at(remote: RemoteDashboard) -> str:
+    """e.g. " by alice at 2025-01-02T03:04:05Z": who saved the version gpudash read, and when."""
     who = f" by {remote.updated_by}" if remote.updated_by else ""
-    when = f" at {remote.updated}" if remote.updated else ""
-    return f"version {remote.version}, saved{who}{when}"
+    return who + (f" at {remote.updated}" if remote.updated else "")
+
+
+def saved(remote: RemoteDashboard) -> str:
+    return f"version {remote.version}, saved{by_at(remote)}"
 
 
 def _edited_reason(remote: RemoteDashboard) -> str:
