@@ -27,12 +27,14 @@ from typing import Any
 import click
 import yaml
 
+from gpudash.catalog import SIGNALS
 from gpudash.catalog import profile as catalog_profile
 from gpudash.check import dashboard_groups, failures, run_check, summary
 from gpudash.check_run import GroupResult, Status
 from gpudash.check_targets import load_dashboards, rule_groups
 from gpudash.demo_report import alert_line, fleet_summary, notification_line, render_brief
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
+from gpudash.escape import promql_matcher
 from gpudash.exporter.render import SELF_PENDING
 from gpudash.promql import RECORDING_BY_NAME
 from gpudash.settings import Settings, load_settings, parse_duration
@@ -63,6 +65,7 @@ FAULT_STORY = (
 DASHBOARDS = Path("dashboards/json")
 SUMMARY_EVERY_S = 30.0
 DATA_TIMEOUT_S = 90.0
+COUNTERS = tuple(signal.dcgm_name for signal in SIGNALS if signal.type == "counter")
 
 
 class Stopped(Exception):
@@ -182,7 +185,8 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
 
     In order: the exporter scraped; every field it reads has a value in Prometheus (rates such as PCIe
     throughput and GPM tensor activity need two reads of the exporter's slow loop, 10 s apart by default);
-    every recording rule whose inputs exist has been evaluated; on a simulated node, its first fault firing.
+    on a simulated node, its first fault firing; two samples of every counter the exporter publishes; every
+    recording rule whose inputs exist evaluated.
     A condition that does not hold by `timeout` is said and left to the check to name, so the demo never
     hangs and never hides which queries have no data.
     """
@@ -193,14 +197,18 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
     def left() -> float:
         return max(1.0, timeout - (time.monotonic() - started))
 
+    scraped = "{" + promql_matcher("job", "=", job) + "}"
     try:
         prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=left())
-        prometheus.wait_for(f'{SELF_PENDING}{{job="{job}"}} == 0', timeout=left())
+        prometheus.wait_for(f"{SELF_PENDING}{scraped} == 0", timeout=left())
+        if demo.simulated:  # and the first injected fault, which pages at once
+            prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=left())
+        for counter in COUNTERS:  # rate() and increase() need two samples of a counter
+            if prometheus.query(f"{counter}{scraped}"):
+                prometheus.wait_for(f"count_over_time({counter}{scraped}[5m]) > 1", timeout=left())
         for record, expr in _recording_rules(demo.rendered):
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
                 prometheus.wait_for(record, timeout=left())
-        if demo.simulated:  # and the first injected fault, which pages at once
-            prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=left())
     except RemoteError as exc:
         echo(f"  still waiting after {time.monotonic() - started:.0f} s ({exc.format_message()}); checking anyway")
     return time.monotonic() - started
