@@ -248,21 +248,15 @@ class Applier:
         if step.action is Action.UNCHANGED:
             outcome.unchanged += 1
             return True
-        if step.action is Action.DRIFTED:
-            outcome.drifted.append(step)
-            self.echo(f"drifted    {label}: {step.reason}; not overwritten")
-        elif step.action is Action.CONFLICT:
-            outcome.conflicts.append(step)
-            self.echo(f"conflict   {label}: {step.reason}")
-        elif step.action is Action.KEEP:
-            outcome.kept.append(step)
-            self.echo(f"kept       {label}: {step.reason}")
-        elif step.action is Action.GONE:
-            outcome.gone.append(step)
-            self.echo(f"gone       {label}: {step.reason}")
-        else:
-            return False
-        return True
+        shown = {Action.DRIFTED: (outcome.drifted, "drifted", "; not overwritten"),
+                 Action.CONFLICT: (outcome.conflicts, "conflict", ""), Action.KEEP: (outcome.kept, "kept", ""),
+                 Action.GONE: (outcome.gone, "gone", "")}.get(step.action)
+        if shown is not None:
+            into, word, tail = shown
+            into.append(step)
+            self.echo(f"{word:<10} {label}: {step.reason}{tail}")
+            return True
+        return False
 
     def run(self, plan: Plan, dry_run: bool = False, verbose: bool = False) -> Outcome:
         outcome = Outcome()
