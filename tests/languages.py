@@ -125,44 +125,53 @@ def am_parse_matchers(text: str) -> list[tuple[str, str, str]]:
     return [am_parse_matcher(t) for t in tokens]
 
 
-def render_go_template(template: str, values: dict[str, str]) -> str:
-    """Render text and `{{ "literal" }}` / `{{ name }}` actions the way text/template would."""
-    out = []
-    while template:
-        start = template.find("{{")
-        if start < 0:
-            out.append(template)
-            break
-        out.append(template[:start])
-        action = template[start + 2:]
-        assert not action.startswith(("-", "/*")), f"trim marker or comment in {template!r}"
-        action = action.lstrip(" ")
-        if action.startswith('"'):
-            value, rest = read_go_string(action)
-            out.append(value)
-        else:
-            name, rest = re.match(r"([$.\w]+)(.*)", action, re.DOTALL).groups()  # type: ignore[union-attr]
-            out.append(values[name])
-        rest = rest.lstrip(" ")
-        assert rest.startswith("}}"), f"the action does not end where it should: {template!r}"
-        template = rest[2:]
-    return "".join(out)
-
-
-def template_actions(template: str) -> list[str]:
-    """The actions of a Go template, `{{` to `}}`, each read past the string literals inside it."""
-    actions = []
+def template_tokens(template: str) -> list[tuple[str, str]]:
+    """A Go template as ("text", text) and ("action", body) tokens; an action is read past its string literals."""
+    tokens = []
     while (start := template.find("{{")) >= 0:
+        tokens.append(("text", template[:start]))
         body, i = template[start + 2:], 0
+        assert not body.startswith(("-", "/*")), f"trim marker or comment in {template!r}"
         while not body.startswith("}}", i):
+            assert i < len(body), f"unterminated action in {template!r}"
             if body[i] == '"':
-                _, rest = read_go_string(body[i:])
+                _, rest = read_go_string(body[i:], promql=False)
                 i = len(body) - len(rest)
             else:
                 i += 1
-        actions.append(body[:i].strip())
+        tokens.append(("action", body[:i].strip()))
         template = body[i + 2:]
-    return actions
+    tokens.append(("text", template))
+    return tokens
+
+
+def template_actions(template: str) -> list[str]:
+    """The bodies of a Go template's actions."""
+    return [body for kind, body in template_tokens(template) if kind == "action"]
+
+
+def render_go_template(template: str, values: dict[str, str]) -> str:
+    """Render text, `{{ "literal" }}`, `{{ $name }}` and `{{ if $name }}..{{ else }}..{{ end }}` as text/template
+    would (an empty value is false)."""
+    out: list[str] = []
+    active, stack = True, []
+    for kind, body in template_tokens(template):
+        if kind == "text" or body.startswith('"'):
+            text = body if kind == "text" else read_go_string(body, promql=False)[0]
+            assert kind == "text" or read_go_string(body, promql=False)[1] == "", f"not one literal: {body!r}"
+            out.append(text if active else "")
+        elif body.startswith("if "):
+            condition = bool(values[body[3:].strip()])
+            stack.append((active, condition))
+            active = active and condition
+        elif body == "else":
+            active = stack[-1][0] and not stack[-1][1]
+        elif body == "end":
+            active = stack.pop()[0]
+        else:
+            out.append(values[body] if active else "")
+    assert not stack, f"unclosed if in {template!r}"
+    return "".join(out)
 
 
 def is_string_action(action: str) -> bool:
