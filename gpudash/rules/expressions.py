@@ -117,7 +117,8 @@ class AlertExpressions:
         if self.has("clock_event_active"):
             reasons = "|".join(THERMAL_OR_BRAKE_REASONS)
             active = self.q.profile.ref("clock_event_active").name
-            forms.append(self.per_gpu(f'max_over_time({active}{{clock_event=~"{reasons}"}}[{window}])'))
+            matcher = promql_matcher("clock_event", "=~", reasons)
+            forms.append(self.per_gpu(f"max_over_time({active}{{{matcher}}}[{window}])"))
         if self.has("clock_event_reasons"):
             mask = self.q.profile.ref("clock_event_reasons").name
             bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
