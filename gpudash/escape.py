@@ -4,7 +4,8 @@ A site string (cluster name, rack, scrape job, runbook URL, receiver option ...)
 function below turns arbitrary text into a token of its language that reads back as exactly that text.
 
 - `promql_string`: a PromQL string literal, for `label="..."` (Prometheus' lexer, then Go's strconv.Unquote).
-- `promql_regex`: a PromQL string literal holding an RE2 regex that matches exactly the text, for `=~`.
+- `promql_regex`: a PromQL string literal holding an RE2 regex that matches exactly the text, for `=~`
+  (`re2_literal` and `re2_any` give the pattern itself, for a matcher built with `promql_matcher`).
 - `yaml_scalar`: a one-line YAML scalar, for the few lines of YAML written as text.
 - `am_matcher`: an Alertmanager matcher `label="value"` (0.25's parser; also valid for the 0.27+ parser).
 - `go_template_text`: text inside a Go template (Prometheus annotations, Alertmanager notifier fields).
@@ -15,12 +16,13 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable
 
 import yaml
 
 # Go's regexp.QuoteMeta set: outside these, every character of an RE2 pattern stands for itself.
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _MATCH_OPS = ("=", "!=", "=~", "!~")
 
 
@@ -50,9 +52,19 @@ def promql_string(text: str) -> str:
     return go_string(text)
 
 
+def re2_literal(text: str) -> str:
+    """An RE2 pattern matching exactly `text`: Go's regexp.QuoteMeta."""
+    return _RE2_SPECIAL.sub(r"\\\1", text)
+
+
+def re2_any(texts: Iterable[str]) -> str:
+    """An RE2 pattern matching exactly one of `texts`, for an `=~` matcher (which goes through promql_string)."""
+    return "|".join(re2_literal(t) for t in texts)
+
+
 def promql_regex(text: str) -> str:
     """A PromQL string literal of an RE2 regex matching exactly `text` (Prometheus anchors it)."""
-    return promql_string(_RE2_SPECIAL.sub(r"\\\1", text))
+    return promql_string(re2_literal(text))
 
 
 def promql_matcher(label: str, op: str, value: str) -> str:
@@ -114,5 +126,5 @@ def _dump_value(text: str, style: str | None) -> str:
 
 def _check_matcher(label: str, op: str) -> None:
     # Label names and operators come from code, never from a config file: a bad one is a bug.
-    if not _LABEL_NAME.match(label) or op not in _MATCH_OPS:
+    if not _LABEL_NAME.fullmatch(label) or op not in _MATCH_OPS:
         raise ValueError(f"not a label matcher: {label!r} {op!r}")

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, THERMAL_OR_BRAKE_REASONS, Profile, Signal
-from gpudash.escape import promql_matcher
+from gpudash.escape import promql_matcher, re2_any
 from gpudash.settings import Thresholds
 
 Matcher = tuple[str, str, str]  # (label, operator, value)
@@ -104,8 +104,7 @@ class PromQL:
 
     def throttled(self) -> str:
         """1 per GPU while a thermal or power-brake clock event reason is set (bundled exporter only)."""
-        reasons = "|".join(THERMAL_OR_BRAKE_REASONS)
-        active = self.metric("clock_event_active", (("clock_event", "=~", reasons),))
+        active = self.metric("clock_event_active", (("clock_event", "=~", re2_any(THERMAL_OR_BRAKE_REASONS)),))
         return f"max by (cluster, instance, {self.gpu}) ({active})"
 
 

@@ -394,7 +394,7 @@ def _parse_site(source: str, data: Any) -> Site:
     clusters = _parse_clusters(top)
     receivers = _parse_receivers(top)
     site_id = top.string("site_id") if top.has("site_id") else ""
-    if site_id and not SITE_ID.match(site_id):
+    if site_id and not SITE_ID.fullmatch(site_id):
         top.fail(f"expected 1 to 30 of a-z, 0-9 and '-', starting with a letter or digit, got {site_id!r}", "site_id")
     folder_uid = grafana.grafana_uid("folder_uid") if grafana.has("folder_uid") else ""
     site = Site(

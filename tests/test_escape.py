@@ -15,7 +15,15 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from languages import am_parse_matchers, parse_promql_string, parse_re2_literal, read_go_string, render_go_template
 
-from gpudash.escape import am_matcher, go_template_text, promql_matcher, promql_regex, promql_string, yaml_scalar
+from gpudash.escape import (
+    am_matcher,
+    go_template_text,
+    promql_matcher,
+    promql_regex,
+    promql_string,
+    re2_any,
+    yaml_scalar,
+)
 from gpudash.rules.render import dump
 
 TRICKY = ['a"b', "a\\", '\\"', 'x", severity="critical', 'gpu-exporter"} or vector(1) #', "{{ .Foo }}", "a{",
@@ -38,6 +46,30 @@ def test_promql_regex_is_the_literal_text(text: str) -> None:
     assert parse_re2_literal(pattern) == text
     assert re.fullmatch(pattern, text, re.DOTALL)
     assert not re.fullmatch(pattern, text + "x", re.DOTALL)
+
+
+@given(st.lists(st.text(), min_size=1), st.text())
+def test_re2_any_matches_exactly_the_texts_given(texts: list[str], other: str) -> None:
+    pattern = parse_promql_string(promql_string(re2_any(texts)))
+    assert all(re.fullmatch(pattern, t, re.DOTALL) for t in texts)
+    assert [parse_re2_literal(p) for p in pattern_alternatives(pattern)] == texts
+    assert (re.fullmatch(pattern, other, re.DOTALL) is not None) == (other in texts)
+
+
+def pattern_alternatives(pattern: str) -> list[str]:
+    """Split a pattern at its top-level `|` (an escaped `\\|` is a literal)."""
+    parts, current, i = [], "", 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            current += pattern[i:i + 2]
+            i += 2
+        elif pattern[i] == "|":
+            parts.append(current)
+            current, i = "", i + 1
+        else:
+            current += pattern[i]
+            i += 1
+    return [*parts, current]
 
 
 @given(st.text())

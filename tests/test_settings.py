@@ -181,7 +181,7 @@ def test_site_id_and_folder_uid_given_explicitly(tmp_path: Path) -> None:
     assert load_site(site).grafana_folder_uid == "gpus"
 
 
-@pytest.mark.parametrize("value", ["Lab", "-lab", "lab_7", "a" * 31, "''", "7"])
+@pytest.mark.parametrize("value", ["Lab", "-lab", "lab_7", "a" * 31, "''", "7", '"lab\\n"'])
 def test_bad_site_id_is_one_line_naming_the_key(tmp_path: Path, value: str) -> None:
     site = tmp_path / "gpudash.yaml"
     site.write_text(f"site_id: {value}\n")

@@ -10,7 +10,7 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 from __future__ import annotations
 
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
-from gpudash.escape import promql_matcher
+from gpudash.escape import promql_matcher, re2_any
 from gpudash.promql import PromQL
 from gpudash.settings import Duration, Site
 
@@ -115,9 +115,8 @@ class AlertExpressions:
         window = self.a.temperature.window
         forms = []
         if self.has("clock_event_active"):
-            reasons = "|".join(THERMAL_OR_BRAKE_REASONS)
             active = self.q.profile.ref("clock_event_active").name
-            matcher = promql_matcher("clock_event", "=~", reasons)
+            matcher = promql_matcher("clock_event", "=~", re2_any(THERMAL_OR_BRAKE_REASONS))
             forms.append(self.per_gpu(f"max_over_time({active}{{{matcher}}}[{window}])"))
         if self.has("clock_event_reasons"):
             mask = self.q.profile.ref("clock_event_reasons").name
@@ -187,7 +186,7 @@ class AlertExpressions:
         if self.has("xid_total"):
             # The counter counts per code: a new event raises it, or starts the code's series at 1.
             op = "=~" if critical else "!~"
-            c = self.q.metric("xid_total", (("xid", op, "|".join(str(n) for n in self.a.xid.critical_codes)),))
+            c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in self.a.xid.critical_codes)),))
             parts.append(f"max by ({self.gpu}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
                          f"  ({c} unless {c} offset {w})\n)")
         return "\nor\n".join(parts) or None
