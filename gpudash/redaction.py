@@ -48,6 +48,13 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 
 def snippet(text: str, limit: int = 200) -> str:
-    """A server's answer as one line of at most `limit` characters, for a message."""
+    """A server's answer as one line of at most `limit` characters, for a message.
+
+    A long one keeps its start and its end: servers put the reason last ("...: many-to-many matching not
+    allowed"), and the series or body dumped in the middle is what can go.
+    """
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    if len(flat) <= limit:
+        return flat
+    tail = (limit - 1) // 3
+    return flat[: limit - 1 - tail] + "…" + flat[len(flat) - tail:]
