@@ -60,7 +60,7 @@ def _error_text(response: requests.Response | None, fallback: str) -> str:
     except ValueError:
         return f"HTTP {response.status_code}: {snippet(response.text)}"
     if isinstance(body, dict) and body.get("error"):
-        return snippet(str(body["error"]))
+        return snippet(str(body["error"]), 400)  # the reason comes last, after the series it names
     return f"HTTP {response.status_code}"
 
 
