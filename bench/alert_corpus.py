@@ -1,6 +1,6 @@
 """The alert scenario corpus: simulated GPU nodes, hours long at 15 s, written as promtool `input_series`.
 
-GPU readings come from gpudash.exporter.simulate (workloads and injected faults). The simulator models
+GPU readings come from gpudash.exporter.sim.source (workloads and injected faults). The simulator models
 GPUs only, so three things a scenario also needs are modelled here, separately and simply:
 
 - the node's CPU, as node_exporter publishes it (`node_load1`, `node_cpu_seconds_total`): a steady load
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Source
-from gpudash.exporter.simulate import Fleet, GpuReading, fleet_from_specs, parse_fault
+from gpudash.exporter.sim.source import Fleet, GpuReading, fleet_from_specs, parse_fault
 
 STEP = 15  # seconds between samples and between rule evaluations
 CLUSTER = "sim"

@@ -29,10 +29,10 @@ import yaml
 from alert_corpus import FLAVOURS, SCENARIOS, STEP, Scenario, input_series, throttle_onset
 
 from gpudash.catalog import profile
+from gpudash.config.settings import load_settings
 from gpudash.rules.alerts import GROUP_NAME as ALERTS_GROUP
 from gpudash.rules.recording import GROUP_NAME as RECORDING_GROUP
 from gpudash.rules.render import ALERTS_FILE, RECORDING_FILE, render_all
-from gpudash.settings import load_settings
 
 BY = "alertname, severity, instance, gpu"
 FIRING = 'ALERTS{alertstate="firing"}'

@@ -36,9 +36,9 @@ import fleetgen as fg
 import grafana_load
 
 from gpudash.catalog import DCGM
-from gpudash.dashboards_build import build_all
-from gpudash.promql import recording_rules
-from gpudash.settings import Settings, load_settings
+from gpudash.config.settings import Settings, load_settings
+from gpudash.dashboards.build import build_all
+from gpudash.promql.builders import recording_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 DCGM_12239 = ROOT / "tests" / "fixtures" / "dcgm-exporter" / "dashboard-12239.json"

@@ -4,7 +4,7 @@ The fleet is N GPUs on N/8 nodes in N/1,024 clusters (at least 2, at most 8), la
 scraped by Prometheus (gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION, then
 instance, job, cluster).
 
-Behaviour comes from gpudash's simulated node (`gpudash.exporter.simulate.Fleet`): a pool of
+Behaviour comes from gpudash's simulated node (`gpudash.exporter.sim.source.Fleet`): a pool of
 `TEMPLATE_NODES` distinct nodes (each its own seed, workload mix, job start and at most one injected fault)
 is simulated once, and fleet node n behaves like pool node n % TEMPLATE_NODES, its temperatures shifted by
 -2..+2 C (rack airflow) so the hottest GPUs differ from node to node. Fleets up to 8 x TEMPLATE_NODES GPUs
@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, DCGM, THERMAL_OR_BRAKE_REASONS, Profile
-from gpudash.exporter.simulate import FAULTS, Fault, Fleet
-from gpudash.promql import signals_in
+from gpudash.exporter.sim.source import FAULTS, Fault, Fleet
+from gpudash.promql.builders import signals_in
 
 GPUS_PER_NODE = 8
 TEMPLATE_NODES = 32

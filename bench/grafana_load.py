@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudash.check_targets import interpolate
+from gpudash.check.targets import interpolate
 
 SCREEN_PX = 1600
 GRID_COLUMNS = 24

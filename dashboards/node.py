@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from grafanalib import core as G
 
-from gpudash.dashboards_build import BuildContext
-from gpudash.gpu_panels import comparison_row, stat_row
-from gpudash.panels import (
+from gpudash.dashboards.build import BuildContext
+from gpudash.dashboards.gpu_panels import comparison_row, stat_row
+from gpudash.dashboards.panels import (
     GREEN,
     RED,
     Layout,

@@ -18,15 +18,15 @@ from gpudash.errors import GpudashError
 
 # name -> (module, attribute, one-line summary shown by `gpudash --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "dashboards": ("gpudash.dashboards_cli", "dashboards", "Generate the Grafana dashboards as JSON."),
+    "dashboards": ("gpudash.dashboards.cli", "dashboards", "Generate the Grafana dashboards as JSON."),
     "rules": ("gpudash.rules.cli", "rules", "Render alert/recording rules, Alertmanager and scrape config."),
     "exporter": ("gpudash.exporter.cli", "exporter", "Run the NVML (or simulated) GPU exporter."),
     "push": ("gpudash.sync.cli", "push", "Create or update every dashboard in Grafana."),
     "diff": ("gpudash.sync.cli", "diff", "Show how Grafana's dashboards differ from the local ones."),
     "sync": ("gpudash.sync.cli", "sync", "Write only what changed to Grafana; refuse to clobber UI edits."),
     "provision": ("gpudash.sync.cli", "provision", "Bring an empty Grafana to a working state."),
-    "check": ("gpudash.check", "check", "Run every panel and rule query against a live Prometheus."),
-    "demo": ("gpudash.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
+    "check": ("gpudash.check.cli", "check", "Run every panel and rule query against a live Prometheus."),
+    "demo": ("gpudash.stack.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
 }
 
 

@@ -16,12 +16,12 @@ from typing import Any
 import yaml
 
 from gpudash.catalog import Source, profile
-from gpudash.check_promql import filters, offsets
-from gpudash.check_run import GroupResult, Result, Status
-from gpudash.check_targets import PANEL, VARIABLE
-from gpudash.loopback import LoopbackHTTPServer
-from gpudash.promql import signals_in
-from gpudash.settings import Settings
+from gpudash.check.run import GroupResult, Result, Status
+from gpudash.check.targets import PANEL, VARIABLE
+from gpudash.config.settings import Settings
+from gpudash.promql.builders import signals_in
+from gpudash.promql.scanner import filters, offsets
+from gpudash.stack.loopback import LoopbackHTTPServer
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "tests" / "fixtures"  # the `reference` fixture's folder, for module-scoped fixtures

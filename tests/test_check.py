@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpudash.check import as_json, dashboard_groups, render_table, summary
-from gpudash.check_promql import filters, offsets, selectors, widened, windows, without_offsets
-from gpudash.check_run import GroupResult, Result, Status
-from gpudash.check_targets import (
+from gpudash.check.cli import as_json, dashboard_groups, render_table, summary
+from gpudash.check.run import GroupResult, Result, Status
+from gpudash.check.targets import (
     ALERT,
     PANEL,
     RECORDING,
@@ -35,7 +34,8 @@ from gpudash.check_targets import (
     unresolved,
 )
 from gpudash.errors import ConfigError
-from gpudash.stack import free_port
+from gpudash.promql.scanner import filters, offsets, selectors, widened, windows, without_offsets
+from gpudash.stack.process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from gpudash.catalog import PROFILES
-from gpudash.dashboards_build import build_all, check_all, render, write_all
+from gpudash.config.settings import load_settings
+from gpudash.dashboards.build import build_all, check_all, render, write_all
 from gpudash.errors import ConfigError, OutputError, StaleOutputError
 from gpudash.files import RECORD
-from gpudash.promql import RECORDING_BY_NAME
-from gpudash.settings import load_settings
+from gpudash.promql.builders import RECORDING_BY_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from grafana_standin import StandIn
 
-from gpudash.check_run import GroupResult, Result, Status
-from gpudash.check_targets import PANEL, Group, Query
-from gpudash.demo import FAULTS, GPUS, not_yet, nvml_gpu_count
-from gpudash.demo_report import notification_line, render_brief
+from gpudash.check.run import GroupResult, Result, Status
+from gpudash.check.targets import PANEL, Group, Query
+from gpudash.stack.demo import FAULTS, GPUS, not_yet, nvml_gpu_count
+from gpudash.stack.demo_report import notification_line, render_brief
 
 ROOT = Path(__file__).resolve().parent.parent
 

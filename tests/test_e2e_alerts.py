@@ -18,8 +18,8 @@ import pytest
 import yaml
 from e2e_support import ROOT, gpudash_rules, site_yaml
 
-from gpudash.stack import Alertmanager, Prometheus, free_port
-from gpudash.stack_cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
+from gpudash.stack.cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
+from gpudash.stack.process import Alertmanager, Prometheus, free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -20,13 +20,13 @@ import yaml
 from e2e_support import REFERENCE, ROOT, StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, statuses, unexplained
 
 from gpudash.catalog import Source, profile
-from gpudash.check import built_dashboards, dashboard_groups, run_check
-from gpudash.check_run import GroupResult, Status
-from gpudash.check_targets import VARIABLE, load_dashboards, rule_groups
-from gpudash.promql import signals_in
-from gpudash.settings import load_settings
-from gpudash.stack import Prometheus
-from gpudash.stack_cluster import prometheus_config, scrape_jobs
+from gpudash.check.cli import built_dashboards, dashboard_groups, run_check
+from gpudash.check.run import GroupResult, Status
+from gpudash.check.targets import VARIABLE, load_dashboards, rule_groups
+from gpudash.config.settings import load_settings
+from gpudash.promql.builders import signals_in
+from gpudash.stack.cluster import prometheus_config, scrape_jobs
+from gpudash.stack.process import Prometheus
 
 pytestmark = pytest.mark.e2e
 

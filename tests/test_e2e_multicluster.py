@@ -19,13 +19,13 @@ import pytest
 from e2e_support import ROOT, gpudash_rules, site_yaml, unexplained
 
 from gpudash.catalog import profile
-from gpudash.check import dashboard_groups, run_check
-from gpudash.check_client import Prometheus as Client
-from gpudash.check_client import Window
-from gpudash.check_run import Status
-from gpudash.check_targets import PANEL, VARIABLE, load_dashboards
-from gpudash.stack import Prometheus
-from gpudash.stack_cluster import ExporterProcess, VictoriaMetrics, prometheus_config, rule_files, scrape_jobs
+from gpudash.check.cli import dashboard_groups, run_check
+from gpudash.check.client import Prometheus as Client
+from gpudash.check.client import Window
+from gpudash.check.run import Status
+from gpudash.check.targets import PANEL, VARIABLE, load_dashboards
+from gpudash.stack.cluster import ExporterProcess, VictoriaMetrics, prometheus_config, rule_files, scrape_jobs
+from gpudash.stack.process import Prometheus
 
 pytestmark = pytest.mark.e2e
 

@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.stack import free_port
+from gpudash.stack.process import free_port
 
 # Run on a GPU node, the exporter must not need the dashboard side: with these blocked it still serves.
 BLOCKER = textwrap.dedent(
     """
     import importlib.abc, sys
     BLOCKED = ("grafanalib", "grafana_client", "prometheus_api_client", "niquests", "requests",
-               "gpudash.settings", "gpudash.dashboards", "gpudash.dashboards_build", "gpudash.dashboards_cli",
-               "gpudash.panels", "gpudash.gpu_panels", "gpudash.modern", "gpudash.promql", "gpudash.rules",
-               "gpudash.sync", "gpudash.check", "gpudash.demo", "gpudash.stack")
+               "gpudash.config.settings", "gpudash.dashboards", "gpudash.promql", "gpudash.rules", "gpudash.sync",
+               "gpudash.check", "gpudash.stack")
 
     class Blocker(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):

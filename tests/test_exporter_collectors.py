@@ -10,7 +10,7 @@ from gpudash.catalog import BY_KEY
 from gpudash.errors import ExporterError
 from gpudash.exporter.collectors import load_collectors, parse_collectors
 from gpudash.exporter.poller import Poller
-from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs
+from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
 
 
 def _uncommented_fields(path: Path) -> set[str]:

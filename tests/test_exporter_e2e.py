@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs
-from gpudash.stack import Prometheus
+from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
+from gpudash.stack.process import Prometheus
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import STATIC_KEYS, Poller
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs
+from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
 from gpudash.exporter.source import COSTLY_KEYS, GpuIdentity, GpuReading
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -8,7 +8,7 @@ import pytest
 
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
-from gpudash.exporter.simulate import Fault, Fleet, SimulatedSource, fleet_from_specs, parse_fault
+from gpudash.exporter.sim.source import Fault, Fleet, SimulatedSource, fleet_from_specs, parse_fault
 
 BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
 

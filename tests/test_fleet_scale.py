@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from gpudash.catalog import DCGM
-from gpudash.dashboards_build import build_all
-from gpudash.promql import recording_rules
-from gpudash.settings import load_settings
+from gpudash.config.settings import load_settings
+from gpudash.dashboards.build import build_all
+from gpudash.promql.builders import recording_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))

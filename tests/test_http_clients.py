@@ -20,12 +20,12 @@ import pytest
 from click.testing import CliRunner
 
 from gpudash.catalog import profile
-from gpudash.check import check, run_check, summary
-from gpudash.check_client import Prometheus, QueryError
-from gpudash.check_run import Status
-from gpudash.check_targets import PANEL, Group, Query
+from gpudash.check.cli import check, run_check, summary
+from gpudash.check.client import Prometheus, QueryError
+from gpudash.check.run import Status
+from gpudash.check.targets import PANEL, Group, Query
 from gpudash.errors import RemoteError
-from gpudash.loopback import LoopbackHTTPServer
+from gpudash.stack.loopback import LoopbackHTTPServer
 from gpudash.sync.client import Connection, Grafana, GrafanaFailure, connection_from
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,7 +206,7 @@ def test_credentials_in_the_url_log_in_and_are_never_shown(server: Misbehaving, 
 
 
 def test_credentials_are_not_in_the_unreachable_line() -> None:
-    from gpudash.stack import free_port
+    from gpudash.stack.process import free_port
 
     port = free_port()
     with pytest.raises(RemoteError) as caught:

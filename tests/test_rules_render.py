@@ -15,8 +15,9 @@ from languages import am_parse_matchers, is_string_action, promql_code, render_g
 
 from gpudash.catalog import SIGNALS
 from gpudash.cli import cli
+from gpudash.config.settings import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
-from gpudash.promql import RECORDINGS
+from gpudash.promql.builders import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR
 from gpudash.rules.alerts import ALERT_NAMES
 from gpudash.rules.render import (
@@ -28,7 +29,6 @@ from gpudash.rules.render import (
     stale_files,
     write_files,
 )
-from gpudash.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,7 +146,7 @@ def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Pat
 def test_a_threshold_change_moves_rules_and_dashboard_steps_together(
         thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         path: tuple[str, ...], value: float, alert: str, expected: str, scale: tuple[int, ...]) -> None:
-    build_all = pytest.importorskip("gpudash.dashboards_build").build_all
+    build_all = pytest.importorskip("gpudash.dashboards.build").build_all
     monkeypatch.chdir(tmp_path)
 
     def steps(settings: Settings) -> set[float]:

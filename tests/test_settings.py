@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpudash.config.settings import load_settings, load_site, load_thresholds, parse_duration
 from gpudash.errors import ConfigError
-from gpudash.settings import load_settings, load_site, load_thresholds, parse_duration
 
 
 def test_committed_thresholds_load_with_the_documented_levels(root: Path) -> None:

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from gpudash.errors import RemoteError
-from gpudash.stack import Alertmanager, Prometheus
+from gpudash.stack.process import Alertmanager, Prometheus
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from gpudash.catalog import SIGNALS
 from gpudash.errors import UsageError
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs, parse_seconds
+from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs, parse_seconds
 from gpudash.exporter.source import Source
 from gpudash.exporter.webconfig import load_web_config
 

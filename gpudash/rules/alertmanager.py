@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
+from gpudash.config.settings import NotificationTiming, Receiver, Settings
 from gpudash.escape import am_matcher, go_template_text
-from gpudash.settings import NotificationTiming, Receiver, Settings
 
 SECRETS_DIR = "/etc/alertmanager/secrets"
 CRITICAL_RECEIVER = "gpudash-critical"

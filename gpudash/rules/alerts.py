@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
+from gpudash.config.settings import Duration, Settings
 from gpudash.escape import go_template_text
-from gpudash.promql import PromQL
+from gpudash.promql.builders import PromQL
 from gpudash.rules.expressions import AlertExpressions
-from gpudash.settings import Duration, Settings
 
 GROUP_NAME = "gpudash-gpu-alerts"
 

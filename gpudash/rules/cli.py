@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from gpudash.config.settings import load_settings
 from gpudash.errors import StaleOutputError
 from gpudash.rules.render import render_all, stale_files, write_files
-from gpudash.settings import load_settings
 
 
 @click.command("rules")

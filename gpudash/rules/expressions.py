@@ -10,9 +10,9 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 from __future__ import annotations
 
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
+from gpudash.config.settings import Duration, Site
 from gpudash.escape import promql_matcher, re2_any
-from gpudash.promql import PromQL
-from gpudash.settings import Duration, Site
+from gpudash.promql.builders import PromQL
 
 NODE_LOAD1 = "node_load1"
 NODE_CPU_SECONDS = "node_cpu_seconds_total"

@@ -1,12 +1,12 @@
-"""The recording rule file, rendered from the registry in gpudash.promql that the dashboards read too."""
+"""The recording rule file, rendered from the registry in gpudash.promql.builders that the dashboards read too."""
 
 from __future__ import annotations
 
 from gpudash.catalog import profile as catalog_profile
+from gpudash.config.settings import Settings
 from gpudash.escape import yaml_scalar
-from gpudash.promql import recording_rules
+from gpudash.promql.builders import recording_rules
 from gpudash.rules.render import dump
-from gpudash.settings import Settings
 
 GROUP_NAME = "gpudash-gpu-recording"
 

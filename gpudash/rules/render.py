@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
+from gpudash.config.settings import Settings
 from gpudash.escape import yaml_style
 from gpudash.files import write_tree
-from gpudash.settings import Settings
 
 ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
 RECORDING_FILE = "prometheus/gpu-recording.rules.yml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.settings import Settings
+from gpudash.config.settings import Settings
 
 
 def scrape_config(settings: Settings) -> dict[str, Any]:

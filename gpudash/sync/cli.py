@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
+from gpudash.config.settings import load_settings
 from gpudash.errors import DriftError, UsageError
-from gpudash.settings import load_settings
 from gpudash.sync import diffing
 from gpudash.sync.apply import Applier, Outcome, Target, ensure_folder, read_plan
 from gpudash.sync.client import ChangedMeanwhile, Grafana, GrafanaFailure, connection_from

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from gpudash.loopback import LoopbackHTTPServer
+from gpudash.stack.loopback import LoopbackHTTPServer
 
 from . import dashboards, datasources, folders, search
 from .flavor import Flavor

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from gpudash.catalog import PROFILES
-from gpudash.dashboards_build import DEFAULT_DEFINITIONS, JSON_DIR_NAME, build_all, check_all, write_all
-from gpudash.settings import load_settings
+from gpudash.config.settings import load_settings
+from gpudash.dashboards.build import DEFAULT_DEFINITIONS, JSON_DIR_NAME, build_all, check_all, write_all
 
 
 @click.command("dashboards")

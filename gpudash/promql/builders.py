@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, THERMAL_OR_BRAKE_REASONS, Profile, Signal
+from gpudash.config.settings import Thresholds
 from gpudash.escape import promql_matcher, re2_any
-from gpudash.settings import Thresholds
 
 Matcher = tuple[str, str, str]  # (label, operator, value)
 

@@ -20,9 +20,9 @@ from typing import Any
 import click
 
 from gpudash.catalog import PROFILES, Profile, profile
-from gpudash.check_client import QUERY_TIMEOUT_S, Prometheus, Window
-from gpudash.check_run import Checker, GroupResult, Result, Status
-from gpudash.check_targets import (
+from gpudash.check.client import QUERY_TIMEOUT_S, Prometheus, Window
+from gpudash.check.run import Checker, GroupResult, Result, Status
+from gpudash.check.targets import (
     RULES_PREFIX,
     Group,
     Interpolation,
@@ -32,9 +32,9 @@ from gpudash.check_targets import (
     parse_range,
     rule_groups,
 )
+from gpudash.config.settings import Settings, load_settings, parse_duration
 from gpudash.errors import CheckFailed, UsageError
 from gpudash.redaction import split_userinfo
-from gpudash.settings import Settings, load_settings, parse_duration
 
 DEFAULT_URL = "http://127.0.0.1:9090"
 DEFAULT_DASHBOARDS = Path("dashboards/json")
@@ -56,7 +56,7 @@ def dashboard_groups(dashboards: Sequence[tuple[dict[str, Any], str]], scrape_in
 def built_dashboards(settings: Settings, profile_name: str, definitions: Path = Path("dashboards")
                      ) -> list[tuple[dict[str, Any], str]]:
     """The dashboards generated in memory for a metric profile (what `gpudash dashboards --profile` writes)."""
-    from gpudash.dashboards_build import build_all
+    from gpudash.dashboards.build import build_all
 
     built = build_all(settings, definitions, profile_name=profile_name)
     return [(data, f"{definitions}/ (profile {profile_name})") for _, data in sorted(built.items())]

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check import render_table
-from gpudash.check_run import GroupResult, Status
+from gpudash.check.cli import render_table
+from gpudash.check.run import GroupResult, Status
+from gpudash.config.settings import Settings
 from gpudash.errors import RemoteError
-from gpudash.promql import PromQL
-from gpudash.settings import Settings
-from gpudash.stack import Prometheus
-from gpudash.stack_cluster import WebhookReceiver
+from gpudash.promql.builders import PromQL
+from gpudash.stack.cluster import WebhookReceiver
+from gpudash.stack.process import Prometheus
 
 FIRING = 'ALERTS{alertstate="firing"}'
 PENDING = 'ALERTS{alertstate="pending"}'

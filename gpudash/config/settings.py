@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpudash.config_reader import Duration, Reader, parse_duration
+from gpudash.config.reader import Duration, Reader, parse_duration
 from gpudash.errors import ConfigError
 from gpudash.yamlfile import YamlError, parse_yaml
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
-from gpudash.check_client import Prometheus, QueryError, Window, series_count
-from gpudash.check_promql import Selector, filters, offsets, selectors, widened, windows, without_offsets
-from gpudash.check_targets import ALERT, VARIABLE, Group, Query, unresolved
-from gpudash.promql import RECORDING_BY_NAME
+from gpudash.check.client import Prometheus, QueryError, Window, series_count
+from gpudash.check.targets import ALERT, VARIABLE, Group, Query, unresolved
+from gpudash.promql.builders import RECORDING_BY_NAME
+from gpudash.promql.scanner import Selector, filters, offsets, selectors, widened, windows, without_offsets
 
 
 class Status(Enum):

@@ -13,7 +13,7 @@ from typing import Any
 
 from grafanalib import core as G
 
-from gpudash.settings import Levels, Thresholds
+from gpudash.config.settings import Levels, Thresholds
 
 GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
 FULL_WIDTH = 24
@@ -31,7 +31,7 @@ class Query:
 
 
 def color_steps(*pairs: tuple[str, float | None]) -> list[G.Threshold]:
-    # grafanalib writes the first step's value as the string "null"; gpudash.modern turns it into JSON null.
+    # grafanalib writes the first step's value as the string "null"; grafanalib_fixups turns it into JSON null.
     return [G.Threshold(color, index, float(value or 0.0)) for index, (color, value) in enumerate(pairs)]
 
 

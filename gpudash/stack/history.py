@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpudash.errors import RemoteError
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
-from gpudash.exporter.simulate import SimulatedSource, fleet_from_specs
-from gpudash.stack import Prometheus
+from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
+from gpudash.stack.process import Prometheus
 
 DAY = 86400
 

@@ -5,8 +5,17 @@ Each function adds its panels to a Layout and leaves out what the metric profile
 
 from __future__ import annotations
 
-from gpudash.panels import GREEN, Layout, Query, color_steps, level_steps, stat, timeseries, utilization_steps
-from gpudash.promql import PromQL, Scope
+from gpudash.dashboards.panels import (
+    GREEN,
+    Layout,
+    Query,
+    color_steps,
+    level_steps,
+    stat,
+    timeseries,
+    utilization_steps,
+)
+from gpudash.promql.builders import PromQL, Scope
 
 
 def aggregate(q: PromQL, level: str, what: str) -> str | None:

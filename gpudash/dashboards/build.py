@@ -1,9 +1,10 @@
 """Build the dashboards from their definitions (dashboards/*.py), render them deterministically, write them.
 
 A definition file is plain Python that defines `UID`, `TITLE` and `build(ctx: BuildContext) -> Dashboard`
-(a grafanalib Dashboard). The output is modern Grafana JSON (see gpudash.modern) with sorted keys, written
-all or nothing to `<out>/<uid>.json`; two runs give identical bytes. A JSON file no definition produces any more
-is deleted only when gpudash recorded writing it and it is unchanged (see gpudash.files).
+(a grafanalib Dashboard). The output is modern Grafana JSON (see gpudash.dashboards.grafanalib_fixups) with
+sorted keys, written all or nothing to `<out>/<uid>.json`; two runs give identical bytes. A JSON file no
+definition produces any more is deleted only when gpudash recorded writing it and it is unchanged (see
+gpudash.files).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from grafanalib import core as G
 from grafanalib._gen import DashboardEncoder
 
 from gpudash.catalog import Profile, profile
+from gpudash.config.settings import Settings
+from gpudash.dashboards.grafanalib_fixups import modernize
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import Outcome, stale_owned, write_owned
-from gpudash.modern import modernize
-from gpudash.promql import PromQL, dashboard_scope
-from gpudash.settings import Settings
+from gpudash.promql.builders import PromQL, dashboard_scope
 
 DEFAULT_DEFINITIONS = Path("dashboards")
 JSON_DIR_NAME = "json"

@@ -29,17 +29,15 @@ import yaml
 
 from gpudash.catalog import SIGNALS
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check import dashboard_groups, failures, run_check, summary
-from gpudash.check_run import GroupResult, Status
-from gpudash.check_targets import load_dashboards, rule_groups
-from gpudash.demo_report import alert_line, fleet_summary, notification_line, render_brief
+from gpudash.check.cli import dashboard_groups, failures, run_check, summary
+from gpudash.check.run import GroupResult, Status
+from gpudash.check.targets import load_dashboards, rule_groups
+from gpudash.config.settings import Settings, load_settings, parse_duration
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.exporter.render import SELF_PENDING
-from gpudash.promql import RECORDING_BY_NAME
-from gpudash.settings import Settings, load_settings, parse_duration
-from gpudash.stack import Alertmanager, Prometheus, free_port
-from gpudash.stack_cluster import (
+from gpudash.promql.builders import RECORDING_BY_NAME
+from gpudash.stack.cluster import (
     ExporterProcess,
     NodeExporter,
     WebhookReceiver,
@@ -49,6 +47,8 @@ from gpudash.stack_cluster import (
     rule_files,
     scrape_jobs,
 )
+from gpudash.stack.demo_report import alert_line, fleet_summary, notification_line, render_brief
+from gpudash.stack.process import Alertmanager, Prometheus, free_port
 
 CLUSTER = "demo"
 INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the production 15 s
@@ -155,7 +155,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
 @contextmanager
 def _with_yesterday(config: str, files: dict[str, str], address: str, job: str,
                     echo: Any) -> Iterator[Prometheus]:
-    from gpudash.stack_history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
+    from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 
     started = time.monotonic()
     times = moments(time.time() - DAY, 10 * 60, 30 * 60, 30.0)

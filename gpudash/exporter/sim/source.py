@@ -17,9 +17,9 @@ fleet's epoch (its job start); ``epoch`` is the Unix time of ``t = 0`` and only 
 - ``SimulatedSource(fleet)`` serves the fleet through the exporter's ``Source`` interface, reading the
   wall clock minus ``fleet.epoch`` as ``t``.
 - ``fleet_from_specs(n, seed, workloads=["3=idle"], faults=["2=leak"])`` builds one from CLI strings
-  (``epoch=None``: now); ``parse_fault``/``parse_workload`` (gpudash.exporter.simspec) parse one each.
+  (``epoch=None``: now); ``parse_fault``/``parse_workload`` (gpudash.exporter.sim.spec) parse one each.
 
-Counters are integrated from t = 0 (gpudash.exporter.simcounters), so sample within 400 days of the
+Counters are integrated from t = 0 (gpudash.exporter.sim.counters), so sample within 400 days of the
 epoch; a first read far from it costs about a second per simulated day. XID timestamps, the last XID
 code (held 5 minutes, as the exporter does) and per-code counts are in ``GpuReading.xid``.
 
@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
-from gpudash.exporter.simcounters import Integral
-from gpudash.exporter.simspec import (
+from gpudash.exporter.sim.counters import Integral
+from gpudash.exporter.sim.spec import (
     DEFAULT_FAULT_START,
     FAULTS,
     WORKLOADS,

@@ -9,7 +9,7 @@ directory. Nothing is mocked::
         am.alerts()
 
 ``rule_files`` are written beside the config file, so the config names them by relative path. The
-lifecycle is ManagedProcess's, which gpudash.stack_cluster's servers share. Only the standard library is
+lifecycle is ManagedProcess's, which gpudash.stack.cluster's servers share. Only the standard library is
 used (urllib), so this module is also safe on the exporter's side.
 """
 
@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from gpudash.errors import RemoteError
-from gpudash.loopback import OnLoopback
+from gpudash.stack.loopback import OnLoopback
 
 _START_ATTEMPTS = 3  # a free port can be taken between choosing it and binding it
 _P = TypeVar("_P", bound="ManagedProcess")

@@ -1,0 +1,1 @@
+"""Building the dashboards: panel builders, grafanalib's output fixed to current Grafana JSON, the command."""

@@ -1,0 +1,1 @@
+"""PromQL: the query builders, the recording-rule registry and the expression scanner."""

@@ -1,0 +1,1 @@
+"""The local stack: managed Prometheus and Alertmanager processes, loopback servers, history, the demo."""
