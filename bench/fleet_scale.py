@@ -36,7 +36,7 @@ import fleetgen as fg
 import grafana_load
 
 from gpudash.catalog import DCGM
-from gpudash.config.settings import Settings, load_settings
+from gpudash.config.loading import Settings, load_settings
 from gpudash.dashboards.build import build_all
 from gpudash.promql.builders import recording_rules
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpudash.config.settings import load_settings, load_site, load_thresholds, parse_duration
+from gpudash.config.durations import parse_duration
+from gpudash.config.loading import load_settings, load_site, load_thresholds
 from gpudash.errors import ConfigError
 
 

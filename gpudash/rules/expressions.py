@@ -10,7 +10,8 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 from __future__ import annotations
 
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
-from gpudash.config.settings import Duration, Site
+from gpudash.config.durations import Duration
+from gpudash.config.site import Site
 from gpudash.escape import promql_matcher, re2_any
 from gpudash.promql.builders import PromQL
 
