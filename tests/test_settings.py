@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpudash.catalog import PROFILES
 from gpudash.config.loading import load_settings, load_site, load_thresholds
 from gpudash.errors import ConfigError
 
@@ -118,6 +119,13 @@ def test_missing_file_broken_yaml_and_empty_file(tmp_path: Path) -> None:
     listed.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match=r"\(top level\): expected a mapping, got a list"):
         load_thresholds(listed)
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_the_site_takes_every_catalog_profile(tmp_path: Path, name: str) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(f"profile: {name}\n")
+    assert load_site(site).profile == name
 
 
 def test_site_defaults_and_validation(tmp_path: Path) -> None:
