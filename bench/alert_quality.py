@@ -29,7 +29,7 @@ import yaml
 from alert_corpus import FLAVOURS, SCENARIOS, STEP, Scenario, input_series, throttle_onset
 
 from gpudash.catalog import profile
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.rules.alerts import GROUP_NAME as ALERTS_GROUP
 from gpudash.rules.recording import GROUP_NAME as RECORDING_GROUP
 from gpudash.rules.render import ALERTS_FILE, RECORDING_FILE, render_all

@@ -36,7 +36,7 @@ import fleetgen as fg
 import grafana_load
 
 from gpudash.catalog import DCGM
-from gpudash.config.settings import Settings, load_settings
+from gpudash.config.loading import Settings, load_settings
 from gpudash.dashboards.build import build_all
 from gpudash.promql.builders import recording_rules
 
@@ -108,9 +108,8 @@ def build_tsdb(gpus: int, settings: Settings, keys: list[str], cache: Path, end:
 
 def fleet_timeline(settings: Settings, end: int) -> fg.Timeline:
     """Full detail over the fleet dashboard's default range, now and one comparison offset earlier."""
-    dashboards_range = grafana_load.seconds(str(settings.thresholds.dashboards.default_range))
-    offset = grafana_load.seconds(str(settings.thresholds.dashboards.comparison_offset))
-    return fg.dashboard_timeline(end, dashboards_range, offset)
+    knobs = settings.thresholds.dashboards
+    return fg.dashboard_timeline(end, knobs.default_range.seconds, knobs.comparison_offset.seconds)
 
 
 def backfill_raw(gpus: int, settings: Settings, keys: list[str], cache: Path, end: int, workers: int, seed: int,

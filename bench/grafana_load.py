@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.check.targets import interpolate
+from gpudash.config.durations import grafana_ms
 
 SCREEN_PX = 1600
 GRID_COLUMNS = 24
@@ -44,7 +45,6 @@ _ROUND_MS = ((15, 10), (35, 20), (75, 50), (150, 100), (350, 200), (750, 500), (
              (210000, 120000), (450000, 300000), (750000, 600000), (1050000, 900000), (1500000, 1200000),
              (2700000, 1800000), (5400000, 3600000), (9000000, 7200000), (16200000, 10800000),
              (32400000, 21600000), (86400000, 43200000), (604800000, 86400000))
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def round_interval_ms(ms: float) -> int:
@@ -56,12 +56,12 @@ def round_interval_ms(ms: float) -> int:
 
 def seconds(text: str) -> int:
     """'15s', '1m', '6h' -> seconds; '' -> 0."""
-    match = re.fullmatch(r"(\d+)([smhdw])", text.strip())
     if not text.strip():
         return 0
-    if not match:
+    ms = grafana_ms(text.strip(), units=("s", "m", "h", "d", "w"))
+    if ms is None:
         raise ValueError(f"not a Grafana interval: {text!r}")
-    return int(match.group(1)) * _UNITS[match.group(2)]
+    return ms // 1000
 
 
 def grafana_step(range_s: int, max_points: int, min_s: int) -> int:

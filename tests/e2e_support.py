@@ -18,7 +18,7 @@ import yaml
 from gpudash.catalog import Source, profile
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import PANEL, VARIABLE
-from gpudash.config.settings import Settings
+from gpudash.config.loading import Settings
 from gpudash.promql.builders import signals_in
 from gpudash.promql.scanner import filters, offsets
 from gpudash.stack.loopback import LoopbackHTTPServer

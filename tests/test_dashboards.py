@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gpudash.catalog import PROFILES
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all, check_all, render, write_all
 from gpudash.errors import ConfigError, OutputError, StaleOutputError
 from gpudash.files import RECORD

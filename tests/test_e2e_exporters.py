@@ -23,7 +23,7 @@ from gpudash.catalog import Source, profile
 from gpudash.check.cli import built_dashboards, dashboard_groups, run_check
 from gpudash.check.run import GroupResult, Status
 from gpudash.check.targets import VARIABLE, load_dashboards, rule_groups
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.promql.builders import signals_in
 from gpudash.stack.cluster import prometheus_config, scrape_jobs
 from gpudash.stack.process import Prometheus

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from languages import render_go_template
 from test_rules_promtool import ROOT, run, tool
 
-from gpudash.config.reader import MAX_DURATION_SECONDS
-from gpudash.config.settings import load_settings
+from gpudash.config.durations import MAX_DURATION_SECONDS
+from gpudash.config.loading import load_settings
 from gpudash.escape import am_matcher, promql_string
 from gpudash.rules.alertmanager import CRITICAL_RECEIVER
 from gpudash.rules.render import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, render_all, write_files

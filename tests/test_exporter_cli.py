@@ -20,8 +20,9 @@ BLOCKER = textwrap.dedent(
     """
     import importlib.abc, sys
     BLOCKED = ("grafanalib", "grafana_client", "prometheus_api_client", "niquests", "requests",
-               "gpudash.config.settings", "gpudash.dashboards", "gpudash.promql", "gpudash.rules", "gpudash.sync",
-               "gpudash.check", "gpudash.stack")
+               "gpudash.config.loading", "gpudash.config.site", "gpudash.config.thresholds", "gpudash.config.reader",
+               "gpudash.dashboards", "gpudash.promql", "gpudash.rules", "gpudash.sync", "gpudash.check",
+               "gpudash.stack")
 
     class Blocker(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):

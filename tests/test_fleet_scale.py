@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpudash.catalog import DCGM
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all
 from gpudash.promql.builders import recording_rules
 

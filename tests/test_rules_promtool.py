@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.rules.render import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE, render_all, write_files
 
 ROOT = Path(__file__).resolve().parent.parent

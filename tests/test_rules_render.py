@@ -15,7 +15,7 @@ from languages import am_parse_matchers, is_string_action, promql_code, render_g
 
 from gpudash.catalog import SIGNALS
 from gpudash.cli import cli
-from gpudash.config.settings import Settings, load_settings
+from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
 from gpudash.promql.builders import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR

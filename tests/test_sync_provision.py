@@ -9,7 +9,7 @@ import yaml
 from grafana_standin import StandIn
 from grafana_standin.testkit import THRESHOLDS, GrafanaUnderTest, run_gpudash, write_set
 
-from gpudash.config.settings import Site
+from gpudash.config.site import Site
 from gpudash.sync.apply import Target
 from gpudash.sync.provision import DatasourceSpec, provisioning_files
 

@@ -17,7 +17,7 @@ import pytest
 from grafana_standin import StandIn
 from grafana_standin.testkit import THRESHOLDS, GrafanaUnderTest, Result, make_dashboard, run_gpudash, write_set
 
-from gpudash.config.settings import load_site
+from gpudash.config.loading import load_site
 from gpudash.sync.content import MARKER_KEY, marked
 
 pytest_plugins = ["grafana_standin.fixtures"]

@@ -32,7 +32,8 @@ from gpudash.check.targets import (
     parse_range,
     rule_groups,
 )
-from gpudash.config.settings import Settings, load_settings, parse_duration
+from gpudash.config.durations import parse_duration
+from gpudash.config.loading import Settings, load_settings
 from gpudash.errors import CheckFailed, UsageError
 from gpudash.redaction import split_userinfo
 

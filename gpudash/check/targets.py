@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gpudash.config.durations import grafana_ms
 from gpudash.errors import ConfigError
 
 PANEL, VARIABLE, ALERT, RECORDING = "panel", "variable", "alert", "recording"
@@ -102,10 +103,10 @@ def _strip_strings_outside_matchers(expr: str) -> str:
 
 def parse_range(text: str) -> int:
     """`now-6h` / `6h` / `30m` / `2d` -> seconds."""
-    match = re.fullmatch(r"(?:now-)?(\d+)([smhdw])", text.strip())
-    if not match:
+    ms = grafana_ms(text.strip().removeprefix("now-"), units=("s", "m", "h", "d", "w"))
+    if ms is None:
         raise ConfigError(f"time range {text!r}: expected something like 6h, 30m or now-6h")
-    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
+    return ms // 1000
 
 
 def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -11,19 +11,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.config.durations import DURATION_EXPECTED, Duration, parse_duration
 from gpudash.errors import ConfigError
-
-# At most 10 years: Prometheus holds a duration as int64 milliseconds (about 292 years), and a window plus
-# an offset must stay far inside that; no monitoring window comes near 10 years.
-MAX_DURATION_SECONDS = 3650 * 86400
-MAX_DURATION_TEXT = "3650d (10 years)"
-
-_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_UNIT_SECONDS = (86400, 3600, 60, 1)
-_DURATION_EXPECTED = "expected a positive duration such as 5m or 1h"
 
 _HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?)"
 _HOST_PORT = re.compile(rf"{_HOST}:([0-9]{{1,5}})")
@@ -32,35 +23,6 @@ _PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GRAFANA_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _NOT_IN_NAMES = ("Cc", "Cs", "Zl", "Zp")  # control characters, lone surrogates, line and paragraph separators
-
-
-@dataclass(frozen=True, order=True)
-class Duration:
-    """A positive Prometheus duration; `str()` gives the text PromQL and rule files take."""
-
-    seconds: int
-    text: str = field(compare=False)
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def parse_duration(text: str) -> Duration:
-    """Parse `30s`, `5m`, `1h30m`, `1d` up to 10 years; raise ValueError saying what is wrong otherwise."""
-    stripped = text.strip()
-    match = _DURATION.fullmatch(stripped)
-    if not stripped or not match:
-        raise ValueError(f"{_DURATION_EXPECTED}, got {text!r}")
-    digits = [(g or "0").lstrip("0") or "0" for g in match.groups()]
-    # More than 12 digits is over the bound in any unit (and int() refuses a few thousand of them).
-    if any(len(d) > 12 for d in digits):
-        raise ValueError(f"expected a duration of at most {MAX_DURATION_TEXT}, got {text!r}")
-    seconds = sum(int(d) * unit for d, unit in zip(digits, _UNIT_SECONDS, strict=True))
-    if seconds <= 0:
-        raise ValueError(f"{_DURATION_EXPECTED}, got {text!r}")
-    if seconds > MAX_DURATION_SECONDS:
-        raise ValueError(f"expected a duration of at most {MAX_DURATION_TEXT}, got {text!r}")
-    return Duration(seconds, stripped)
 
 
 def name_problem(value: str) -> str | None:
@@ -145,7 +107,7 @@ class Reader:
     def duration(self, key: str, default: str | None = None) -> Duration:
         value = self._get(key, REQUIRED if default is None else default)
         if not isinstance(value, str):
-            self.fail(f"{_DURATION_EXPECTED}, got {show(value)}", key)
+            self.fail(f"{DURATION_EXPECTED}, got {show(value)}", key)
         try:
             return parse_duration(value)
         except ValueError as exc:

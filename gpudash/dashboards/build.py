@@ -21,7 +21,7 @@ from grafanalib import core as G
 from grafanalib._gen import DashboardEncoder
 
 from gpudash.catalog import Profile, profile
-from gpudash.config.settings import Settings
+from gpudash.config.loading import Settings
 from gpudash.dashboards.grafanalib_fixups import modernize
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import Outcome, stale_owned, write_owned

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gpudash.catalog import PROFILES
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import DEFAULT_DEFINITIONS, JSON_DIR_NAME, build_all, check_all, write_all
 
 

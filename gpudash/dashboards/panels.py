@@ -13,7 +13,7 @@ from typing import Any
 
 from grafanalib import core as G
 
-from gpudash.config.settings import Levels, Thresholds
+from gpudash.config.thresholds import Levels, Thresholds
 
 GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
 FULL_WIDTH = 24

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import threading
 from pathlib import Path
@@ -12,21 +11,20 @@ from types import FrameType
 import click
 
 from gpudash.catalog import SIGNALS
+from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs, parse_seconds
+from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
 from gpudash.exporter.source import Source
 from gpudash.exporter.webconfig import load_web_config
 
 log = logging.getLogger("gpudash.exporter")
-_MS = re.compile(r"^(\d+(?:\.\d+)?)ms$")
 
 
 def _seconds(flag: str, text: str) -> float:
     try:
-        match = _MS.match(text.strip())
-        value = float(match.group(1)) / 1000.0 if match else parse_seconds(text)
+        value = parse_seconds(text, milliseconds=True)
     except ValueError:
         raise UsageError(f"{flag} {text!r}: expected a duration such as 1s, 500ms or 30s") from None
     if value < 0.05:

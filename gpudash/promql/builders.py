@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, THERMAL_OR_BRAKE_REASONS, Profile, Signal
-from gpudash.config.settings import Thresholds
+from gpudash.config.thresholds import Thresholds
 from gpudash.escape import promql_matcher, re2_any
 
 Matcher = tuple[str, str, str]  # (label, operator, value)

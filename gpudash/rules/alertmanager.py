@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.config.settings import NotificationTiming, Receiver, Settings
+from gpudash.config.loading import Settings
+from gpudash.config.site import Receiver
+from gpudash.config.thresholds import NotificationTiming
 from gpudash.escape import am_matcher, go_template_text
 
 SECRETS_DIR = "/etc/alertmanager/secrets"

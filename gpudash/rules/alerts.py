@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.config.settings import Duration, Settings
+from gpudash.config.durations import Duration
+from gpudash.config.loading import Settings
 from gpudash.escape import go_template_text
 from gpudash.promql.builders import PromQL
 from gpudash.rules.expressions import AlertExpressions

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.errors import StaleOutputError
 from gpudash.rules.render import render_all, stale_files, write_files
 

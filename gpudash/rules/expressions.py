@@ -10,7 +10,8 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 from __future__ import annotations
 
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
-from gpudash.config.settings import Duration, Site
+from gpudash.config.durations import Duration, duration_text
+from gpudash.config.site import Site
 from gpudash.escape import promql_matcher, re2_any
 from gpudash.promql.builders import PromQL
 
@@ -23,16 +24,6 @@ UP = "up"  # Prometheus' own per-target health series
 PRESENCE_SIGNAL = "fb_used"
 # `instance` without its port, so a GPU exporter (host:9400) and node_exporter (host:9100) meet on `host`.
 _HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
-
-
-def duration_text(seconds: int) -> str:
-    """Prometheus duration text for a whole number of seconds: 450 -> 7m30s, 3600 -> 1h."""
-    parts = []
-    for unit, name in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
-        if seconds >= unit:
-            parts.append(f"{seconds // unit}{name}")
-            seconds %= unit
-    return "".join(parts) or "0s"
 
 
 class AlertExpressions:

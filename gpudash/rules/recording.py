@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.config.settings import Settings
+from gpudash.config.loading import Settings
 from gpudash.escape import yaml_scalar
 from gpudash.promql.builders import recording_rules
 from gpudash.rules.render import dump

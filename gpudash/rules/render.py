@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from gpudash.config.settings import Settings
+from gpudash.config.loading import Settings
 from gpudash.escape import yaml_style
 from gpudash.files import write_tree
 

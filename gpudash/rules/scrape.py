@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.config.settings import Settings
+from gpudash.config.loading import Settings
 
 
 def scrape_config(settings: Settings) -> dict[str, Any]:

@@ -20,7 +20,9 @@ from typing import Any
 
 import yaml
 
-from gpudash.config.settings import Cluster, Receiver, ScrapeTarget, Settings, Site, parse_duration
+from gpudash.config.durations import parse_duration
+from gpudash.config.loading import Settings
+from gpudash.config.site import Cluster, Receiver, ScrapeTarget, Site
 from gpudash.stack.loopback import LoopbackHTTPServer
 from gpudash.stack.process import ManagedProcess
 

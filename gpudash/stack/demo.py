@@ -32,7 +32,8 @@ from gpudash.catalog import profile as catalog_profile
 from gpudash.check.cli import dashboard_groups, failures, run_check, summary
 from gpudash.check.run import GroupResult, Status
 from gpudash.check.targets import load_dashboards, rule_groups
-from gpudash.config.settings import Settings, load_settings, parse_duration
+from gpudash.config.durations import parse_duration
+from gpudash.config.loading import Settings, load_settings
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.exporter.render import SELF_PENDING

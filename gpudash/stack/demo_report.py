@@ -9,7 +9,7 @@ from typing import Any
 from gpudash.catalog import profile as catalog_profile
 from gpudash.check.cli import render_table
 from gpudash.check.run import GroupResult, Status
-from gpudash.config.settings import Settings
+from gpudash.config.loading import Settings
 from gpudash.errors import RemoteError
 from gpudash.promql.builders import PromQL
 from gpudash.stack.cluster import WebhookReceiver

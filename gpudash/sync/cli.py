@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from gpudash.config.settings import load_settings
+from gpudash.config.loading import load_settings
 from gpudash.errors import DriftError, UsageError
 from gpudash.sync import diffing
 from gpudash.sync.apply import Applier, Outcome, Target, ensure_folder, read_plan

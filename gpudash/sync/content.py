@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from gpudash.config.durations import grafana_ms
 
 MARKER_KEY = "gpudashSync"
 SERVER_OWNED_KEYS = ("id", "version")
 MIN_REFRESH_SECONDS = 5  # Grafana's default min_refresh_interval; shorter values are raised on save
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w|M|y)$")
-_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "M": 2592000, "y": 31536000}
 
 Provenance = Literal["pushed", "edited", "unmarked"]
 
@@ -44,8 +43,8 @@ def _numbers_as_go_writes_them(value: Any) -> Any:
 def _clamped_refresh(refresh: Any) -> Any:
     if not isinstance(refresh, str):
         return refresh
-    match = _DURATION.match(refresh.strip())
-    if match and int(match.group(1)) * _SECONDS[match.group(2)] < MIN_REFRESH_SECONDS:
+    ms = grafana_ms(refresh.strip())
+    if ms is not None and ms < MIN_REFRESH_SECONDS * 1000:
         return f"{MIN_REFRESH_SECONDS}s"
     return refresh
 

@@ -63,7 +63,6 @@ from gpudash.exporter.sim.spec import (
     WORKLOADS,
     Fault,
     parse_fault,
-    parse_seconds,
     parse_workload,
 )
 from gpudash.exporter.source import (
@@ -85,7 +84,6 @@ __all__ = [  # the spec parsers live in simspec; scenario code imports them from
     "SimulatedSource",
     "fleet_from_specs",
     "parse_fault",
-    "parse_seconds",
     "parse_workload",
 ]
 

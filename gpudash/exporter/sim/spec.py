@@ -9,6 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 
 WORKLOADS = ("train", "inference", "idle")
@@ -31,17 +32,7 @@ class Fault:
         return self.start <= t < self.end
 
 
-_TIME = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 _FAULT = re.compile(r"^(\d+)=([a-z]+)(?::([^@+]+))?(?:@([^+]+))?(?:\+(.+))?$")
-
-
-def parse_seconds(text: str) -> float:
-    """``90``, ``90s``, ``5m``, ``1h30m`` -> seconds; ValueError otherwise."""
-    match = _TIME.match(text.strip())
-    if not text.strip() or not match or not any(match.groups()):
-        raise ValueError(text)
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
 
 
 def parse_fault(spec: str) -> tuple[int, Fault]:
