@@ -18,7 +18,6 @@ elsewhere. Every series keeps one sample per coarse interval over the whole span
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
@@ -263,7 +262,7 @@ def keys_read(dashboards: Iterable[dict[str, Any]], profile: Profile = DCGM) -> 
     found: set[str] = set()
     for board in dashboards:
         texts = [t.get("expr", "") for p in board["panels"] for t in p.get("targets", [])]
-        texts += [json.dumps(v.get("query", "")) for v in board.get("templating", {}).get("list", [])]
+        texts += [str(v.get("definition") or "") for v in board.get("templating", {}).get("list", [])]
         for text in texts:
             found |= {s.key for s in signals_in(text, profile)}
     return published_keys(found, profile)
