@@ -388,7 +388,7 @@ def test_a_bad_uid_cannot_name_a_file_outside_the_folder(tmp_path: Path) -> None
     definitions = tmp_path / "defs"
     definitions.mkdir()
     (definitions / "evil.py").write_text((ROOT / "dashboards" / "fleet.py").read_text()
-                                         .replace('UID = "gpudash-fleet"', 'UID = "../escaped"'))
+                                         .replace("UID = FLEET_UID", 'UID = "../escaped"'))
     with pytest.raises(ConfigError, match=r"UID '\.\./escaped'"):
         build_all(load_settings(ROOT / "thresholds.yaml"), definitions)
 

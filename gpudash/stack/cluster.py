@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from gpudash.config.settings import Cluster, Receiver, ScrapeTarget, Settings, Site, parse_duration
+from gpudash.layout import ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.stack.loopback import LoopbackHTTPServer
 from gpudash.stack.process import ManagedProcess
 
@@ -153,16 +154,12 @@ def rendered(settings: Settings) -> dict[str, str]:
 
 
 def scrape_jobs(files: Mapping[str, str]) -> list[dict[str, Any]]:
-    from gpudash.rules.render import SCRAPE_FILE
-
     jobs: list[dict[str, Any]] = yaml.safe_load(files[SCRAPE_FILE])["scrape_configs"]
     return jobs
 
 
 def rule_files(files: Mapping[str, str]) -> dict[str, str]:
     """The generated rule files, by the names a prometheus.yml beside them uses."""
-    from gpudash.rules.render import ALERTS_FILE, RECORDING_FILE
-
     return {Path(rel).name: files[rel] for rel in (ALERTS_FILE, RECORDING_FILE)}
 
 

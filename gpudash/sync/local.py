@@ -11,7 +11,6 @@ from typing import Any
 from gpudash import __version__
 from gpudash.errors import ConfigError
 
-DEFAULT_DIR = Path("dashboards/json")
 MESSAGE_LIMIT = 500  # Grafana 11+ refuses longer version messages
 _UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _SLUG = re.compile(r"[^a-z0-9]+")
