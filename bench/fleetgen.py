@@ -26,7 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, DCGM, THERMAL_OR_BRAKE_REASONS, Profile
+from gpudash.catalog import (
+    BY_KEY,
+    CLOCK_EVENT_REASONS,
+    DCGM,
+    DRIVER_VERSION_LABEL,
+    THERMAL_OR_BRAKE_REASONS,
+    Profile,
+)
 from gpudash.exporter.sim.source import FAULTS, Fault, Fleet
 from gpudash.promql.builders import signals_in
 
@@ -250,7 +257,7 @@ def node_text(shape: FleetShape, node: int, pool: Sequence[Sequence[Series]], pr
     for g, series in enumerate(pool):
         bus = f"00000000:{('18', '2A', '3A', '5D', '9A', 'AB', 'BA', 'DB')[g]}:00.0"
         gpu_labels = (f'gpu="{g}",UUID="{shape.uuid(node, g)}",pci_bus_id="{bus}",device="nvidia{g}",'
-                      f'modelName="NVIDIA H200",hostname="{host}",DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"')
+                      f'modelName="NVIDIA H200",hostname="{host}",{DRIVER_VERSION_LABEL}="{DRIVER_VERSION}"')
         for s in series:
             samples = s.samples[shift] if len(s.samples) > 1 else s.samples[0]
             prefix = f"{profile.ref(s.key).name}{{{gpu_labels}{s.extra},{target}}} "

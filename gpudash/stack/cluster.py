@@ -20,10 +20,14 @@ from typing import Any
 
 import yaml
 
+from gpudash.catalog import SIGNALS, Source
 from gpudash.config.settings import Cluster, Receiver, ScrapeTarget, Settings, Site, parse_duration
 from gpudash.layout import ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.stack.loopback import LoopbackHTTPServer
 from gpudash.stack.process import ManagedProcess
+
+# A series of any DCGM field: on /metrics once the exporter's first sweep has read the GPUs.
+_DCGM_FIELD_NAMES = tuple(s.dcgm_name.encode() for s in SIGNALS if s.source is not Source.GPUDASH)
 
 
 class VictoriaMetrics(ManagedProcess):
@@ -103,7 +107,7 @@ class ExporterProcess(ManagedProcess):
         return {"env": self.env, "start_new_session": True}
 
     def _ready(self, body: bytes) -> bool:
-        return b"DCGM_FI_DEV_" in body
+        return any(name in body for name in _DCGM_FIELD_NAMES)
 
     def _not_ready(self) -> str:
         return f"no GPU series on {self.url}"

@@ -27,7 +27,7 @@ from typing import Any
 import click
 import yaml
 
-from gpudash.catalog import SIGNALS
+from gpudash.catalog import EXPORTER_PENDING, SIGNALS
 from gpudash.catalog import profile as catalog_profile
 from gpudash.check.cli import dashboard_groups, failures, run_check, summary
 from gpudash.check.run import GroupResult, Status
@@ -35,7 +35,6 @@ from gpudash.check.targets import load_dashboards, rule_groups
 from gpudash.config.settings import Settings, load_settings, parse_duration
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
-from gpudash.exporter.render import SELF_PENDING
 from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
 from gpudash.promql.builders import RECORDING_BY_NAME
 from gpudash.stack.cluster import (
@@ -200,7 +199,7 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
     scraped = "{" + promql_matcher("job", "=", job) + "}"
     try:
         prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=left())
-        prometheus.wait_for(f"{SELF_PENDING}{scraped} == 0", timeout=left())
+        prometheus.wait_for(f"{EXPORTER_PENDING}{scraped} == 0", timeout=left())
         if demo.simulated:  # and the first injected fault, which pages at once
             prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=left())
         for counter in COUNTERS:  # rate() and increase() need two samples of a counter
