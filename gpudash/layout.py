@@ -18,7 +18,7 @@ ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
 RECORDING_FILE = "prometheus/gpu-recording.rules.yml"
 SCRAPE_FILE = "prometheus/scrape-gpu.yml"
 ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
-RULES_DIR = GENERATED_DIR / "prometheus"  # where the rule files above lie
+RULES_DIR = GENERATED_DIR / Path(ALERTS_FILE).parent  # where the rule files above lie
 PROVISIONING_DIR = GENERATED_DIR / "grafana-provisioning"  # `gpudash provision` output
 
 FLEET_UID = "gpudash-fleet"

@@ -232,7 +232,7 @@ _OFFSETS = re.compile(r"without offset ([^;]+);")
 def check_demo(demo: DemoStack) -> list[GroupResult]:
     settings = demo.settings
     groups = dashboard_groups(load_dashboards([DASHBOARDS_JSON_DIR]), int(float(INTERVAL.rstrip("s"))))
-    groups += rule_groups([demo.rules_dir / "prometheus"])
+    groups += rule_groups([demo.rules_dir / Path(RECORDING_FILE).parent])
     return run_check(demo.prometheus.url, groups, catalog_profile(settings.site.profile),
                      scrape_interval_s=int(float(INTERVAL.rstrip("s"))))
 
