@@ -30,9 +30,10 @@ from alert_corpus import FLAVOURS, SCENARIOS, STEP, Scenario, input_series, thro
 
 from gpudash.catalog import profile
 from gpudash.config.loading import load_settings
+from gpudash.layout import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alerts import GROUP_NAME as ALERTS_GROUP
 from gpudash.rules.recording import GROUP_NAME as RECORDING_GROUP
-from gpudash.rules.render import ALERTS_FILE, RECORDING_FILE, render_all
+from gpudash.rules.render import render_all
 
 BY = "alertname, severity, instance, gpu"
 FIRING = 'ALERTS{alertstate="firing"}'

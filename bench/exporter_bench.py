@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpudash.catalog import BY_KEY, DRIVER_VERSION_LABEL, EXPORTER_SWEEP_SECONDS  # noqa: E402
 from gpudash.stack.process import free_port  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -78,7 +79,7 @@ def pct(samples: list[float], q: float) -> float:
 
 def sweep_ms(text: str) -> float:
     for line in text.splitlines():
-        if line.startswith('gpudash_exporter_collection_duration_seconds{loop="fast"}'):
+        if line.startswith(f'{EXPORTER_SWEEP_SECONDS}{{loop="fast"}}'):
             return float(line.split()[-1]) * 1000
     return float("nan")
 
@@ -159,29 +160,30 @@ def bench_rss(total: int) -> None:
 
 # -- real GPUs ---------------------------------------------------------------------------------------
 
-SMI_FIELDS = {  # exporter series -> (nvidia-smi --query-gpu field, tolerance: absolute, or relative if < 1)
-    "DCGM_FI_DEV_GPU_UTIL": ("utilization.gpu", 15),
-    "DCGM_FI_DEV_MEM_COPY_UTIL": ("utilization.memory", 15),
-    "DCGM_FI_DEV_ENC_UTIL": ("utilization.encoder", 0),
-    "DCGM_FI_DEV_DEC_UTIL": ("utilization.decoder", 0),
-    "DCGM_FI_DEV_FB_USED": ("memory.used", 0.02),
-    "DCGM_FI_DEV_FB_FREE": ("memory.free", 0.02),
-    "DCGM_FI_DEV_FB_RESERVED": ("memory.reserved", 1),
-    "DCGM_FI_DEV_FB_TOTAL": ("memory.total", 1),
-    "DCGM_FI_DEV_GPU_TEMP": ("temperature.gpu", 3),
-    "DCGM_FI_DEV_MEMORY_TEMP": ("temperature.memory", 3),
-    "DCGM_FI_DEV_POWER_USAGE": ("power.draw", 0.25),
-    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("enforced.power.limit", 1),
-    "DCGM_FI_DEV_SM_CLOCK": ("clocks.sm", 0.25),
-    "DCGM_FI_DEV_MEM_CLOCK": ("clocks.mem", 1),
-    "DCGM_FI_DEV_MAX_SM_CLOCK": ("clocks.max.sm", 1),
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clocks_event_reasons.active", 0),
-}
+# catalog key -> (nvidia-smi --query-gpu field, tolerance: absolute, or relative if < 1), by exporter series
+SMI_FIELDS = {BY_KEY[key].dcgm_name: smi for key, smi in {
+    "gpu_util": ("utilization.gpu", 15),
+    "mem_copy_util": ("utilization.memory", 15),
+    "enc_util": ("utilization.encoder", 0),
+    "dec_util": ("utilization.decoder", 0),
+    "fb_used": ("memory.used", 0.02),
+    "fb_free": ("memory.free", 0.02),
+    "fb_reserved": ("memory.reserved", 1),
+    "fb_total": ("memory.total", 1),
+    "gpu_temp": ("temperature.gpu", 3),
+    "hbm_temp": ("temperature.memory", 3),
+    "power": ("power.draw", 0.25),
+    "power_limit": ("enforced.power.limit", 1),
+    "sm_clock": ("clocks.sm", 0.25),
+    "mem_clock": ("clocks.mem", 1),
+    "sm_clock_max": ("clocks.max.sm", 1),
+    "clock_event_reasons": ("clocks_event_reasons.active", 0),
+}.items()}
 SMI_LABELS = {
     "UUID": "uuid",
     "pci_bus_id": "pci.bus_id",
     "modelName": "name",
-    "DCGM_FI_DRIVER_VERSION": "driver_version",
+    DRIVER_VERSION_LABEL: "driver_version",
 }
 SMI_TIMED = "utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,clocks.sm,clocks.mem"
 LOAD = """

@@ -11,6 +11,8 @@ from typing import Any
 import fleetgen
 import grafana_load
 
+from gpudash.catalog import DRIVER_VERSION_LABEL
+
 TARGETS = "fleet dashboard <= 1 s at 1,024 GPUs and <= 3 s at the largest size; <= ~200 series in any panel"
 
 
@@ -95,7 +97,7 @@ def write_markdown(path: Path, results: Results, keys: list[str], machine: str, 
         "",
         "- N GPUs, 8 per node, in N / 1,024 clusters (at least 2, at most 8), labelled "
         "as Prometheus stores dcgm-exporter's series (gpu, UUID, pci_bus_id, device, modelName, hostname, "
-        "DCGM_FI_DRIVER_VERSION, instance, job, cluster).",
+        f"{DRIVER_VERSION_LABEL}, instance, job, cluster).",
         f"- Behaviour from gpudash's simulated H200 node: {fleetgen.TEMPLATE_NODES} distinct simulated nodes "
         "(training, inference, idle and mixed nodes, staggered job starts, about one node in three with a leak, "
         "thermal, stall, XID or lost-GPU fault); node n behaves like pool node n mod the pool size, its "

@@ -38,6 +38,7 @@ import grafana_load
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
 from gpudash.dashboards.build import build_all
+from gpudash.layout import DEFINITIONS_DIR, FLEET_UID, NODE_UID
 from gpudash.promql.builders import recording_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,12 +48,12 @@ FORMAT = 3  # bump when what is generated changes, so cached TSDBs are rebuilt
 
 
 def dashboards(settings: Settings) -> dict[str, dict[str, Any]]:
-    recorded = build_all(settings, ROOT / "dashboards", recorded=True, profile_name="dcgm")
-    raw = build_all(settings, ROOT / "dashboards", recorded=False, profile_name="dcgm")
+    recorded = build_all(settings, ROOT / DEFINITIONS_DIR, recorded=True, profile_name="dcgm")
+    raw = build_all(settings, ROOT / DEFINITIONS_DIR, recorded=False, profile_name="dcgm")
     return {
-        FLEET: recorded["gpudash-fleet.json"],
-        "gpudash fleet (raw expressions)": raw["gpudash-fleet.json"],
-        "gpudash node": recorded["gpudash-node.json"],
+        FLEET: recorded[f"{FLEET_UID}.json"],
+        "gpudash fleet (raw expressions)": raw[f"{FLEET_UID}.json"],
+        "gpudash node": recorded[f"{NODE_UID}.json"],
         "dcgm-exporter 12239": json.loads(DCGM_12239.read_text()),
     }
 

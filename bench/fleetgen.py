@@ -18,7 +18,6 @@ elsewhere. Every series keeps one sample per coarse interval over the whole span
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,7 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, DCGM, THERMAL_OR_BRAKE_REASONS, Profile
+from gpudash.catalog import (
+    BY_KEY,
+    CLOCK_EVENT_REASONS,
+    DCGM,
+    DRIVER_VERSION_LABEL,
+    THERMAL_OR_BRAKE_REASONS,
+    Profile,
+)
 from gpudash.exporter.sim.source import FAULTS, Fault, Fleet
 from gpudash.promql.builders import signals_in
 
@@ -251,7 +257,7 @@ def node_text(shape: FleetShape, node: int, pool: Sequence[Sequence[Series]], pr
     for g, series in enumerate(pool):
         bus = f"00000000:{('18', '2A', '3A', '5D', '9A', 'AB', 'BA', 'DB')[g]}:00.0"
         gpu_labels = (f'gpu="{g}",UUID="{shape.uuid(node, g)}",pci_bus_id="{bus}",device="nvidia{g}",'
-                      f'modelName="NVIDIA H200",hostname="{host}",DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"')
+                      f'modelName="NVIDIA H200",hostname="{host}",{DRIVER_VERSION_LABEL}="{DRIVER_VERSION}"')
         for s in series:
             samples = s.samples[shift] if len(s.samples) > 1 else s.samples[0]
             prefix = f"{profile.ref(s.key).name}{{{gpu_labels}{s.extra},{target}}} "
@@ -263,7 +269,7 @@ def keys_read(dashboards: Iterable[dict[str, Any]], profile: Profile = DCGM) -> 
     found: set[str] = set()
     for board in dashboards:
         texts = [t.get("expr", "") for p in board["panels"] for t in p.get("targets", [])]
-        texts += [json.dumps(v.get("query", "")) for v in board.get("templating", {}).get("list", [])]
+        texts += [str(v.get("definition") or "") for v in board.get("templating", {}).get("list", [])]
         for text in texts:
             found |= {s.key for s in signals_in(text, profile)}
     return published_keys(found, profile)

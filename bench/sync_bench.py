@@ -30,9 +30,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from grafana_standin.testkit import Result, run_gpudash, write_set  # noqa: E402
 
+from gpudash.layout import DASHBOARDS_JSON_DIR  # noqa: E402
+from gpudash.sync.local import load_local  # noqa: E402
+
 
 def clones(count: int) -> list[dict[str, Any]]:
-    templates = [json.loads(p.read_text()) for p in sorted((ROOT / "dashboards" / "json").glob("*.json"))]
+    templates = load_local(ROOT / DASHBOARDS_JSON_DIR)
     out = []
     for n in range(count):
         item = copy.deepcopy(templates[n % len(templates)])

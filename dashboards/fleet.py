@@ -26,10 +26,10 @@ from gpudash.dashboards.panels import (
     timeseries,
     utilization_steps,
 )
+from gpudash.layout import FLEET_UID, NODE_UID
 
-UID = "gpudash-fleet"
+UID = FLEET_UID
 TITLE = "GPU fleet"
-NODE_UID = "gpudash-node"
 
 
 def build(ctx: BuildContext) -> G.Dashboard:

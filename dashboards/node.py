@@ -25,10 +25,10 @@ from gpudash.dashboards.panels import (
     timeseries,
     utilization_steps,
 )
+from gpudash.layout import FLEET_UID, NODE_UID
 
-UID = "gpudash-node"
+UID = NODE_UID
 TITLE = "GPU node"
-FLEET_UID = "gpudash-fleet"
 
 
 def build(ctx: BuildContext) -> G.Dashboard:

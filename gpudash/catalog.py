@@ -115,6 +115,15 @@ SIGNALS: tuple[Signal, ...] = (
 BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
 BY_DCGM_NAME: dict[str, Signal] = {s.dcgm_name: s for s in SIGNALS}
 
+# dcgm-exporter's label that carries the driver version (a "label" row of its counters CSV).
+DRIVER_VERSION_LABEL = "DCGM_FI_DRIVER_VERSION"
+
+# The bundled exporter's metrics about itself: not GPU signals, so no profile maps them.
+EXPORTER_SWEEP_SECONDS = "gpudash_exporter_collection_duration_seconds"
+EXPORTER_ERRORS = "gpudash_exporter_collection_errors_total"
+EXPORTER_LAST_SWEEP = "gpudash_exporter_last_sweep_timestamp_seconds"
+EXPORTER_PENDING = "gpudash_exporter_fields_pending"
+
 # Clock event (throttle) reason bits, as NVML defines them; label values follow dcgm-exporter's clock_event.
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x1, "gpu_idle"),

@@ -34,7 +34,7 @@ from gpudash.check.targets import (
     unresolved,
 )
 from gpudash.errors import ConfigError
-from gpudash.promql.scanner import filters, offsets, selectors, widened, windows, without_offsets
+from gpudash.promql.scanner import filters, metric_names, offsets, selectors, widened, windows, without_offsets
 from gpudash.stack.process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,6 +135,11 @@ def test_selectors_skip_functions_aggregations_and_label_lists() -> None:
     assert [str(s) for s in selectors('{__name__=~"DCGM_.*"} > 0')] == ['{__name__=~"DCGM_.*"}']
     # strings and braces with odd characters do not confuse it
     assert [s.name for s in selectors('label_replace(up{a="}{"}, "b", "$1", "c", "(.+)")')] == ["up"]
+
+
+def test_metric_names_are_the_named_selectors_once_each() -> None:
+    expr = 'x{a="1"} / on(gpu) group_left() y + x{a="2"} offset 1d + {__name__="z"} + rate(w[5m]) * 100'
+    assert metric_names(expr) == ["x", "y", "w"]
 
 
 def test_filters_offsets_and_windows() -> None:

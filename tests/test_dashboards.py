@@ -20,6 +20,7 @@ from gpudash.dashboards.build import build_all, check_all, render, write_all
 from gpudash.errors import ConfigError, OutputError, StaleOutputError
 from gpudash.files import RECORD
 from gpudash.promql.builders import RECORDING_BY_NAME
+from gpudash.promql.scanner import metric_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,24 +167,15 @@ def _known_names() -> set[str]:
     return names
 
 
-PROMQL_WORDS = {
-    "sum", "avg", "max", "min", "count", "count_values", "topk", "bottomk", "by", "on", "group_left", "offset",
-    "bool", "increase", "changes", "clamp_max", "floor", "without", "ignoring", "label_values",
-}
-
-
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_every_expression_reads_only_catalog_names(profile: str) -> None:
     built = build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", profile_name=profile)
     known = _known_names()
     for dashboard in built.values():
         for expr in exprs(dashboard):
-            stripped = re.sub(r'"[^"]*"|\{[^}]*\}|\[[^]]*\]|\{\{[^}]*\}\}', "", expr)
-            for word in re.findall(r"(?<![0-9A-Za-z_:.])[A-Za-z_:][A-Za-z0-9_:]*", stripped):
-                if word in PROMQL_WORDS or re.fullmatch(r"\d+[smhd]", word):
-                    continue
-                assert word in known or word in ("cluster", "instance", "gpu", "uuid", "xid", "band"), \
-                    f"{dashboard['uid']}: {word!r} in {expr!r} is not a catalog or recording-rule name"
+            for name in metric_names(expr):
+                assert name in known, \
+                    f"{dashboard['uid']}: {name!r} in {expr!r} is not a catalog or recording-rule name"
 
 
 def test_nvidia_smi_profile_leaves_out_what_it_cannot_fill() -> None:
@@ -396,7 +388,7 @@ def test_a_bad_uid_cannot_name_a_file_outside_the_folder(tmp_path: Path) -> None
     definitions = tmp_path / "defs"
     definitions.mkdir()
     (definitions / "evil.py").write_text((ROOT / "dashboards" / "fleet.py").read_text()
-                                         .replace('UID = "gpudash-fleet"', 'UID = "../escaped"'))
+                                         .replace("UID = FLEET_UID", 'UID = "../escaped"'))
     with pytest.raises(ConfigError, match=r"UID '\.\./escaped'"):
         build_all(load_settings(ROOT / "thresholds.yaml"), definitions)
 

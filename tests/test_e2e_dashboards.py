@@ -22,6 +22,7 @@ from gpudash.catalog import profile
 from gpudash.check.cli import dashboard_groups, run_check
 from gpudash.check.run import GroupResult, Status
 from gpudash.check.targets import ALERT, RECORDING, load_dashboards, rule_groups
+from gpudash.layout import RECORDING_FILE
 from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 from gpudash.stack.process import Prometheus, free_port
@@ -55,7 +56,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     times = moments(time.time() - DAY, 600, 600, 15.0)
     target = {"job": "gpu-exporter", "instance": address, "cluster": "e2e", "rack": "rack-1"}
     history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
-    with yesterday_blocks(history, rules["gpu-recording.rules.yml"], times[0], times[-1]) as blocks, \
+    with yesterday_blocks(history, rules[Path(RECORDING_FILE).name], times[0], times[-1]) as blocks, \
             SeededPrometheus(config, rules, blocks=blocks) as prometheus, \
             ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter:
         prometheus.wait_for("cluster:gpu_count:count", timeout=30)

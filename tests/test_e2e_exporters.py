@@ -24,6 +24,7 @@ from gpudash.check.cli import built_dashboards, dashboard_groups, run_check
 from gpudash.check.run import GroupResult, Status
 from gpudash.check.targets import VARIABLE, load_dashboards, rule_groups
 from gpudash.config.loading import load_settings
+from gpudash.layout import RECORDING_FILE
 from gpudash.promql.builders import signals_in
 from gpudash.stack.cluster import prometheus_config, scrape_jobs
 from gpudash.stack.process import Prometheus
@@ -44,8 +45,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
         # Same job name for both, as the rules expect; the cluster label keeps the two rule sets apart.
         jobs = scrape_jobs(dcgm_files)
         jobs[0]["static_configs"] += scrape_jobs(smi_files)[0]["static_configs"]
-        rules = {"dcgm.rules.yml": dcgm_files["prometheus/gpu-recording.rules.yml"],
-                 "smi.rules.yml": _renamed_group(smi_files["prometheus/gpu-recording.rules.yml"])}
+        rules = {"dcgm.rules.yml": dcgm_files[RECORDING_FILE],
+                 "smi.rules.yml": _renamed_group(smi_files[RECORDING_FILE])}
         with Prometheus(prometheus_config(jobs, rule_files=list(rules), interval="1s"), rules) as server:
             server.wait_for('cluster:gpu_count:count{cluster="dcgm"} == 3', timeout=30)
             server.wait_for('cluster:gpu_count:count{cluster="smi"}', timeout=30)
@@ -112,8 +113,8 @@ def test_recording_rules_of_both_profiles_evaluate(prometheus: Prometheus, tmp_p
     for name, metric_profile in (("dcgm", "dcgm"), ("smi", "nvidia_smi")):
         site = site_yaml(tmp_path / f"{name}.yml", name, ["127.0.0.1:1"], metric_profile=metric_profile)
         files = gpudash_rules(tmp_path / name, site)
-        path = tmp_path / name / "prometheus" / "gpu-recording.rules.yml"
-        assert path.read_text() == files["prometheus/gpu-recording.rules.yml"]
+        path = tmp_path / name / RECORDING_FILE
+        assert path.read_text() == files[RECORDING_FILE]
         results = run_check(prometheus.url, rule_groups([path]), profile(metric_profile), scrape_interval_s=1)
         rows = [r for g in results for r in g.results]
         assert len(rows) >= 12

@@ -23,8 +23,9 @@ from test_rules_promtool import ROOT, run, tool
 from gpudash.config.durations import MAX_DURATION_SECONDS
 from gpudash.config.loading import load_settings
 from gpudash.escape import am_matcher, promql_string
+from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import CRITICAL_RECEIVER
-from gpudash.rules.render import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, render_all, write_files
+from gpudash.rules.render import render_all, write_files
 
 pytestmark = pytest.mark.e2e
 
@@ -123,6 +124,6 @@ def test_the_longest_durations_pass_the_real_tools(tmp_path: Path, root: Path) -
     out = render(tmp_path, {"scrape": {"interval": longest, "timeout": longest}}, tmp_path / "thresholds.yaml")
     check(run(tool("promtool"), "check", "rules", str(out / ALERTS_FILE), str(out / RECORDING_FILE)), "rules")
     check(run(tool("amtool"), "check-config", str(out / ALERTMANAGER_FILE)), "amtool check-config")
-    config = {"scrape_configs": yaml.safe_load((out / "prometheus" / "scrape-gpu.yml").read_text())["scrape_configs"]}
+    config = {"scrape_configs": yaml.safe_load((out / SCRAPE_FILE).read_text())["scrape_configs"]}
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     check(run(tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml")), "promtool check config")

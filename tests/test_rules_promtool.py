@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from gpudash.config.loading import load_settings
-from gpudash.rules.render import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE, render_all, write_files
+from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.rules.render import render_all, write_files
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATED = ROOT / "generated"

@@ -35,11 +35,10 @@ from gpudash.check.targets import (
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.errors import CheckFailed, UsageError
+from gpudash.layout import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, RULES_DIR
 from gpudash.redaction import split_userinfo
 
 DEFAULT_URL = "http://127.0.0.1:9090"
-DEFAULT_DASHBOARDS = Path("dashboards/json")
-DEFAULT_RULES = Path("generated/prometheus")
 EXPR_WIDTH = 64
 
 
@@ -54,7 +53,7 @@ def dashboard_groups(dashboards: Sequence[tuple[dict[str, Any], str]], scrape_in
     return groups
 
 
-def built_dashboards(settings: Settings, profile_name: str, definitions: Path = Path("dashboards")
+def built_dashboards(settings: Settings, profile_name: str, definitions: Path = DEFINITIONS_DIR
                      ) -> list[tuple[dict[str, Any], str]]:
     """The dashboards generated in memory for a metric profile (what `gpudash dashboards --profile` writes)."""
     from gpudash.dashboards.build import build_all
@@ -143,11 +142,11 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
 @click.option("--prometheus", "url", envvar="PROMETHEUS_URL", default=DEFAULT_URL, show_default=True,
               help="Prometheus (or VictoriaMetrics, Thanos, Mimir) query URL; default $PROMETHEUS_URL.")
 @click.option("--dashboards", "dashboard_paths", multiple=True, type=click.Path(path_type=Path),
-              help=f"Dashboard JSON file or folder, repeatable (default {DEFAULT_DASHBOARDS}).")
+              help=f"Dashboard JSON file or folder, repeatable (default {DASHBOARDS_JSON_DIR}).")
 @click.option("--profile", "profile_name", type=click.Choice(sorted(PROFILES)), default=None,
               help="Build the dashboards for this metric profile in memory instead of reading JSON.")
 @click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
-              help=f"Rule file or folder, repeatable (default {DEFAULT_RULES}).")
+              help=f"Rule file or folder, repeatable (default {RULES_DIR}).")
 @click.option("--no-rules", is_flag=True, help="Check the dashboards only.")
 @click.option("--var", "var_pairs", multiple=True, metavar="NAME=VALUE",
               help="Set a dashboard variable instead of All, e.g. --var cluster=prod-a (repeatable).")
@@ -180,10 +179,10 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
             raise UsageError("--profile builds the dashboards itself; leave out --dashboards")
         dashboards = built_dashboards(settings, profile_name)
     else:
-        dashboards = load_dashboards(list(dashboard_paths) or [DEFAULT_DASHBOARDS])
+        dashboards = load_dashboards(list(dashboard_paths) or [DASHBOARDS_JSON_DIR])
     groups = dashboard_groups(dashboards, scrape_s, variables, range_s)
     if not no_rules:
-        groups += rule_groups(list(rule_paths) or [DEFAULT_RULES])
+        groups += rule_groups(list(rule_paths) or [RULES_DIR])
     metric_profile = profile(profile_name or settings.site.profile)
     results = run_check(url, groups, metric_profile, timeout, scrape_s)
     if fmt == "json":

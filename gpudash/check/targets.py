@@ -7,16 +7,16 @@ All (their `allValue`, else `.*`) unless given, and the built-ins `$__range`, `$
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
 from gpudash.config.durations import grafana_ms
+from gpudash.dashboards.json_files import read_json_files
 from gpudash.errors import ConfigError
 
 PANEL, VARIABLE, ALERT, RECORDING = "panel", "variable", "alert", "recording"
@@ -164,22 +164,23 @@ def load_dashboards(paths: list[Path]) -> list[tuple[dict[str, Any], str]]:
     """Dashboard JSON from files and directories (*.json), with the path each came from."""
     found: list[tuple[dict[str, Any], str]] = []
     for path in paths:
-        files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-        if path.is_dir() and not files:
-            raise ConfigError(f"{path}: no dashboard JSON files (*.json)")
-        for file in files:
-            try:
-                data = json.loads(file.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                raise ConfigError(f"{file}: no such dashboard file (run `gpudash dashboards` first?)") from None
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ConfigError(f"{file}: not a readable dashboard JSON file: {exc}") from None
+        read = 0
+        for file, data in read_json_files(path, _unreadable_dashboard):
+            read += 1
             if isinstance(data, dict) and isinstance(data.get("dashboard"), dict):
                 data = data["dashboard"]  # an export wrapped the way Grafana's API returns it
             if not isinstance(data, dict) or "panels" not in data:
                 raise ConfigError(f"{file}: not a Grafana dashboard (no panels)")
             found.append((data, str(file)))
+        if path.is_dir() and not read:
+            raise ConfigError(f"{path}: no dashboard JSON files (*.json)")
     return found
+
+
+def _unreadable_dashboard(file: Path, exc: Exception) -> NoReturn:
+    if isinstance(exc, FileNotFoundError):
+        raise ConfigError(f"{file}: no such dashboard file (run `gpudash dashboards` first?)") from None
+    raise ConfigError(f"{file}: not a readable dashboard JSON file: {exc}") from None
 
 
 def rule_groups(paths: list[Path]) -> list[Group]:

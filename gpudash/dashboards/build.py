@@ -25,11 +25,9 @@ from gpudash.config.loading import Settings
 from gpudash.dashboards.grafanalib_fixups import modernize
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import Outcome, stale_owned, write_owned
+from gpudash.layout import DEFINITIONS_DIR, TAG
 from gpudash.promql.builders import PromQL, dashboard_scope
 
-DEFAULT_DEFINITIONS = Path("dashboards")
-JSON_DIR_NAME = "json"
-TAG = "gpudash"
 UID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")  # also keeps <uid>.json a plain name inside --out
 
 
@@ -98,7 +96,7 @@ def to_json(dashboard: G.Dashboard) -> dict[str, Any]:
     return modernize(raw)
 
 
-def build_all(settings: Settings, definitions: Path = DEFAULT_DEFINITIONS, recorded: bool = True,
+def build_all(settings: Settings, definitions: Path = DEFINITIONS_DIR, recorded: bool = True,
               profile_name: str | None = None) -> dict[str, dict[str, Any]]:
     """Every dashboard, keyed by output file name (`<uid>.json`)."""
     ctx = BuildContext(settings, profile(profile_name or settings.site.profile), recorded)

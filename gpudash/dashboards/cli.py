@@ -8,11 +8,12 @@ import click
 
 from gpudash.catalog import PROFILES
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import DEFAULT_DEFINITIONS, JSON_DIR_NAME, build_all, check_all, write_all
+from gpudash.dashboards.build import build_all, check_all, write_all
+from gpudash.layout import DEFINITIONS_DIR, JSON_DIR_NAME
 
 
 @click.command("dashboards")
-@click.option("--definitions", type=click.Path(path_type=Path), default=DEFAULT_DEFINITIONS, show_default=True,
+@click.option("--definitions", type=click.Path(path_type=Path), default=DEFINITIONS_DIR, show_default=True,
               help="Directory of dashboard definitions (*.py, one per dashboard).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write the JSON here instead of <definitions>/json.")

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpudash.catalog import BY_DCGM_NAME, SIGNALS
+from gpudash.catalog import BY_DCGM_NAME, DRIVER_VERSION_LABEL, SIGNALS
 from gpudash.errors import ExporterError
 
-DRIVER_VERSION_LABEL = "DCGM_FI_DRIVER_VERSION"
 # Published whatever the CSV says: without it nobody can tell a lost GPU from a missing one.
 ALWAYS = ("gpu_up",)
 

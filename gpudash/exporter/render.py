@@ -13,13 +13,18 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Signal
+from gpudash.catalog import (
+    BY_KEY,
+    CLOCK_EVENT_REASONS,
+    DRIVER_VERSION_LABEL,
+    EXPORTER_ERRORS,
+    EXPORTER_LAST_SWEEP,
+    EXPORTER_PENDING,
+    EXPORTER_SWEEP_SECONDS,
+    Signal,
+)
 from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 
-SELF_DURATION = "gpudash_exporter_collection_duration_seconds"
-SELF_ERRORS = "gpudash_exporter_collection_errors_total"
-SELF_LAST_SWEEP = "gpudash_exporter_last_sweep_timestamp_seconds"
-SELF_PENDING = "gpudash_exporter_fields_pending"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -93,7 +98,7 @@ def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
     if snap.hostname is not None:
         parts.append(f'{snap.hostname_label}="{escape_label(snap.hostname)}"')
     if snap.driver_version is not None:
-        parts.append(f'DCGM_FI_DRIVER_VERSION="{escape_label(snap.driver_version)}"')
+        parts.append(f'{DRIVER_VERSION_LABEL}="{escape_label(snap.driver_version)}"')
     return ",".join(parts)
 
 
@@ -174,34 +179,34 @@ def render(snap: Snapshot) -> bytes:
         lines = list(_SPECIAL.get(key, _plain)(signal, gpus))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
     _family(
-        SELF_DURATION,
+        EXPORTER_SWEEP_SECONDS,
         "gauge",
         "Seconds the last sweep of each collection loop took (fast: every interval; slow: costly fields).",
-        [f'{SELF_DURATION}{{loop="{loop}"}} {number(s)}\n' for loop, s in sorted(snap.sweep_seconds.items())],
+        [f'{EXPORTER_SWEEP_SECONDS}{{loop="{loop}"}} {number(s)}\n' for loop, s in sorted(snap.sweep_seconds.items())],
         out,
     )
     _family(
-        SELF_ERRORS,
+        EXPORTER_ERRORS,
         "counter",
         "Failed reads since the exporter started, by field (NotSupported is not counted).",
-        [f'{SELF_ERRORS}{{field="{escape_label(f)}"}} {n}\n' for f, n in sorted(snap.errors_total.items())],
+        [f'{EXPORTER_ERRORS}{{field="{escape_label(f)}"}} {n}\n' for f, n in sorted(snap.errors_total.items())],
         out,
     )
     if snap.pending is not None:
         _family(
-            SELF_PENDING,
+            EXPORTER_PENDING,
             "gauge",
             "Supported fields without a value yet, summed over the GPUs that are up: a rate (PCIe, GPM "
             "profiling) needs two reads of the slow loop. 0 once every field has reported.",
-            [f"{SELF_PENDING} {snap.pending}\n"],
+            [f"{EXPORTER_PENDING} {snap.pending}\n"],
             out,
         )
     if snap.last_sweep is not None:
         _family(
-            SELF_LAST_SWEEP,
+            EXPORTER_LAST_SWEEP,
             "gauge",
             "Unix time of the last sweep that read every GPU without an unexpected error.",
-            [f"{SELF_LAST_SWEEP} {number(snap.last_sweep)}\n"],
+            [f"{EXPORTER_LAST_SWEEP} {number(snap.last_sweep)}\n"],
             out,
         )
     return "".join(out).encode("utf-8")

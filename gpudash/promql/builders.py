@@ -11,13 +11,13 @@ expression with its own scope (`recorded=False`, used to measure what the rules 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, THERMAL_OR_BRAKE_REASONS, Profile, Signal
 from gpudash.config.thresholds import Thresholds
 from gpudash.escape import promql_matcher, re2_any
+from gpudash.promql.scanner import metric_names
 
 Matcher = tuple[str, str, str]  # (label, operator, value)
 
@@ -168,12 +168,9 @@ def recording_rules(profile: Profile, thresholds: Thresholds) -> list[tuple[Reco
     return [(rec, rec.build(q)) for rec in RECORDINGS if q.has(*rec.needs)]
 
 
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-
-
 def signals_in(expr: str, profile: Profile) -> set[Signal]:
     """The catalog signals an expression reads, directly or through a recorded series."""
-    names = {m.group(0) for m in _NAME.finditer(expr)}
+    names = metric_names(expr)
     by_profile_name = {ref.name: key for key, ref in profile.metrics.items()}
     found: set[Signal] = set()
     for name in names:

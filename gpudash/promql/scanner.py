@@ -1,9 +1,9 @@
-"""Just enough PromQL reading for the live check to explain an empty result.
+"""Just enough PromQL reading to tell which series an expression reads: the one scanner of expressions.
 
 Not a parser: Prometheus itself says whether an expression parses. This finds the vector selectors an
-expression reads (so each can be asked on its own whether it has series), whether it filters with a
-comparison (so "nothing passes the filter now" is not mistaken for "no data"), and its `offset`s (so
-"this needs a day of history" is not mistaken for "broken").
+expression reads (the builders map their names to catalog signals; the live check asks each on its own
+whether it has series), whether it filters with a comparison (so "nothing passes the filter now" is not
+mistaken for "no data"), and its `offset`s (so "this needs a day of history" is not mistaken for "broken").
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ def selectors(expr: str) -> list[Selector]:
         if sel not in unique:
             unique.append(sel)
     return unique
+
+
+def metric_names(expr: str) -> list[str]:
+    """The metric names an expression reads, in order, without duplicates (selectors by matchers only left out)."""
+    return list(dict.fromkeys(sel.name for sel in selectors(expr) if sel.name))
 
 
 def filters(expr: str) -> bool:

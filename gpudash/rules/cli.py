@@ -8,11 +8,12 @@ import click
 
 from gpudash.config.loading import load_settings
 from gpudash.errors import StaleOutputError
+from gpudash.layout import GENERATED_DIR
 from gpudash.rules.render import render_all, stale_files, write_files
 
 
 @click.command("rules")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=Path("generated"),
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=GENERATED_DIR,
               show_default=True, help="Folder to write prometheus/ and alertmanager/ into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming every file that is stale.")
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -20,11 +20,16 @@ from typing import Any
 
 import yaml
 
+from gpudash.catalog import SIGNALS, Source
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings
 from gpudash.config.site import Cluster, Receiver, ScrapeTarget, Site
+from gpudash.layout import ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.stack.loopback import LoopbackHTTPServer
 from gpudash.stack.process import ManagedProcess
+
+# A series of any DCGM field: on /metrics once the exporter's first sweep has read the GPUs.
+_DCGM_FIELD_NAMES = tuple(s.dcgm_name.encode() for s in SIGNALS if s.source is not Source.GPUDASH)
 
 
 class VictoriaMetrics(ManagedProcess):
@@ -104,7 +109,7 @@ class ExporterProcess(ManagedProcess):
         return {"env": self.env, "start_new_session": True}
 
     def _ready(self, body: bytes) -> bool:
-        return b"DCGM_FI_DEV_" in body
+        return any(name in body for name in _DCGM_FIELD_NAMES)
 
     def _not_ready(self) -> str:
         return f"no GPU series on {self.url}"
@@ -155,16 +160,12 @@ def rendered(settings: Settings) -> dict[str, str]:
 
 
 def scrape_jobs(files: Mapping[str, str]) -> list[dict[str, Any]]:
-    from gpudash.rules.render import SCRAPE_FILE
-
     jobs: list[dict[str, Any]] = yaml.safe_load(files[SCRAPE_FILE])["scrape_configs"]
     return jobs
 
 
 def rule_files(files: Mapping[str, str]) -> dict[str, str]:
     """The generated rule files, by the names a prometheus.yml beside them uses."""
-    from gpudash.rules.render import ALERTS_FILE, RECORDING_FILE
-
     return {Path(rel).name: files[rel] for rel in (ALERTS_FILE, RECORDING_FILE)}
 
 

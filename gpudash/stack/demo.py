@@ -27,7 +27,7 @@ from typing import Any
 import click
 import yaml
 
-from gpudash.catalog import SIGNALS
+from gpudash.catalog import EXPORTER_PENDING, SIGNALS
 from gpudash.catalog import profile as catalog_profile
 from gpudash.check.cli import dashboard_groups, failures, run_check, summary
 from gpudash.check.run import GroupResult, Status
@@ -36,7 +36,7 @@ from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
-from gpudash.exporter.render import SELF_PENDING
+from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
 from gpudash.promql.builders import RECORDING_BY_NAME
 from gpudash.stack.cluster import (
     ExporterProcess,
@@ -63,7 +63,6 @@ FAULT_STORY = (
     "1 min (GPUHighTemperature, GPUThermalThrottling after several minutes); GPU 2 leaks memory from 1 min "
     "(GPUMemoryLeakPredicted, then GPUMemoryPressure)"
 )
-DASHBOARDS = Path("dashboards/json")
 SUMMARY_EVERY_S = 30.0
 DATA_TIMEOUT_S = 90.0
 COUNTERS = tuple(signal.dcgm_name for signal in SIGNALS if signal.type == "counter")
@@ -129,7 +128,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     for rel, text in files.items():
         (rules_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         (rules_dir / rel).write_text(text, encoding="utf-8")
-    alertmanager = stack.enter_context(Alertmanager(files["alertmanager/alertmanager.yml"]))
+    alertmanager = stack.enter_context(Alertmanager(files[ALERTMANAGER_FILE]))
     jobs = scrape_jobs(files)
     if node is not None:
         jobs.append({"job_name": site.node_job, "scrape_interval": INTERVAL,
@@ -162,7 +161,7 @@ def _with_yesterday(config: str, files: dict[str, str], address: str, job: str,
     times = moments(time.time() - DAY, 10 * 60, 30 * 60, 30.0)
     target = {"job": job, "instance": address, "cluster": CLUSTER, "rack": "rack-1"}
     history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
-    with yesterday_blocks(history, rule_files(files)["gpu-recording.rules.yml"], times[0], times[-1],
+    with yesterday_blocks(history, rule_files(files)[Path(RECORDING_FILE).name], times[0], times[-1],
                           eval_interval="30s") as blocks:
         echo(f"  history:       yesterday's {len(times)} samples per series written as blocks "
              f"({time.monotonic() - started:.1f} s)")
@@ -176,7 +175,7 @@ def _flags(flag: str, values: tuple[str, ...]) -> list[str]:
 
 def _recording_rules(files: dict[str, str]) -> list[tuple[str, str]]:
     """(record, expr) of every recording rule the demo's Prometheus evaluates."""
-    text = files["prometheus/gpu-recording.rules.yml"]
+    text = files[RECORDING_FILE]
     return [(str(rule["record"]), str(rule["expr"])) for group in yaml.safe_load(text)["groups"]
             for rule in group["rules"] if "record" in rule]
 
@@ -201,7 +200,7 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
     scraped = "{" + promql_matcher("job", "=", job) + "}"
     try:
         prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=left())
-        prometheus.wait_for(f"{SELF_PENDING}{scraped} == 0", timeout=left())
+        prometheus.wait_for(f"{EXPORTER_PENDING}{scraped} == 0", timeout=left())
         if demo.simulated:  # and the first injected fault, which pages at once
             prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=left())
         for counter in COUNTERS:  # rate() and increase() need two samples of a counter
@@ -233,8 +232,8 @@ _OFFSETS = re.compile(r"without offset ([^;]+);")
 
 def check_demo(demo: DemoStack) -> list[GroupResult]:
     settings = demo.settings
-    groups = dashboard_groups(load_dashboards([DASHBOARDS]), int(float(INTERVAL.rstrip("s"))))
-    groups += rule_groups([demo.rules_dir / "prometheus"])
+    groups = dashboard_groups(load_dashboards([DASHBOARDS_JSON_DIR]), int(float(INTERVAL.rstrip("s"))))
+    groups += rule_groups([demo.rules_dir / Path(RECORDING_FILE).parent])
     return run_check(demo.prometheus.url, groups, catalog_profile(settings.site.profile),
                      scrape_interval_s=int(float(INTERVAL.rstrip("s"))))
 
@@ -285,7 +284,7 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
       GRAFANA_URL=http://localhost:3000 GRAFANA_TOKEN=... gpudash demo   # also push the dashboards
     """
     settings = load_settings(thresholds, site)
-    load_dashboards([DASHBOARDS])  # fail before starting anything when run outside the repository
+    load_dashboards([DASHBOARDS_JSON_DIR])  # fail before starting anything when run outside the repository
     if simulate is None:
         found = nvml_gpu_count()
         simulate = found == 0

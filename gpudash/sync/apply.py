@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpudash.errors import GpudashError
+from gpudash.layout import TAG
 from gpudash.sync import diffing
 from gpudash.sync.client import ChangedMeanwhile, GrafanaFailure
 from gpudash.sync.content import marked, read_marker, same_content
@@ -32,7 +33,6 @@ from gpudash.sync.plan import (
 )
 from gpudash.sync.remote import GrafanaRemote, dashboard_label
 
-TAG = "gpudash"
 Echo = Callable[[str], None]
 
 

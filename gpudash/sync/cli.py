@@ -15,17 +15,17 @@ import click
 
 from gpudash.config.loading import load_settings
 from gpudash.errors import DriftError, UsageError
+from gpudash.layout import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
 from gpudash.sync import diffing
 from gpudash.sync.apply import Applier, Outcome, Target, ensure_folder, read_plan
 from gpudash.sync.client import ChangedMeanwhile, Grafana, GrafanaFailure, connection_from
-from gpudash.sync.local import DEFAULT_DIR, load_local, version_message
+from gpudash.sync.local import load_local, version_message
 from gpudash.sync.plan import Action, Plan
 from gpudash.sync.provision import DEFAULT_DASHBOARDS_PATH, DatasourceSpec, ensure_datasource, provisioning_files
 from gpudash.sync.provision import write_files as write_provisioning
 from gpudash.sync.remote import GrafanaRemote
 from gpudash.sync.watch import regenerate_command, run_regenerate, watch
 
-DEFAULT_FILES_DIR = Path("generated/grafana-provisioning")
 F = Callable[..., Any]
 
 
@@ -86,8 +86,8 @@ class Context:
 
 def connection_options(command: F) -> F:
     options = [
-        click.option("--dir", "directory", type=click.Path(path_type=Path), default=DEFAULT_DIR, show_default=True,
-                     help="Directory of generated dashboard JSON."),
+        click.option("--dir", "directory", type=click.Path(path_type=Path), default=DASHBOARDS_JSON_DIR,
+                     show_default=True, help="Directory of generated dashboard JSON."),
         click.option("--url", default=None, help="Grafana root URL (default: $GRAFANA_URL)."),
         click.option("--user", default=None, help="Basic-auth login (default: $GRAFANA_USER); password from "
                                                   "$GRAFANA_PASSWORD or --password-file."),
@@ -258,7 +258,7 @@ def diff(**kwargs: Any) -> None:
                                             "locally.")
 @click.option("--watch", "watching", is_flag=True, help="Regenerate and sync whenever a definition or "
                                                         "thresholds.yaml changes.")
-@click.option("--definitions", type=click.Path(path_type=Path), default=Path("dashboards"), show_default=True,
+@click.option("--definitions", type=click.Path(path_type=Path), default=DEFINITIONS_DIR, show_default=True,
               help="With --watch: dashboard definitions to watch and regenerate from.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="With --watch: seconds between polls.")
@@ -304,7 +304,7 @@ def sync(dry_run: bool, force: bool, prune: bool, watching: bool, definitions: P
 @connection_options
 @click.option("--prometheus-url", envvar="PROMETHEUS_URL", default=None,
               help="URL Grafana uses to reach Prometheus (default: $PROMETHEUS_URL).")
-@click.option("--files-dir", type=click.Path(path_type=Path), default=DEFAULT_FILES_DIR, show_default=True,
+@click.option("--files-dir", type=click.Path(path_type=Path), default=PROVISIONING_DIR, show_default=True,
               help="Where to write Grafana's file-provisioning YAML.")
 @click.option("--no-files", is_flag=True, help="Do not write the provisioning YAML.")
 @click.option("--files-only", is_flag=True, help="Only write the provisioning YAML; do not contact Grafana.")

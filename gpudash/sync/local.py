@@ -6,12 +6,12 @@ import json
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gpudash import __version__
+from gpudash.dashboards.json_files import read_json_files
 from gpudash.errors import ConfigError
 
-DEFAULT_DIR = Path("dashboards/json")
 MESSAGE_LIMIT = 500  # Grafana 11+ refuses longer version messages
 _UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -23,15 +23,17 @@ def slug(title: str) -> str:
     return _SLUG.sub("-", title.lower()).strip("-")
 
 
-def _read_one(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+def _unreadable(path: Path, exc: Exception) -> NoReturn:
+    if isinstance(exc, OSError):
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
+    if isinstance(exc, UnicodeDecodeError):
         raise ConfigError(f"{path}: not UTF-8 text") from exc
-    except json.JSONDecodeError as exc:
+    if isinstance(exc, json.JSONDecodeError):
         raise ConfigError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}") from exc
+    raise exc
+
+
+def _checked(path: Path, data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a dashboard (a JSON object), got {type(data).__name__}")
     uid, title = data.get("uid"), data.get("title")
@@ -52,14 +54,11 @@ def load_local(directory: Path) -> list[dict[str, Any]]:
     """
     if not directory.is_dir():
         raise ConfigError(f"{directory}: no such directory (run `gpudash dashboards` first, or pass --dir)")
-    files = sorted(directory.glob("*.json"))
-    if not files:
-        raise ConfigError(f"{directory}: no dashboards (*.json) found (run `gpudash dashboards` first)")
     seen_uid: dict[str, Path] = {}
     seen_slug: dict[str, Path] = {}
     dashboards = []
-    for path in files:
-        data = _read_one(path)
+    for path, raw in read_json_files(directory, _unreadable):
+        data = _checked(path, raw)
         uid, title_slug = data["uid"], slug(data["title"])
         if uid in seen_uid:
             raise ConfigError(f"{path}: uid {uid!r} is also used by {seen_uid[uid]}")
@@ -67,6 +66,8 @@ def load_local(directory: Path) -> list[dict[str, Any]]:
             raise ConfigError(f"{path}: title {data['title']!r} collides with the title in {seen_slug[title_slug]}")
         seen_uid[uid], seen_slug[title_slug] = path, path
         dashboards.append(data)
+    if not dashboards:
+        raise ConfigError(f"{directory}: no dashboards (*.json) found (run `gpudash dashboards` first)")
     return dashboards
 
 

@@ -1,0 +1,27 @@
+"""Where a gpudash repository keeps its parts, and the names that tie the parts together.
+
+Paths are relative to the repository root, where the commands run. The uids link the dashboards to each
+other (and are the file names of their JSON); the tag marks a dashboard in Grafana as gpudash's, which is
+what `sync --prune` looks for before it deletes anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DEFINITIONS_DIR = Path("dashboards")  # one grafanalib definition (*.py) per dashboard
+JSON_DIR_NAME = "json"  # the generated dashboard JSON, inside the definitions folder
+DASHBOARDS_JSON_DIR = DEFINITIONS_DIR / JSON_DIR_NAME
+
+GENERATED_DIR = Path("generated")  # `gpudash rules` output; the file names below are relative to it
+ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
+RECORDING_FILE = "prometheus/gpu-recording.rules.yml"
+SCRAPE_FILE = "prometheus/scrape-gpu.yml"
+ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
+RULES_DIR = GENERATED_DIR / Path(ALERTS_FILE).parent  # where the rule files above lie
+PROVISIONING_DIR = GENERATED_DIR / "grafana-provisioning"  # `gpudash provision` output
+
+FLEET_UID = "gpudash-fleet"
+NODE_UID = "gpudash-node"
+
+TAG = "gpudash"  # on every dashboard gpudash builds; prune deletes only dashboards that carry it
