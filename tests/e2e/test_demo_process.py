@@ -8,7 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from grafana_standin import StandIn
 from support.paths import ROOT
+from support.waiting import eventually
 
 from gpudash.stack.demo import GPUS, nvml_gpu_count
 
@@ -31,9 +32,7 @@ def test_make_demo_once_as_the_readme_says(tmp_path: Path) -> None:
         pytest.skip("make is not installed")
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     env.pop("GRAFANA_URL", None)
-    started = time.monotonic()
     done = subprocess.run(_make_demo_once(), cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
-    elapsed = time.monotonic() - started
     out = done.stdout
     assert done.returncode == 0, out[-4000:] + done.stderr[-2000:]
     assert re.search(r"checked \d+ queries against http://127\.0\.0\.1:\d+: .*; 0 failed", out)
@@ -49,7 +48,6 @@ def test_make_demo_once_as_the_readme_says(tmp_path: Path) -> None:
         assert f"NVML: {nvml_gpu_count()} GPUs, reading them" in out
     assert "Grafana: not pushed (GRAFANA_URL is not set)" in out
     assert list(tmp_path.iterdir()) == []  # every temporary directory removed
-    assert elapsed < 120
 
 
 def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
@@ -59,18 +57,24 @@ def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path) -> N
         # its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it
         proc = subprocess.Popen([sys.executable, "-m", "gpudash", "demo"], cwd=ROOT, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        assert proc.stdout is not None
+        stdout = proc.stdout
+        assert stdout is not None
         lines: list[str] = []
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("running;"):
-                break
+
+        def read() -> None:
+            for line in stdout:
+                lines.append(line)
+
+        reading = threading.Thread(target=read, daemon=True)
+        reading.start()
+
+        def running() -> bool:
+            if proc.poll() is not None and not reading.is_alive():
+                raise AssertionError("the demo exited: " + "".join(lines))
+            return any(line.startswith("running;") for line in lines)
+
+        eventually(running, timeout=180, what="the demo to say it is running")
         out = "".join(lines)
-        assert "running;" in out, out
         urls = re.findall(r"http://127\.0\.0\.1:\d+", out)
         prometheus = re.search(r"prometheus: +(http://127\.0\.0\.1:\d+)", out)
         assert prometheus is not None
@@ -81,7 +85,9 @@ def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path) -> N
         assert [d.url for d in grafana.store.datasources.values()] == [prometheus.group(1)]
 
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
-        rest, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        reading.join(10)
+        rest = "".join(lines)
     assert proc.returncode == 0, rest
     assert "stopped; every process the demo started is gone and its data removed" in rest
     for url in set(urls):

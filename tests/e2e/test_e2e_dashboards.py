@@ -9,14 +9,14 @@ against yesterday" panels have data too. Then `gpudash check` runs every panel, 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.e2e import ROOT, gpudash_rules, panel_results, site_yaml, unexplained
+from support.cli import gpudash
+from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
+from support.paths import ROOT
 
 from gpudash.catalog import profile
 from gpudash.check.cli import dashboard_groups, run_check
@@ -58,7 +58,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter:
         prometheus.wait_for("cluster:gpu_count:count", timeout=30)
         prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=60)
-        time.sleep(5)  # a few samples of the new XID counter, so a rate window holds two
+        # five samples of the new XID counter (one a second), so a panel's rate window holds two
+        prometheus.wait_for("min(count_over_time(gpudash_xid_errors_total[1m])) >= 5", timeout=30)
         yield Stack(prometheus, exporter, tmp / "generated" / "prometheus")
 
 
@@ -99,15 +100,11 @@ def test_every_committed_rule_parses_and_recording_rules_return_data(stack: Stac
 
 
 def test_the_same_through_the_command_line(stack: Stack) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "gpudash", "check", "--prometheus", stack.prometheus.url,
-         "--rules", str(stack.rules_dir)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
-    assert "GPU fleet  (dashboards/json/gpudash-fleet.json" in done.stdout
-    assert "PANEL" in done.stdout and "RULE" in done.stdout
-    assert done.stdout.rstrip().splitlines()[-1].endswith("; 0 failed")
+    done = gpudash("check", "--prometheus", stack.prometheus.url, "--rules", str(stack.rules_dir), cwd=ROOT)
+    assert done.code == 0, done.out[-3000:] + done.err
+    assert "GPU fleet  (dashboards/json/gpudash-fleet.json" in done.out
+    assert "PANEL" in done.out and "RULE" in done.out
+    assert done.out.rstrip().splitlines()[-1].endswith("; 0 failed")
 
 
 def test_check_fails_when_a_query_breaks_or_loses_its_data(stack: Stack, tmp_path: Path) -> None:
@@ -138,15 +135,13 @@ def test_check_fails_when_a_query_breaks_or_loses_its_data(stack: Stack, tmp_pat
     assert by_item["Many to many"].status is Status.ERROR and "many-to-many" in by_item["Many to many"].detail
     assert by_item["Fine"].status is Status.OK and by_item["Fine"].series == 1
 
-    done = subprocess.run([sys.executable, "-m", "gpudash", "check", "--prometheus", stack.prometheus.url,
-                           "--dashboards", str(path), "--no-rules"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
+    done = gpudash("check", "--prometheus", stack.prometheus.url, "--dashboards", str(path), "--no-rules", cwd=ROOT)
+    assert done.code == 1
+    assert done.err.strip().splitlines() == [
         "gpudash: 6 queries failed: Broken / $host, Broken / Typo, Broken / Parse error, "
         "Broken / Unknown variable, Broken / Join mismatch and 1 more"
     ]
-    assert "NO DATA: no series DCGM_FI_DEV_GPU_UTILL" in done.stdout
+    assert "NO DATA: no series DCGM_FI_DEV_GPU_UTILL" in done.out
 
 
 def test_check_without_recording_rules_names_them(stack: Stack, tmp_path: Path) -> None:

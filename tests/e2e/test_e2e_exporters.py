@@ -11,13 +11,13 @@ of its own, with the recording rules `gpudash rules` renders for that exporter's
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from support.e2e import REFERENCE, ROOT, StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, statuses, unexplained
+from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, statuses, unexplained
+from support.paths import REFERENCE, ROOT
 
 from gpudash.catalog import Source, profile
 from gpudash.check.cli import built_dashboards, dashboard_groups, run_check
@@ -48,7 +48,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
             server.wait_for('cluster:gpu_count:count{cluster="dcgm"} == 3', timeout=30)
             server.wait_for('cluster:gpu_count:count{cluster="smi"}', timeout=30)
             server.wait_for("count(up == 1) == 3", timeout=30)
-            time.sleep(2)  # recorded series a couple of evaluations old, as on any running server
+            # recorded series a few evaluations old (one a second), as on any running server
+            for cluster in ("dcgm", "smi"):
+                server.wait_for(f'count_over_time(cluster:gpu_count:count{{cluster="{cluster}"}}[1m]) >= 3', timeout=30)
             yield server
 
 

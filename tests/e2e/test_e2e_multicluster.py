@@ -10,13 +10,14 @@ panel must return data per cluster from the global store.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 
 import pytest
-from support.e2e import ROOT, gpudash_rules, site_yaml, unexplained
+from support.e2e import gpudash_rules, site_yaml, unexplained
+from support.paths import ROOT
+from support.waiting import eventually
 
 from gpudash.catalog import profile
 from gpudash.check.cli import dashboard_groups, run_check
@@ -58,10 +59,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             servers[name] = server
         client = Client(store.url)
         for name, gpus in CLUSTERS.items():
-            _until(lambda n=name, g=gpus: _value(client, f'cluster:gpu_count:count{{cluster="{n}"}}') == g)
-            _until(lambda n=name: _value(client, f'count(prometheus_build_info{{cluster="{n}"}})') == 1)
-            _until(lambda n=name: _value(client, f'count(gpudash_xid_errors_total{{cluster="{n}"}})') == 1)
-        time.sleep(3)  # a few more seconds of samples, so every rate window holds two
+            _until(client, f'cluster:gpu_count:count{{cluster="{name}"}}', gpus)
+            _until(client, f'count(prometheus_build_info{{cluster="{name}"}})', 1)
+            _until(client, f'count(gpudash_xid_errors_total{{cluster="{name}"}})', 1)
+            # four samples of the new XID counter (one a second) in the store, so every rate window holds two
+            _until(client, f'min(count_over_time(gpudash_xid_errors_total{{cluster="{name}"}}[1m])) >= bool 4', 1)
         yield Fleet(store, servers)
 
 
@@ -70,13 +72,9 @@ def _value(client: Client, expr: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def _until(condition: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(condition) and condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"the global store did not get both clusters' data within {timeout:.0f}s")
+def _until(client: Client, expr: str, value: float) -> None:
+    eventually(lambda: _value(client, expr) == value, timeout=60, interval=0.5,
+               what=f"{expr} == {value:g} in the global store")
 
 
 def test_cluster_variable_lists_both_clusters_from_the_global_store(fleet: Fleet) -> None:

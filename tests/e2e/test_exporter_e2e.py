@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.waiting import eventually
 
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
@@ -72,9 +72,11 @@ def test_lost_gpu_is_down_and_the_rest_keep_reporting(stack: tuple[Exporter, Pro
     assert prometheus.wait_for("rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5s]) / 1000 > 50")
 
 
-def test_scrapes_are_fast_and_the_target_healthy(stack: tuple[Exporter, Prometheus]) -> None:
+def test_every_scrape_succeeds_and_the_target_is_healthy(stack: tuple[Exporter, Prometheus]) -> None:
+    # How fast a scrape is lives in bench/exporter_bench.py (p99 per fleet size); here: none of them fails.
     _, prometheus = stack
-    time.sleep(1.5)
+    eventually(lambda: prometheus.query('count_over_time(up{job="gpu"}[1m]) >= 3'), timeout=30,
+               what="three scrapes of the exporter")
+    assert prometheus.query('min_over_time(up{job="gpu"}[1m]) == 1')  # empty if any scrape failed
     (target,) = [t for t in prometheus.targets() if t["labels"]["job"] == "gpu"]
     assert target["health"] == "up" and target["lastError"] == ""
-    assert target["lastScrapeDuration"] < 0.1

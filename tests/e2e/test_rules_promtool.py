@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +13,11 @@ from typing import Any
 import pytest
 import yaml
 from support.paths import ROOT
+from support.waiting import eventually
 
 from gpudash.config.settings import load_settings
 from gpudash.rules.render import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE, render_all, write_files
+from gpudash.stack.process import free_port
 
 GENERATED = ROOT / "generated"
 UNIT_TESTS = sorted((ROOT / "tests" / "rules").glob("*.yaml"))
@@ -104,12 +104,6 @@ def test_amtool_accepts_generated_and_every_receiver_kind(tmp_path: Path) -> Non
     assert routed.stdout.strip() == "gpudash-critical", routed.stdout + routed.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def alertmanager(tmp_path: Path) -> Iterator[str]:
     port = free_port()
@@ -121,18 +115,15 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
         stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"alertmanager exited: {(tmp_path / 'alertmanager.log').read_text()[-2000:]}")
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+            return response.status == 200
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"alertmanager did not start: {(tmp_path / 'alertmanager.log').read_text()[-2000:]}")
-            time.sleep(0.1)
+        eventually(ready, timeout=30, what="alertmanager to be ready", ignoring=(OSError,))
         yield url
     finally:
         proc.terminate()
@@ -148,16 +139,15 @@ def post_alerts(url: str, alerts: list[dict[str, str]]) -> None:
 
 
 def inhibited(url: str) -> dict[tuple[str, str, str], bool]:
-    deadline = time.monotonic() + 10
-    while True:
+    def state() -> dict[tuple[str, str, str], bool] | None:
         with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=5) as response:
             alerts = json.load(response)
-        state = {(a["labels"]["alertname"], a["labels"].get("gpu", ""), a["labels"]["severity"]):
+        found = {(a["labels"]["alertname"], a["labels"].get("gpu", ""), a["labels"]["severity"]):
                  bool(a["status"]["inhibitedBy"]) for a in alerts}
-        # inhibition is computed on the next evaluation; wait until some alert shows it
-        if any(state.values()) or time.monotonic() > deadline:
-            return state
-        time.sleep(0.2)
+        return found if any(found.values()) else None
+
+    # inhibition is computed on the next evaluation; wait until some alert shows it
+    return eventually(state, timeout=10, what="an inhibited alert")
 
 
 def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from support.waiting import eventually
 
 from gpudash.errors import RemoteError
 from gpudash.stack.process import Alertmanager, Prometheus
@@ -24,10 +23,8 @@ def test_an_alert_rule_reaches_alertmanager() -> None:
             data_dir = prometheus.dir
             assert (data_dir / "rules" / "always.yml").read_text() == RULES
             assert prometheus.wait_for('ALERTS{alertname="AlwaysFiring"}')
-            deadline = time.monotonic() + 30
-            while not am.alerts() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert [a["labels"]["alertname"] for a in am.alerts()] == ["AlwaysFiring"]
+            alerts = eventually(am.alerts, timeout=30, what="the alert at Alertmanager")
+            assert [a["labels"]["alertname"] for a in alerts] == ["AlwaysFiring"]
         assert not data_dir.exists()
 
 

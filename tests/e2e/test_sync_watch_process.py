@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 from grafana_standin import StandIn
+from support.waiting import eventually
 
 
 @pytest.mark.slow
@@ -24,17 +24,13 @@ def test_sync_watch_follows_a_thresholds_change(repo_copy: Path) -> None:
             [sys.executable, "-m", "gpudash", "sync", "--watch", "--interval", "0.2", "--watch-polls", "300"],
             cwd=repo_copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            deadline = time.monotonic() + 60
-            while grafana.dashboard("gpudash-node") is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert grafana.dashboard("gpudash-node") is not None, "the first cycle did not push"
-            first = grafana.dashboard("gpudash-node")
+            first = eventually(lambda: grafana.dashboard("gpudash-node"), timeout=60, what="the first cycle's push")
             thresholds = repo_copy / "thresholds.yaml"
             data = yaml.safe_load(thresholds.read_text())
             data["power"]["warning_ratio"] = 0.8
             thresholds.write_text(yaml.safe_dump(data, sort_keys=False))
-            while grafana.dashboard("gpudash-node") == first and time.monotonic() < deadline:
-                time.sleep(0.1)
+            eventually(lambda: grafana.dashboard("gpudash-node") != first, timeout=60,
+                       what="the push that follows the thresholds.yaml change")
             process.send_signal(signal.SIGINT)  # Ctrl-C, as a person stops it
             out, _ = process.communicate(timeout=30)
         finally:

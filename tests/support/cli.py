@@ -52,4 +52,4 @@ def gpudash(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] |
             sys.stderr.flush()
             root.handlers[:] = handlers
             root.setLevel(level)
-        return Ran(code, out.getvalue().decode(), err.getvalue().decode())
+        return Ran(code, out.getvalue().decode("utf-8", "replace"), err.getvalue().decode("utf-8", "replace"))

@@ -5,8 +5,6 @@ real samples, site configs, and a Prometheus started on the rules `gpudash rules
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
@@ -22,9 +20,8 @@ from gpudash.config.settings import Settings
 from gpudash.promql.builders import signals_in
 from gpudash.promql.scanner import filters, offsets
 from gpudash.stack.loopback import LoopbackHTTPServer
-
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = ROOT / "tests" / "fixtures"  # the `reference` fixture's folder, for module-scoped fixtures
+from support.cli import gpudash
+from support.paths import ROOT
 
 
 class StaticMetrics(LoopbackHTTPServer):
@@ -136,11 +133,11 @@ def site_yaml(path: Path, cluster: str, targets: Sequence[str], *, interval: str
 
 def gpudash_rules(out: Path, site: Path, thresholds: Path | None = None) -> dict[str, str]:
     """Run `gpudash rules --out DIR` as a person would; return the files it wrote, by relative path."""
-    args = [sys.executable, "-m", "gpudash", "rules", "--out", str(out), "--site", str(site)]
+    args = ["rules", "--out", str(out), "--site", str(site)]
     if thresholds is not None:
         args += ["--thresholds", str(thresholds)]
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    done = gpudash(*args, cwd=ROOT)
+    assert done.code == 0, done.err
     return {str(p.relative_to(out)): p.read_text() for p in out.rglob("*.yml")}
 
 

@@ -41,10 +41,11 @@ def test_keys_and_names_are_unique() -> None:
     assert len({s.dcgm_name for s in SIGNALS}) == len(SIGNALS)
 
 
-def test_default_counters_have_no_memory_total() -> None:
+def test_default_counters_have_no_memory_total(reference: Path) -> None:
     # Memory percentages must come from used / (used + free): real dcgm-exporter deployments have no total.
-    assert BY_DCGM_NAME["DCGM_FI_DEV_FB_TOTAL"].optional
-    assert not BY_DCGM_NAME["DCGM_FI_DEV_FB_USED"].optional
+    counters = _default_counters(reference)
+    assert "DCGM_FI_DEV_FB_TOTAL" not in counters
+    assert {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"} <= set(counters)
 
 
 def test_nvidia_smi_profile_names_exist_in_real_nvidia_gpu_exporter_output(reference: Path) -> None:
@@ -62,6 +63,12 @@ def test_nvidia_smi_conversions_reach_dcgm_units() -> None:
     assert NVIDIA_SMI.ref("gpu_temp").convert == ""
 
 
-def test_dcgm_profile_covers_every_signal() -> None:
-    assert set(DCGM.metrics) == {s.key for s in SIGNALS}
-    assert DCGM.gpu_label == "gpu"
+def test_dcgm_profile_reads_dcgm_exporters_names_units_and_labels(reference: Path) -> None:
+    counters = _default_counters(reference)
+    for signal in SIGNALS:
+        if signal.source is Source.DCGM_DEFAULT:
+            ref = DCGM.ref(signal.key)
+            assert ref.name in counters and ref.convert == "", signal.key  # its own name, in DCGM units
+    # the GPU and host labels as dcgm-exporter renders them (its server test's expected response)
+    samples = (reference / "dcgm-exporter" / "exposition-samples.txt").read_text()
+    assert f'TEST_METRIC{{{DCGM.gpu_label}="0",' in samples and f',{DCGM.hostname_label}="testhost"}}' in samples

@@ -1,10 +1,13 @@
-"""`make demo`, the README's main command: once as CI runs it, and until Ctrl-C with a Grafana to push to.
+"""What `make demo` prints, and how it decides between the GPUs of this node and a simulated one.
 
-The end-to-end cases start the real servers through the real command; the unit cases cover what the demo
-prints.
+The demo itself, servers and all, runs in tests/e2e/test_demo_process.py.
 """
 
 from __future__ import annotations
+
+import sys
+
+import pytest
 
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import PANEL, Group, Query
@@ -49,9 +52,37 @@ def test_notification_line() -> None:
                                        "(warning), 2 alerts")
 
 
-def test_simulated_node_and_nvml_probe() -> None:
-    assert GPUS == 8 and all(int(f.split("=")[0]) < GPUS for f in FAULTS)
-    assert nvml_gpu_count() >= 0  # 0 here without a driver; the GPU count on a GPU node
+def test_every_injected_fault_names_a_gpu_of_the_simulated_node() -> None:
+    assert FAULTS and all(0 <= int(f.split("=")[0]) < GPUS for f in FAULTS)
+
+
+class FakeNvml:
+    """pynvml as the probe sees it: a driver that starts or not, and a GPU count that reads or not."""
+
+    def __init__(self, starts: bool, count: int | None) -> None:
+        self.starts, self.count, self.shut_down = starts, count, False
+
+    def nvmlInit(self) -> None:
+        if not self.starts:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    def nvmlDeviceGetCount(self) -> int:
+        if self.count is None:
+            raise RuntimeError("Unknown Error")
+        return self.count
+
+    def nvmlShutdown(self) -> None:
+        self.shut_down = True
+
+
+@pytest.mark.parametrize(("starts", "count", "expected"), [(True, 2, 2), (False, None, 0), (True, None, 0)],
+                         ids=["two GPUs", "no driver", "count fails"])
+def test_the_nvml_probe_counts_gpus_or_says_0_and_shuts_nvml_down(
+        monkeypatch: pytest.MonkeyPatch, starts: bool, count: int | None, expected: int) -> None:
+    nvml = FakeNvml(starts, count)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert nvml_gpu_count() == expected
+    assert nvml.shut_down == starts  # started, then shut down whatever the count did
 
 
 # ------------------------------------------------------------------------ the real thing
