@@ -64,6 +64,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             _until(client, f'count(gpudash_xid_errors_total{{cluster="{name}"}})', 1)
             # four samples of the new XID counter (one a second) in the store, so every rate window holds two
             _until(client, f'min(count_over_time(gpudash_xid_errors_total{{cluster="{name}"}}[1m])) >= bool 4', 1)
+            # and the recorded series the fleet panels read, in a range query at the step the tests use
+            recorded = f'cluster_instance:gpu_utilization:avg{{cluster="{name}"}}'
+            eventually(lambda r=recorded: client.range(r, Window(client.now(), RANGE_S, 5)), timeout=60,
+                       interval=0.5, what=f"{recorded} in a range query of the global store")
         yield Fleet(store, servers)
 
 
