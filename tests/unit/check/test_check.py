@@ -33,7 +33,6 @@ from gpudash.check.targets import (
     unresolved,
 )
 from gpudash.errors import ConfigError
-from gpudash.promql.scanner import filters, offsets, selectors, widened, windows, without_offsets
 from gpudash.stack.process import free_port
 
 
@@ -117,31 +116,6 @@ def test_rule_files(tmp_path: Path) -> None:
     (tmp_path / "none").mkdir()
     with pytest.raises(ConfigError, match="no rule files"):
         rule_groups([tmp_path / "none"])
-
-
-# ------------------------------------------------------------------------ reading PromQL
-
-
-def test_selectors_skip_functions_aggregations_and_label_lists() -> None:
-    expr = ('bottomk(10, DCGM_FI_DEV_SM_CLOCK{cluster=~".*"} / on(cluster, instance, gpu) group_left() '
-            'max by (cluster, instance, gpu) (DCGM_FI_DEV_MAX_SM_CLOCK{cluster=~".*"}))')
-    assert [str(s) for s in selectors(expr)] == ['DCGM_FI_DEV_SM_CLOCK{cluster=~".*"}',
-                                                  'DCGM_FI_DEV_MAX_SM_CLOCK{cluster=~".*"}']
-    assert [s.name for s in selectors('count_values by (cluster) ("band", clamp_max(floor(X / 10) * 10, 90))')] == ["X"]
-    assert [s.name for s in selectors("sum(rate(x[5m])) by (job)")] == ["x"]
-    assert [str(s) for s in selectors('{__name__=~"DCGM_.*"} > 0')] == ['{__name__=~"DCGM_.*"}']
-    # strings and braces with odd characters do not confuse it
-    assert [s.name for s in selectors('label_replace(up{a="}{"}, "b", "$1", "c", "(.+)")')] == ["up"]
-
-
-def test_filters_offsets_and_windows() -> None:
-    assert filters("topk(10, changes(x[6h]) > 0)")
-    assert not filters("sum by (cluster) (x < bool 20)")
-    assert not filters('x{a=~"b|c",d!="e"}')
-    assert offsets("sum(x offset 1d) - sum(y offset 1d)") == ["1d", "1d"]
-    assert without_offsets("sum(x offset 1d) / y") == "sum(x) / y"
-    assert windows("increase(x[31s]) + rate(y[5m])") == ["[31s]", "[5m]"]
-    assert widened("increase(x[31s])", 3600) == "increase(x[3600s])"
 
 
 # ------------------------------------------------------------------------ reporting
