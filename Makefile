@@ -64,13 +64,13 @@ test: venv deps lint check-generated ## the whole suite: lint, types, generated 
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 e2e: venv deps ## end-to-end tests only (real Prometheus, Alertmanager, VictoriaMetrics, Grafana stand-in)
-	$(BIN)/pytest -q -m e2e $(PYTEST_ARGS)
+	$(BIN)/pytest -q tests/e2e $(PYTEST_ARGS)
 
 check: venv ## run every dashboard and rule query against PROMETHEUS_URL
 	$(GPUDASH) check
 
 test-fast: venv ## unit tests only (no servers)
-	$(BIN)/pytest -q -m "not e2e" $(PYTEST_ARGS)
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
 push: venv ## push every dashboard to Grafana (GRAFANA_URL, GRAFANA_TOKEN)
 	$(GPUDASH) push

@@ -26,8 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from alert_corpus import FLAVOURS, SCENARIOS, STEP, Scenario, input_series, throttle_onset
 
+if not __package__:  # run as `python bench/alert_quality.py`: the sibling modules come through the bench package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.alert_corpus import FLAVOURS, SCENARIOS, STEP, Scenario, input_series, throttle_onset
 from gpudash.catalog import profile
 from gpudash.config.loading import load_settings
 from gpudash.layout import ALERTS_FILE, RECORDING_FILE

@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import fleetgen
-import grafana_load
-
+from bench import fleetgen, grafana_load
 from gpudash.catalog import DRIVER_VERSION_LABEL
 
 TARGETS = "fleet dashboard <= 1 s at 1,024 GPUs and <= 3 s at the largest size; <= ~200 series in any panel"

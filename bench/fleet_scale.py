@@ -28,13 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as `python bench/fleet_scale.py`: the sibling modules come through the bench package
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-import fleet_report
-import fleet_tsdb
-import fleetgen as fg
-import grafana_load
-
+from bench import fleet_report, fleet_tsdb, grafana_load
+from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
 from gpudash.dashboards.build import build_all

@@ -27,9 +27,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import fleetgen as fg
 import numpy as np
 import yaml
+
+from bench import fleetgen as fg
 
 BLOCK_S = 2 * fg.HOUR
 LINES_PER_FILE = 5_000_000  # ~1.5 GB of OpenMetrics text per piece

@@ -1,4 +1,8 @@
-"""Shared fixtures: the repository root and an editable copy of thresholds.yaml."""
+"""Shared fixtures (the repository root, an editable copy of thresholds.yaml) and the two suites.
+
+tests/unit/ starts no server and no process (tests/unit/conftest.py enforces it); tests/e2e/ is everything
+that does, and every test there is marked `e2e`, so `pytest -m "not e2e"` is the unit suite.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,28 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.paths import REFERENCE, ROOT, TESTS
 
-ROOT = Path(__file__).resolve().parent.parent
-# Public reference material kept as test fixtures: dcgm-exporter's default counters, dashboard 12239 and real
-# /metrics samples, and nvidia_gpu_exporter's output from an H100 under load.
-REFERENCE = ROOT / "tests" / "fixtures"
+E2E = TESTS / "e2e"
+UNIT = TESTS / "unit"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--real-grafana", action="store_true", default=False,
                      help="run the Grafana sync tests against GRAFANA_URL/GRAFANA_TOKEN instead of the stand-in")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under tests/e2e/ is e2e; a test under tests/unit/ marked e2e belongs in tests/e2e/."""
+    misplaced = []
+    for item in items:
+        path = Path(item.path)
+        if path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+        elif path.is_relative_to(UNIT) and item.get_closest_marker("e2e") is not None:
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError("marked e2e but under tests/unit/ (move them to tests/e2e/): " + ", ".join(misplaced))
 
 
 @pytest.fixture

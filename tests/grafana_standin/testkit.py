@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner
 from grafana_client import GrafanaApi
+from support.cli import gpudash
+from support.paths import ROOT
 
-from gpudash.cli import main
 from gpudash.sync.content import MARKER_KEY
 
 from .server import UI_MODEL_KEYS, StandIn
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = ROOT
 THRESHOLDS = REPO / "thresholds.yaml"
 GRAFANA_ENV = ("GRAFANA_URL", "GRAFANA_TOKEN", "GRAFANA_USER", "GRAFANA_PASSWORD", "GRAFANA_ORG_ID",
                "GPUDASH_SITE", "GPUDASH_THRESHOLDS", "PROMETHEUS_URL")
@@ -79,15 +79,8 @@ class Result:
 
 def run_gpudash(args: list[str], env: dict[str, str | None]) -> Result:
     """`gpudash ARGS` in-process through gpudash.cli.main, exactly as the console script runs it."""
-    runner = CliRunner()
-    with runner.isolation(env=env) as streams:
-        try:
-            main([str(a) for a in args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out, err = streams[0].getvalue(), streams[1].getvalue()
-    return Result(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+    ran = gpudash(*(str(a) for a in args), env=env)
+    return Result(ran.code, ran.out, ran.err)
 
 
 @dataclass

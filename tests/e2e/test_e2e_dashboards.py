@@ -1,0 +1,162 @@
+"""Every panel of every dashboard returns data from a real Prometheus scraping the bundled exporter.
+
+One simulated 8-GPU node (training, inference and idle GPUs, an XID that repeats every minute and a
+thermal fault) is scraped every second by a real Prometheus running the rules `gpudash rules` renders.
+Yesterday's history of the same node is written as TSDB blocks before Prometheus starts, so the "now
+against yesterday" panels have data too. Then `gpudash check` runs every panel, variable and rule.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.cli import gpudash
+from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
+from support.paths import ROOT
+
+from gpudash.catalog import profile
+from gpudash.check.cli import dashboard_groups, run_check
+from gpudash.check.run import GroupResult, Status
+from gpudash.check.targets import ALERT, RECORDING, load_dashboards, rule_groups
+from gpudash.layout import RECORDING_FILE
+from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
+from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
+from gpudash.stack.process import Prometheus, free_port
+
+GPUS, SEED = 8, 11
+WORKLOADS = ("3=idle", "7=inference")
+# The XID comes after Prometheus has scraped a clean reading, so "XID errors in range" sees it change.
+FAULTS = ("6=xid:13@6s+10m", "5=thermal@5s")
+
+
+class Stack:
+    def __init__(self, prometheus: Prometheus, exporter: ExporterProcess, rules_dir: Path) -> None:
+        self.prometheus = prometheus
+        self.exporter = exporter
+        self.rules_dir = rules_dir
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("dashboards-e2e")
+    args = ["--simulate", str(GPUS), "--seed", str(SEED)]
+    args += [p for w in WORKLOADS for p in ("--workload", w)] + [p for f in FAULTS for p in ("--fault", f)]
+    # Yesterday first, for the address the exporter is about to get; then Prometheus, then the exporter, so
+    # Prometheus reads a clean XID gauge before the XID fault fires.
+    address = f"127.0.0.1:{free_port()}"
+    files = gpudash_rules(tmp / "generated", site_yaml(tmp / "site.yml", "e2e", [address]))
+    rules = rule_files(files)
+    config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s")
+    times = moments(time.time() - DAY, 600, 600, 15.0)
+    target = {"job": "gpu-exporter", "instance": address, "cluster": "e2e", "rack": "rack-1"}
+    history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
+    with yesterday_blocks(history, rules[Path(RECORDING_FILE).name], times[0], times[-1]) as blocks, \
+            SeededPrometheus(config, rules, blocks=blocks) as prometheus, \
+            ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter:
+        prometheus.wait_for("cluster:gpu_count:count", timeout=30)
+        prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=60)
+        # five samples of the new XID counter (one a second), so a panel's rate window holds two
+        prometheus.wait_for("min(count_over_time(gpudash_xid_errors_total[1m])) >= 5", timeout=30)
+        yield Stack(prometheus, exporter, tmp / "generated" / "prometheus")
+
+
+def _check(stack: Stack, dashboards: list[Path], rules: list[Path] | None = None) -> list[GroupResult]:
+    # A 30-minute range, as a person would pick for a node that started a minute ago: at the default 6 h a
+    # panel's $__rate_interval is longer than the XID counter has existed.
+    groups = dashboard_groups(load_dashboards(dashboards), scrape_interval_s=1, range_s=1800)
+    groups += rule_groups(rules or [])
+    return run_check(stack.prometheus.url, groups, profile("dcgm"), scrape_interval_s=1)
+
+
+def test_every_panel_and_variable_of_every_dashboard_returns_data(stack: Stack) -> None:
+    results = _check(stack, [ROOT / "dashboards" / "json"])
+    rows = panel_results(results)
+    assert len(rows) > 60  # both dashboards, every target and variable
+    missing = [f"{r.query.source} / {r.query.item} [{r.query.ref}]: {r.status.value} {r.detail}"
+               for r in rows if r.status is not Status.OK or r.series == 0]
+    assert missing == [], "\n".join(missing)
+    # the comparison row read yesterday's blocks, not just today's samples
+    assert any("offset 1d" in r.query.expr and r.series for r in rows)
+
+
+def test_dcgm_exporter_dashboard_12239_returns_data_from_the_bundled_exporter(stack: Stack, reference: Path) -> None:
+    results = _check(stack, [reference / "dcgm-exporter" / "dashboard-12239.json"])
+    rows = panel_results(results)
+    assert {r.query.item for r in rows} >= {"$instance", "$gpu", "GPU Temperature", "Tensor Core Utilization"}
+    assert [f"{r.query.item}: {r.status.value} {r.detail}" for r in rows if r.status is not Status.OK] == []
+
+
+def test_every_committed_rule_parses_and_recording_rules_return_data(stack: Stack) -> None:
+    results = _check(stack, [], [ROOT / "generated" / "prometheus"])
+    rows = [r for g in results for r in g.results]
+    assert {r.query.kind for r in rows} == {ALERT, RECORDING}
+    assert [f"{r.query.item}: {r.detail}" for r in rows if r.status.failed] == []
+    assert all(r.status is Status.OK for r in rows if r.query.kind == RECORDING)
+    # the XID fault is firing right now, and the check counts its series
+    assert any(r.query.item == "GPUXidError" and r.series for r in rows)
+
+
+def test_the_same_through_the_command_line(stack: Stack) -> None:
+    done = gpudash("check", "--prometheus", stack.prometheus.url, "--rules", str(stack.rules_dir), cwd=ROOT)
+    assert done.code == 0, done.out[-3000:] + done.err
+    assert "GPU fleet  (dashboards/json/gpudash-fleet.json" in done.out
+    assert "PANEL" in done.out and "RULE" in done.out
+    assert done.out.rstrip().splitlines()[-1].endswith("; 0 failed")
+
+
+def test_check_fails_when_a_query_breaks_or_loses_its_data(stack: Stack, tmp_path: Path) -> None:
+    broken = {
+        "title": "Broken", "uid": "broken", "time": {"from": "now-1h"},
+        "templating": {"list": [{"type": "query", "name": "host",
+                                 "query": "label_values(DCGM_FI_DEV_GPU_UTIL, nohost)"}]},
+        "panels": [
+            {"title": "Typo", "targets": [{"refId": "A", "expr": "DCGM_FI_DEV_GPU_UTILL"}]},
+            {"title": "Parse error", "targets": [{"refId": "A", "expr": "sum(DCGM_FI_DEV_GPU_UTIL"}]},
+            {"title": "Unknown variable", "targets": [{"refId": "A", "expr": "DCGM_FI_DEV_GPU_UTIL{x=~\"$nosuch\"}"}]},
+            {"title": "Join mismatch", "targets": [{"refId": "A", "expr":
+                'DCGM_FI_DEV_GPU_UTIL{gpu="0"} / on(gpu) DCGM_FI_DEV_GPU_TEMP{gpu="1"}'}]},
+            {"title": "Many to many", "targets": [{"refId": "A", "expr":
+                "DCGM_FI_DEV_GPU_UTIL / on(cluster) DCGM_FI_DEV_GPU_TEMP"}]},
+            {"title": "Fine", "targets": [{"refId": "A", "expr": "count(DCGM_FI_DEV_GPU_UTIL)", "instant": True}]},
+        ],
+    }
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken))
+    (results,) = _check(stack, [path])
+    by_item = {r.query.item: r for r in results.results}
+    assert by_item["$host"].status is Status.EMPTY and "'nohost'" in by_item["$host"].detail
+    assert by_item["Typo"].status is Status.EMPTY and "DCGM_FI_DEV_GPU_UTILL" in by_item["Typo"].detail
+    assert by_item["Parse error"].status is Status.ERROR and "parse error" in by_item["Parse error"].detail
+    assert by_item["Unknown variable"].status is Status.ERROR and "$nosuch" in by_item["Unknown variable"].detail
+    assert by_item["Join mismatch"].status is Status.EMPTY and "line up" in by_item["Join mismatch"].detail
+    assert by_item["Many to many"].status is Status.ERROR and "many-to-many" in by_item["Many to many"].detail
+    assert by_item["Fine"].status is Status.OK and by_item["Fine"].series == 1
+
+    done = gpudash("check", "--prometheus", stack.prometheus.url, "--dashboards", str(path), "--no-rules", cwd=ROOT)
+    assert done.code == 1
+    assert done.err.strip().splitlines() == [
+        "gpudash: 6 queries failed: Broken / $host, Broken / Typo, Broken / Parse error, "
+        "Broken / Unknown variable, Broken / Join mismatch and 1 more"
+    ]
+    assert "NO DATA: no series DCGM_FI_DEV_GPU_UTILL" in done.out
+
+
+def test_check_without_recording_rules_names_them(stack: Stack, tmp_path: Path) -> None:
+    """A Prometheus that scrapes the exporter but has no gpudash rules: the fleet panels say why they are empty."""
+    config = prometheus_config(
+        [{"job_name": "gpu-exporter", "static_configs": [{"targets": [stack.exporter.address],
+                                                           "labels": {"cluster": "bare"}}]}], interval="1s")
+    with Prometheus(config) as bare:
+        bare.wait_for("DCGM_FI_DEV_GPU_UTIL")
+        groups = dashboard_groups(load_dashboards([ROOT / "dashboards" / "json" / "gpudash-fleet.json"]), 1)
+        (result,) = run_check(bare.url, groups, profile("dcgm"), scrape_interval_s=1)
+    failed = {r.query.item: r.detail for r in result.failures}
+    assert "GPUs reporting" in failed
+    assert "recording rules are not loaded" in failed["GPUs reporting"]
+    assert "Hottest GPUs (top 10)" not in failed  # raw series still work
+    assert unexplained([result]) != []
+

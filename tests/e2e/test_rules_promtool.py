@@ -1,0 +1,173 @@
+"""The generated rules and configs against the real tools: promtool, amtool and a running Alertmanager."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.paths import ROOT
+from support.waiting import eventually
+
+from gpudash.config.loading import load_settings
+from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.rules.render import render_all, write_files
+from gpudash.stack.process import free_port
+
+GENERATED = ROOT / "generated"
+UNIT_TESTS = sorted((ROOT / "tests" / "rules").glob("*.yaml"))
+
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed (make deps installs Prometheus and Alertmanager from Debian)")
+    return path
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def render_site(tmp_path: Path, site: dict[str, Any]) -> Path:
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    out = tmp_path / "out"
+    write_files(out, render_all(load_settings(ROOT / "thresholds.yaml", tmp_path / "site.yaml")))
+    return out
+
+
+def test_generated_rules_pass_promtool_check() -> None:
+    result = run(tool("promtool"), "check", "rules", str(GENERATED / ALERTS_FILE), str(GENERATED / RECORDING_FILE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rel in (ALERTS_FILE, RECORDING_FILE):
+        count = sum(len(g["rules"]) for g in yaml.safe_load((GENERATED / rel).read_text())["groups"])
+        assert f"{GENERATED / rel}\n  SUCCESS: {count} rules found" in result.stdout
+
+
+def test_there_are_unit_tests_for_every_alert() -> None:
+    text = "".join(p.read_text() for p in UNIT_TESTS)
+    rules = yaml.safe_load((GENERATED / ALERTS_FILE).read_text())["groups"][0]["rules"]
+    for alert in {r["alert"] for r in rules}:
+        assert f"alertname: {alert}" in text, f"no promtool case fires {alert}"
+    for benign in ("saw-tooth", "8-minute", "checkpoint", "97 %", "warm-up ramp"):
+        assert benign in text
+
+
+@pytest.mark.parametrize("path", UNIT_TESTS, ids=[p.stem for p in UNIT_TESTS])
+def test_promtool_unit_tests(path: Path) -> None:
+    result = run(tool("promtool"), "test", "rules", path.name, cwd=path.parent)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+
+
+def test_prometheus_accepts_the_scrape_snippet_with_the_rules(tmp_path: Path) -> None:
+    config = {
+        "global": {"scrape_interval": "15s", "evaluation_interval": "15s"},
+        "rule_files": [str(GENERATED / RECORDING_FILE), str(GENERATED / ALERTS_FILE)],
+        **yaml.safe_load((GENERATED / SCRAPE_FILE).read_text()),
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    result = run(tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_nvidia_smi_profile_rules_pass_promtool_check(tmp_path: Path) -> None:
+    out = render_site(tmp_path, {"profile": "nvidia_smi"})
+    result = run(tool("promtool"), "check", "rules", str(out / ALERTS_FILE), str(out / RECORDING_FILE))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_amtool_accepts_generated_and_every_receiver_kind(tmp_path: Path) -> None:
+    assert run(tool("amtool"), "check-config", str(GENERATED / ALERTMANAGER_FILE)).returncode == 0
+    out = render_site(tmp_path, {
+        "clusters": [{"name": "east", "targets": [{"address": "a:9400"}]},
+                     {"name": "west", "targets": [{"address": "b:9400"}]}],
+        "receivers": [
+            {"name": "pager", "type": "webhook", "url": "https://relay.example.org/page"},
+            {"name": "team", "type": "slack", "api_url_env": "TEAM_SLACK_URL", "channel": "#gpu"},
+            {"name": "mail", "type": "email", "to": "gpu@example.org", "from": "am@example.org",
+             "smarthost": "smtp.example.org:587", "auth_username": "am", "auth_password_file": "/run/pw"},
+        ],
+    })
+    result = run(tool("amtool"), "check-config", str(out / ALERTMANAGER_FILE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    routed = run(tool("amtool"), "config", "routes", "test", "--config.file", str(out / ALERTMANAGER_FILE),
+                 "cluster=west", "severity=warning", "alertname=GPUJobStalled")
+    assert routed.stdout.strip() == "gpudash-warning-digest", routed.stdout + routed.stderr
+    routed = run(tool("amtool"), "config", "routes", "test", "--config.file", str(out / ALERTMANAGER_FILE),
+                 "cluster=elsewhere", "severity=critical", "alertname=GPUXidError")
+    assert routed.stdout.strip() == "gpudash-critical", routed.stdout + routed.stderr
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    log = (tmp_path / "alertmanager.log").open("w")
+    proc = subprocess.Popen(
+        [tool("prometheus-alertmanager"), f"--config.file={GENERATED / ALERTMANAGER_FILE}",
+         f"--storage.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+         "--cluster.listen-address="],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"alertmanager exited: {(tmp_path / 'alertmanager.log').read_text()[-2000:]}")
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+            return response.status == 200
+
+    try:
+        eventually(ready, timeout=30, what="alertmanager to be ready", ignoring=(OSError,))
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def post_alerts(url: str, alerts: list[dict[str, str]]) -> None:
+    body = json.dumps([{"labels": labels} for labels in alerts]).encode()
+    request = urllib.request.Request(f"{url}/api/v2/alerts", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200
+
+
+def inhibited(url: str) -> dict[tuple[str, str, str], bool]:
+    def state() -> dict[tuple[str, str, str], bool] | None:
+        with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=5) as response:
+            alerts = json.load(response)
+        found = {(a["labels"]["alertname"], a["labels"].get("gpu", ""), a["labels"]["severity"]):
+                 bool(a["status"]["inhibitedBy"]) for a in alerts}
+        return found if any(found.values()) else None
+
+    # inhibition is computed on the next evaluation; wait until some alert shows it
+    return eventually(state, timeout=10, what="an inhibited alert")
+
+
+def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
+    node = {"cluster": "demo", "instance": "n1:9400"}
+    other = {"cluster": "demo", "instance": "n2:9400"}
+    post_alerts(alertmanager, [
+        {"alertname": "GPUExporterDown", "severity": "critical", **node},
+        {"alertname": "GPUJobStalled", "severity": "warning", "gpu": "0", **node},
+        {"alertname": "GPUExporterDown", "severity": "critical", "gpu": "3", **node},
+        {"alertname": "GPUHighTemperature", "severity": "warning", "gpu": "1", **other},
+        {"alertname": "GPUHighTemperature", "severity": "critical", "gpu": "1", **other},
+        {"alertname": "GPUMemoryPressure", "severity": "warning", "gpu": "2", **other},
+    ])
+    state = inhibited(alertmanager)
+    assert state == {
+        ("GPUExporterDown", "", "critical"): False,  # the target itself
+        ("GPUJobStalled", "0", "warning"): True,  # silenced by its node's exporter being down
+        ("GPUExporterDown", "3", "critical"): True,  # one GPU silent: covered by the node-level alert
+        ("GPUHighTemperature", "1", "warning"): True,  # critical of the same alert and GPU
+        ("GPUHighTemperature", "1", "critical"): False,
+        ("GPUMemoryPressure", "2", "warning"): False,  # other node, no critical: stays
+    }

@@ -1,0 +1,44 @@
+"""`gpudash sync --watch` as a process, stopped with Ctrl-C, following a thresholds.yaml change."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from grafana_standin import StandIn
+from support.waiting import eventually
+
+
+@pytest.mark.slow
+def test_sync_watch_follows_a_thresholds_change(repo_copy: Path) -> None:
+    """The command as a person runs it: edit thresholds.yaml while `gpudash sync --watch` runs."""
+    with StandIn("11.6.0") as grafana:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAFANA_", "GPUDASH_"))}
+        env.update(GRAFANA_URL=grafana.url, GRAFANA_TOKEN=grafana.token)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gpudash", "sync", "--watch", "--interval", "0.2", "--watch-polls", "300"],
+            cwd=repo_copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            first = eventually(lambda: grafana.dashboard("gpudash-node"), timeout=60, what="the first cycle's push")
+            thresholds = repo_copy / "thresholds.yaml"
+            data = yaml.safe_load(thresholds.read_text())
+            data["power"]["warning_ratio"] = 0.8
+            thresholds.write_text(yaml.safe_dump(data, sort_keys=False))
+            eventually(lambda: grafana.dashboard("gpudash-node") != first, timeout=60,
+                       what="the push that follows the thresholds.yaml change")
+            process.send_signal(signal.SIGINT)  # Ctrl-C, as a person stops it
+            out, _ = process.communicate(timeout=30)
+        finally:
+            process.kill()
+        assert process.returncode == 0, out
+        assert out.rstrip().endswith("watch: stopped")
+        node, fleet = grafana.dashboard("gpudash-node"), grafana.dashboard("gpudash-fleet")
+        assert first is not None and node is not None and fleet is not None
+        assert node["version"] == first["version"] + 1 and fleet["version"] == 1
+        assert "thresholds.yaml changed" in out
+        assert "updated  gpudash-node" in out

@@ -1,0 +1,187 @@
+"""gpudash check without a server: what it extracts from dashboards and rule files, how it interpolates like
+Grafana, how it reads PromQL to explain an empty answer, how it reports, and how it fails fast.
+
+The checks against real servers are in tests/test_e2e_*.py.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+from support.cli import gpudash
+from support.paths import ROOT
+
+from gpudash.check.cli import as_json, dashboard_groups, render_table, summary
+from gpudash.check.run import GroupResult, Result, Status
+from gpudash.check.targets import (
+    ALERT,
+    PANEL,
+    RECORDING,
+    VARIABLE,
+    Group,
+    Interpolation,
+    Query,
+    dashboard_group,
+    interpolate,
+    load_dashboards,
+    parse_range,
+    rule_groups,
+    unresolved,
+)
+from gpudash.errors import ConfigError
+from gpudash.stack.process import free_port
+
+
+def _targets(dashboard: dict) -> list[dict]:
+    found = []
+    stack = list(dashboard["panels"])
+    while stack:
+        panel = stack.pop()
+        found += [t for t in panel.get("targets") or [] if t.get("expr")]
+        stack += panel.get("panels") or []
+    return found
+
+
+# ------------------------------------------------------------------------ interpolation
+
+
+def test_variables_in_every_grafana_spelling() -> None:
+    values = {"cluster": ".*", "gpu": "3", "__range": "21600s"}
+    assert interpolate('x{cluster=~"$cluster",gpu=~"${gpu}"}', values) == 'x{cluster=~".*",gpu=~"3"}'
+    assert interpolate('x{gpu=~"${gpu:regex}",c=~"[[cluster]]"}[$__range]', values) == 'x{gpu=~"3",c=~".*"}[21600s]'
+    assert interpolate("x{a=~\"$nosuch\"}", values) == "x{a=~\"$nosuch\"}"
+    assert unresolved('x{a=~"$nosuch"}') == ["$nosuch"]
+    # label_replace's "$1" is a regex reference, not a variable
+    assert unresolved('label_replace(x, "host", "$1", "instance", "(.+)")') == []
+
+
+def test_builtins_follow_grafana() -> None:
+    six_hours = Interpolation(6 * 3600, scrape_interval_s=15)
+    assert six_hours.interval_s == 30  # 21600 s / ~1000 points = 21.6 s, rounded up to a step Grafana uses
+    assert six_hours.rate_interval_s == 60  # max($__interval + scrape, 4 * scrape)
+    assert six_hours.builtins()["__range"] == "21600s"
+    short = Interpolation(1800, scrape_interval_s=1)
+    assert (short.interval_s, short.rate_interval_s) == (2, 4)
+    assert parse_range("now-6h") == 21600 and parse_range("30m") == 1800
+
+
+def test_every_target_and_variable_of_the_committed_dashboards_is_checked() -> None:
+    for path in sorted((ROOT / "dashboards" / "json").glob("*.json")):
+        dashboard = json.loads(path.read_text())
+        group = dashboard_group(dashboard, str(path))
+        panels = [q for q in group.queries if q.kind == PANEL]
+        variables = [q for q in group.queries if q.kind == VARIABLE]
+        assert len(panels) == len(_targets(dashboard))
+        assert [v.item for v in variables] == [f"${v['name']}" for v in dashboard["templating"]["list"]
+                                               if v["type"] == "query"]
+        for query in group.queries:
+            assert unresolved(query.expr) == [], query
+            assert ".*" in query.expr or (query.kind == VARIABLE and "$" not in query.expr)
+        assert group.range_s == 6 * 3600  # the dashboard's own time range
+
+
+def test_chosen_values_replace_all() -> None:
+    dashboards = load_dashboards([ROOT / "dashboards" / "json" / "gpudash-node.json"])
+    (group,) = dashboard_groups(dashboards, 15, {"cluster": "prod-a", "instance": "node1:9400"}, 3600)
+    panel = next(q for q in group.queries if q.kind == PANEL)
+    assert 'cluster=~"prod-a"' in panel.expr and 'instance=~"node1:9400"' in panel.expr and 'gpu=~".*"' in panel.expr
+    assert group.range_s == 3600
+
+
+def test_legacy_dashboard_12239(reference: Path) -> None:
+    (dashboard, origin), = load_dashboards([reference / "dcgm-exporter" / "dashboard-12239.json"])
+    group = dashboard_group(dashboard, origin)
+    assert dashboard["schemaVersion"] == 22
+    assert [q.item for q in group.queries if q.kind == VARIABLE] == ["$instance", "$gpu"]
+    panels = [q for q in group.queries if q.kind == PANEL]
+    assert len(panels) == len(_targets(dashboard)) == 8
+    assert all('instance=~".*", gpu=~".*"' in q.expr for q in panels)
+    assert [q.instant for q in panels if q.item == "GPU Power Total"] == [True]
+
+
+def test_rule_files(tmp_path: Path) -> None:
+    groups = rule_groups([ROOT / "generated" / "prometheus"])
+    kinds = {g.title: {q.kind for q in g.queries} for g in groups}
+    assert kinds == {"rules: gpu-alerts.rules.yml": {ALERT}, "rules: gpu-recording.rules.yml": {RECORDING}}
+    alerts = yaml.safe_load((ROOT / "generated" / "prometheus" / "gpu-alerts.rules.yml").read_text())
+    assert sum(len(g["rules"]) for g in alerts["groups"]) == len(groups[0].queries)
+
+    (tmp_path / "empty.rules.yml").write_text("groups: []\n")
+    with pytest.raises(ConfigError, match="no rules found"):
+        rule_groups([tmp_path / "empty.rules.yml"])
+    (tmp_path / "none").mkdir()
+    with pytest.raises(ConfigError, match="no rule files"):
+        rule_groups([tmp_path / "none"])
+
+
+# ------------------------------------------------------------------------ reporting
+
+
+def _results() -> list[GroupResult]:
+    group = Group("GPU fleet", "dashboards/json/gpudash-fleet.json", (), 21600)
+    rows = (
+        Result(Query("GPU fleet", "GPUs reporting", PANEL, "sum(cluster:gpu_count:count)"), 1, Status.OK),
+        Result(Query("GPU fleet", "Power: now and 1d ago", PANEL, "sum(p offset 1d)", False, "B"), 0,
+               Status.NEEDS_HISTORY, "returns data without offset 1d"),
+        Result(Query("GPU fleet", "Typo", PANEL, "DCGM_FI_DEV_GPU_UTILL"), 0, Status.EMPTY, "no series"),
+    )
+    return [GroupResult(Group(group.title, group.origin, tuple(r.query for r in rows), group.range_s), rows)]
+
+
+def test_table_and_summary() -> None:
+    results = _results()
+    table = render_table(results[0]).splitlines()
+    assert table[0] == "GPU fleet  (dashboards/json/gpudash-fleet.json: 3 queries, range 6h)"
+    assert table[1].split() == ["PANEL", "EXPRESSION", "SERIES", "RESULT"]
+    assert "Power: now and 1d ago [B]" in table[3] and "needs history: returns data without offset 1d" in table[3]
+    assert table[4].endswith("NO DATA: no series")
+    assert summary(results, "http://p:9090") == (
+        "checked 3 queries against http://p:9090: 1 ok, 1 needs history; 1 failed")
+    data = json.loads(as_json(results))
+    assert [r["status"] for r in data[0]["results"]] == ["ok", "needs_history", "empty"]
+
+
+# ------------------------------------------------------------------------ the command
+
+
+def test_unreachable_prometheus_is_one_line_and_tried_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()  # nothing listens there
+    attempts: list[object] = []
+    connect = socket.socket.connect
+
+    def counted(self: socket.socket, address: object) -> None:
+        if isinstance(address, tuple) and address[1:2] == (port,):
+            attempts.append(address)
+        connect(self, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", counted)
+    done = gpudash("check", "--prometheus", f"http://127.0.0.1:{port}")
+    assert done.code == 4
+    assert done.out == ""
+    assert done.err.splitlines() == [f"gpudash: cannot reach Prometheus at http://127.0.0.1:{port}: connection refused"]
+    assert len(attempts) == 1  # one attempt, not prometheus-api-client's retries with backoff (~6 s)
+
+
+def test_prometheus_url_from_the_environment() -> None:
+    port = free_port()
+    done = gpudash("check", env={"PROMETHEUS_URL": f"http://127.0.0.1:{port}"})
+    assert done.code == 4 and f"127.0.0.1:{port}" in done.err
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    done = gpudash("check", "--var", "cluster")
+    assert done.code == 2
+    assert done.err.strip() == "gpudash: --var 'cluster': expected NAME=VALUE, e.g. --var cluster=prod-a"
+    done = gpudash("check", "--dashboards", str(tmp_path))
+    assert done.code == 2 and done.err.strip() == f"gpudash: {tmp_path}: no dashboard JSON files (*.json)"
+    (tmp_path / "x.json").write_text("{not json")
+    done = gpudash("check", "--dashboards", str(tmp_path / "x.json"))
+    assert done.code == 2 and done.err.startswith(f"gpudash: {tmp_path / 'x.json'}: not a readable")
+    done = gpudash("check", "--profile", "nvidia_smi", "--dashboards", str(tmp_path))
+    assert done.code == 2 and "leave out --dashboards" in done.err
+    done = gpudash("check", "--range", "soon")
+    assert done.code == 2 and "--range 'soon'" in done.err

@@ -1,0 +1,392 @@
+"""The generated dashboards: required panels, variables, colour steps from thresholds.yaml, modern JSON."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.paths import ROOT
+
+from gpudash.catalog import PROFILES
+from gpudash.config.loading import load_settings
+from gpudash.dashboards.build import build_all, check_all, render, write_all
+from gpudash.errors import ConfigError, OutputError, StaleOutputError
+from gpudash.files import RECORD
+from gpudash.promql.builders import RECORDING_BY_NAME
+from gpudash.promql.scanner import metric_names
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, dict[str, Any]]:
+    return build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards")
+
+
+def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in dashboard["panels"] if p["type"] != "row"]
+
+
+def by_title(dashboard: dict[str, Any], title: str) -> dict[str, Any]:
+    matches = [p for p in panels(dashboard) if p["title"] == title]
+    assert matches, f"{dashboard['uid']}: no panel titled {title!r}"
+    return matches[0]
+
+
+def steps(panel: dict[str, Any]) -> list[tuple[str, float | None]]:
+    return [(s["color"], s["value"]) for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"]]
+
+
+def exprs(dashboard: dict[str, Any]) -> Iterator[str]:
+    for panel in panels(dashboard):
+        for target in panel["targets"]:
+            yield target["expr"]
+
+
+def test_committed_json_is_what_the_code_generates(built: dict[str, dict[str, Any]]) -> None:
+    check_all(built, ROOT / "dashboards" / "json")  # raises StaleOutputError naming the stale files
+
+
+def test_fixed_uids_and_links_between_fleet_and_node(built: dict[str, dict[str, Any]]) -> None:
+    fleet, node = built["gpudash-fleet.json"], built["gpudash-node.json"]
+    assert (fleet["uid"], node["uid"]) == ("gpudash-fleet", "gpudash-node")
+    assert [link["url"] for link in fleet["links"]] == ["/d/gpudash-node"]
+    assert [link["url"] for link in node["links"]] == ["/d/gpudash-fleet"]
+    assert all(link["keepTime"] and link["includeVars"] for link in fleet["links"] + node["links"])
+    table = by_title(fleet, "Least busy nodes (bottom 10)")
+    url = table["fieldConfig"]["overrides"][0]["properties"][0]["value"][0]["url"]
+    assert url.startswith("/d/gpudash-node?") and "var-instance=${__data.fields.instance}" in url
+
+
+def test_variables_are_chained_multi_select_with_all(built: dict[str, dict[str, Any]]) -> None:
+    variables = {v["name"]: v for v in built["gpudash-node.json"]["templating"]["list"]}
+    assert list(variables) == ["datasource", "cluster", "instance", "gpu"]
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    assert variables["cluster"]["definition"] == "label_values(DCGM_FI_DEV_GPU_UTIL, cluster)"
+    assert variables["instance"]["definition"] == 'label_values(DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster"}, instance)'
+    assert variables["gpu"]["definition"] == \
+        'label_values(DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster",instance=~"$instance"}, gpu)'
+    for name in ("cluster", "instance", "gpu"):
+        v = variables[name]
+        # No "All" nodes: the node dashboard opens on one node, so its cost does not grow with the fleet.
+        with_all = name != "instance"
+        assert v["multi"] and v["includeAll"] == with_all and v.get("allValue") == (".*" if with_all else None), name
+        assert v["query"]["query"] == v["definition"]
+        assert v["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    fleet_vars = [v["name"] for v in built["gpudash-fleet.json"]["templating"]["list"]]
+    assert fleet_vars == ["datasource", "cluster"]
+
+
+def test_every_panel_filters_by_its_variables(built: dict[str, dict[str, Any]]) -> None:
+    for expr in exprs(built["gpudash-node.json"]):
+        assert 'instance=~"$instance"' in expr and 'gpu=~"$gpu"' in expr, expr
+    for expr in exprs(built["gpudash-fleet.json"]):
+        assert 'cluster=~"$cluster"' in expr, expr
+
+
+REQUIRED = {
+    "gpudash-node.json": {
+        "Utilization per GPU": "heatmap", "Memory used per GPU": "bargauge", "GPU temperature": "gauge",
+        "HBM temperature": "gauge", "Power per GPU": "timeseries", "SM clock": "timeseries",
+        "Throttle reasons": "state-timeline", "PCIe throughput": "timeseries", "Last XID error": "timeseries",
+        "Memory per process": "table", "GPUs reporting": "stat", "Mean utilization": "stat", "Idle GPUs": "stat",
+        "Hottest GPU": "stat", "Total power": "stat",
+    },
+    "gpudash-fleet.json": {
+        "GPUs per utilization band": "heatmap", "Fullest GPUs (top 10)": "bargauge", "Hottest GPUs (top 10)": "gauge",
+        "Power by cluster": "timeseries", "Mean SM clock by cluster": "timeseries", "GPUs reporting": "stat",
+        "Mean utilization": "stat", "Idle GPUs": "stat", "Hottest GPU": "stat", "Total power": "stat",
+        "PCIe throughput by cluster": "timeseries", "GPUs with an XID error in range": "table",
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_required_panels_are_present(built: dict[str, dict[str, Any]], name: str) -> None:
+    for title, kind in REQUIRED[name].items():
+        assert by_title(built[name], title)["type"] == kind, title
+
+
+def test_memory_is_used_over_used_plus_free(built: dict[str, dict[str, Any]]) -> None:
+    bars = by_title(built["gpudash-node.json"], "Memory used per GPU")
+    assert bars["targets"][0]["expr"].startswith("cluster_instance_gpu:gpu_fb_used:ratio{")
+    assert RECORDING_BY_NAME["cluster_instance_gpu:gpu_fb_used:ratio"].needs == ("fb_used", "fb_free")
+    raw = build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", recorded=False)
+    expr = by_title(raw["gpudash-node.json"], "Memory used per GPU")["targets"][0]["expr"]
+    assert re.fullmatch(r"DCGM_FI_DEV_FB_USED\{.*\} / \(DCGM_FI_DEV_FB_USED\{.*\} \+ DCGM_FI_DEV_FB_FREE\{.*\}\)", expr)
+    assert "FB_TOTAL" not in json.dumps(raw)
+
+
+def test_colour_steps_come_from_thresholds(built: dict[str, dict[str, Any]]) -> None:
+    node = built["gpudash-node.json"]
+    assert steps(by_title(node, "Utilization per GPU")) == [("yellow", None), ("green", 20), ("red", 90)]
+    assert steps(by_title(node, "Memory used per GPU")) == [("green", None), ("orange", 0.9), ("red", 0.95)]
+    assert steps(by_title(node, "GPU temperature")) == [("green", None), ("orange", 80), ("red", 85)]
+    assert steps(by_title(node, "HBM temperature")) == [("green", None), ("orange", 80), ("red", 85)]
+    assert steps(by_title(node, "Power against limit")) == [("green", None), ("orange", 0.9), ("red", 0.98)]
+
+
+def test_changing_thresholds_changes_the_matching_steps(thresholds_copy: Callable[..., Path]) -> None:
+    path = thresholds_copy((("utilization", "idle_below_percent"), 25), (("memory", "warning_ratio"), 0.8),
+                           (("temperature", "hbm_critical_celsius"), 95), (("dashboards", "comparison_offset"), "7d"))
+    node = build_all(load_settings(path), ROOT / "dashboards")["gpudash-node.json"]
+    assert steps(by_title(node, "Utilization per GPU")) == [("yellow", None), ("green", 25), ("red", 90)]
+    assert steps(by_title(node, "Memory used per GPU")) == [("green", None), ("orange", 0.8), ("red", 0.95)]
+    assert steps(by_title(node, "HBM temperature")) == [("green", None), ("orange", 80), ("red", 95)]
+    assert steps(by_title(node, "GPU temperature")) == [("green", None), ("orange", 80), ("red", 85)]
+    assert any("offset 7d" in e for e in exprs(node))
+    assert 'DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster",instance=~"$instance",gpu=~"$gpu"} < bool 25' in \
+        by_title(node, "Idle GPUs")["targets"][0]["expr"]
+
+
+@pytest.mark.parametrize("name", ["gpudash-fleet.json", "gpudash-node.json"])
+def test_24h_comparison_row(built: dict[str, dict[str, Any]], name: str) -> None:
+    dashboard = built[name]
+    rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    assert "Now against 1d ago" in rows
+    for what in ("Utilization", "Memory used", "Temperature (mean)", "Power"):
+        overlay = by_title(dashboard, f"{what}: now and 1d ago")
+        now, before = (t["expr"] for t in overlay["targets"])
+        assert "offset 1d" not in now and before.count("offset 1d") == now.count("{")
+        assert before.replace(" offset 1d", "") == now
+        change = by_title(dashboard, f"{what}: change vs 1d ago")
+        assert change["type"] == "stat" and change["targets"][0]["expr"] == f"({now}) - ({before})"
+
+
+def _known_names() -> set[str]:
+    names = set(RECORDING_BY_NAME)
+    for profile in PROFILES.values():
+        names |= {ref.name for ref in profile.metrics.values()}
+    return names
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_every_expression_reads_only_catalog_names(profile: str) -> None:
+    built = build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", profile_name=profile)
+    known = _known_names()
+    for dashboard in built.values():
+        for expr in exprs(dashboard):
+            for name in metric_names(expr):
+                assert name in known, \
+                    f"{dashboard['uid']}: {name!r} in {expr!r} is not a catalog or recording-rule name"
+
+
+def test_nvidia_smi_profile_leaves_out_what_it_cannot_fill() -> None:
+    built = build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", profile_name="nvidia_smi")
+    node = built["gpudash-node.json"]
+    titles = {p["title"] for p in panels(node)}
+    assert "PCIe throughput" not in titles and "Last XID error" not in titles and "Throttle reasons" not in titles
+    assert "Clock event reasons (bitmask)" in titles and "Memory per process" in titles
+    assert all("DCGM_" not in e for d in built.values() for e in exprs(d))
+    assert any("nvidia_smi_memory_used_bytes" in e for e in exprs(node))
+    variables = {v["name"]: v for v in node["templating"]["list"]}
+    assert variables["gpu"]["definition"].endswith(", uuid)")
+    assert all('uuid=~"$gpu"' in e for e in exprs(node))
+
+
+def test_fleet_panels_are_bounded_at_any_fleet_size(built: dict[str, dict[str, Any]]) -> None:
+    """A fleet panel reads a cluster-level aggregate or a topk/bottomk of per-GPU series, never all GPUs."""
+    for panel in panels(built["gpudash-fleet.json"]):
+        for target in panel["targets"]:
+            expr = target["expr"]
+            bounded = re.match(r"^\(?(topk|bottomk)\(", expr) or re.match(r"^\(?(sum|max|avg|count)\b", expr) \
+                or expr.startswith("cluster:")
+            assert bounded, f"{panel['title']}: {expr}"
+
+
+# ------------------------------------------------------------------------------------- modern JSON
+
+
+def all_panels(built: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for dashboard in built.values():
+        yield from panels(dashboard)
+
+
+def test_heatmap_is_the_native_grafana_10_heatmap(built: dict[str, dict[str, Any]]) -> None:
+    heatmaps = [p for p in all_panels(built) if p["type"] == "heatmap"]
+    assert len(heatmaps) == 2
+    for panel in heatmaps:
+        options = panel["options"]
+        assert options["calculate"] is False
+        assert options["color"]["mode"] == "scheme"
+        assert options["rowsFrame"]["layout"] == "auto"
+        assert options["yAxis"]["axisPlacement"] == "left"
+        for legacy in ("cards", "dataFormat", "heatmap", "color", "xBucketSize", "yBucketBound"):
+            assert legacy not in panel, legacy
+    per_gpu = by_title(built["gpudash-node.json"], "Utilization per GPU")
+    # Colour bands line up with the idle (20) and saturated (90) levels: 10 % wide.
+    assert (per_gpu["options"]["color"]["min"], per_gpu["options"]["color"]["max"]) == (0, 100)
+    assert per_gpu["options"]["color"]["steps"] == 10
+    assert per_gpu["targets"][0]["legendFormat"] == "GPU {{gpu}}"
+
+
+def test_gauges_bar_gauges_and_stats_in_modern_form(built: dict[str, dict[str, Any]]) -> None:
+    seen = set()
+    for panel in all_panels(built):
+        kind, options, defaults = panel["type"], panel.get("options", {}), panel["fieldConfig"]["defaults"]
+        seen.add(kind)
+        if kind == "gauge":
+            assert options["showThresholdMarkers"] is True
+            assert "showThresholdMarkers" not in defaults and "showThresholdMarkers" not in panel["fieldConfig"]
+            assert options["reduceOptions"]["calcs"] == ["lastNotNull"]
+        if kind == "bargauge":
+            assert options["displayMode"] in ("gradient", "lcd", "basic")
+            assert "fieldOptions" not in options
+            assert defaults["min"] == 0 and defaults["max"] == 1
+        if kind in ("gauge", "bargauge"):
+            assert all(t["instant"] for t in panel["targets"]), panel["title"]
+        if kind == "stat":
+            assert "reduceOptions" in options
+        base = defaults["thresholds"]["steps"][0]
+        assert base["value"] is None, f"{panel['title']}: threshold base must be JSON null"
+        assert set(base) == {"color", "value"}
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        for target in panel["targets"]:
+            assert "intervalFactor" not in target and "step" not in target
+    assert {"gauge", "bargauge", "stat", "heatmap", "timeseries", "table", "state-timeline"} <= seen
+
+
+def test_dashboard_level_modern_fields(built: dict[str, dict[str, Any]]) -> None:
+    for dashboard in built.values():
+        assert dashboard["schemaVersion"] == 39
+        for legacy in ("rows", "style", "sharedCrosshair", "id", "version", "gnetId"):
+            assert legacy not in dashboard
+        assert '"null"' not in json.dumps(dashboard)
+        ids = [p["id"] for p in dashboard["panels"]]
+        assert ids == list(range(1, len(ids) + 1))
+        assert "gpudash" in dashboard["tags"]
+
+
+def test_panels_do_not_overlap_and_fit_the_grid(built: dict[str, dict[str, Any]]) -> None:
+    for dashboard in built.values():
+        cells: set[tuple[int, int]] = set()
+        for panel in dashboard["panels"]:
+            g = panel["gridPos"]
+            assert g["x"] + g["w"] <= 24
+            for x in range(g["x"], g["x"] + g["w"]):
+                for y in range(g["y"], g["y"] + g["h"]):
+                    assert (x, y) not in cells, f"{dashboard['uid']}: {panel['title']} overlaps"
+                    cells.add((x, y))
+
+
+# ------------------------------------------------------------------------------------- writing
+
+
+def test_two_runs_give_identical_bytes_and_the_second_writes_nothing(tmp_path: Path) -> None:
+    settings = load_settings(ROOT / "thresholds.yaml")
+    first = build_all(settings, ROOT / "dashboards")
+    outcome = write_all(first, tmp_path)
+    assert [p.name for p in outcome.written] == ["gpudash-fleet.json", "gpudash-node.json", RECORD]
+    snapshot = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    second = build_all(settings, ROOT / "dashboards")
+    assert {name: render(d) for name, d in second.items()} == {k: v for k, v in snapshot.items() if k != RECORD}
+    again = write_all(second, tmp_path)
+    assert (again.written, again.removed, again.kept) == ([], [], [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(snapshot), "a temp file was left behind"
+
+
+def test_the_record_is_sorted_json_of_sha256_with_a_newline(tmp_path: Path,
+                                                            built: dict[str, dict[str, Any]]) -> None:
+    write_all(built, tmp_path)
+    expected = {name: hashlib.sha256(render(d)).hexdigest() for name, d in sorted(built.items())}
+    assert (tmp_path / RECORD).read_bytes() == (json.dumps(expected, indent=2) + "\n").encode()
+    committed = ROOT / "dashboards" / "json"
+    assert json.loads((committed / RECORD).read_text()) == \
+        {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in committed.glob("*.json")}
+
+
+def test_a_file_gpudash_did_not_write_is_kept_and_ignored_by_check(
+        tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
+    write_all(built, tmp_path)
+    (tmp_path / "package.json").write_text("{}\n")
+    check_all(built, tmp_path)  # a foreign file is not gpudash's business
+    outcome = write_all(built, tmp_path)
+    assert (tmp_path / "package.json").read_text() == "{}\n"
+    assert outcome.removed == [] and outcome.kept == [(tmp_path / "package.json", "not written by gpudash")]
+    assert "package.json" not in (tmp_path / RECORD).read_text()
+
+
+def test_a_renamed_definition_leaves_no_old_json_behind(tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
+    write_all(built, tmp_path)
+    fleet_only = {"gpudash-fleet.json": built["gpudash-fleet.json"]}
+    with pytest.raises(StaleOutputError, match=r"gpudash-node\.json \(no definition\)"):
+        check_all(fleet_only, tmp_path)
+    outcome = write_all(fleet_only, tmp_path)
+    assert outcome.removed == [tmp_path / "gpudash-node.json"] and not (tmp_path / "gpudash-node.json").exists()
+    assert json.loads((tmp_path / RECORD).read_text()).keys() == {"gpudash-fleet.json"}
+    check_all(fleet_only, tmp_path)
+
+
+def test_a_recorded_file_edited_by_hand_is_kept(tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
+    write_all(built, tmp_path)
+    (tmp_path / "gpudash-node.json").write_text('{"edited": true}\n')
+    outcome = write_all({"gpudash-fleet.json": built["gpudash-fleet.json"]}, tmp_path)
+    assert (tmp_path / "gpudash-node.json").read_text() == '{"edited": true}\n'
+    assert outcome.kept == [(tmp_path / "gpudash-node.json", "changed since gpudash wrote it")]
+    # Still recorded with the bytes gpudash wrote: put back as written, it is removed on the next run.
+    assert json.loads((tmp_path / RECORD).read_text())["gpudash-node.json"] == \
+        hashlib.sha256(render(built["gpudash-node.json"])).hexdigest()
+
+
+def test_a_folder_without_record_loses_nothing(tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
+    (tmp_path / "gpudash-node.json").write_text("{}\n")  # an install from before the record
+    (tmp_path / "old.json").write_text("{}\n")
+    with pytest.raises(StaleOutputError) as info:
+        check_all(built, tmp_path)
+    assert "old.json" not in info.value.format_message() and RECORD in info.value.format_message()
+    outcome = write_all(built, tmp_path)
+    assert not outcome.recorded and outcome.removed == []
+    assert (tmp_path / "old.json").read_text() == "{}\n"
+    assert (tmp_path / "gpudash-node.json").read_bytes() == render(built["gpudash-node.json"])
+    assert json.loads((tmp_path / RECORD).read_text()).keys() == set(built)
+
+
+def test_check_names_stale_files_and_a_stale_record(tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
+    write_all(built, tmp_path)
+    check_all(built, tmp_path)
+    (tmp_path / "gpudash-node.json").write_text("{}\n")
+    with pytest.raises(StaleOutputError) as info:
+        check_all(built, tmp_path)
+    message = info.value.format_message()
+    assert "gpudash-node.json" in message and "gpudash-fleet.json" not in message and RECORD not in message
+    write_all(built, tmp_path)
+    (tmp_path / RECORD).write_text("{}\n")
+    with pytest.raises(StaleOutputError, match=re.escape(RECORD)):
+        check_all(built, tmp_path)
+    (tmp_path / RECORD).unlink()
+    with pytest.raises(StaleOutputError, match=re.escape(RECORD)):
+        check_all(built, tmp_path)
+
+
+def test_a_failure_staging_the_second_dashboard_leaves_the_folder_as_it_was(
+        tmp_path: Path, built: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in built:
+        (tmp_path / name).write_text("{}\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real, calls = tempfile.mkstemp, []
+
+    def full_disk_on_second(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", full_disk_on_second)
+    with pytest.raises(OutputError, match=r"gpudash-node\.json: cannot write: No space left on device$"):
+        write_all(built, tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_bad_uid_cannot_name_a_file_outside_the_folder(tmp_path: Path) -> None:
+    definitions = tmp_path / "defs"
+    definitions.mkdir()
+    (definitions / "evil.py").write_text((ROOT / "dashboards" / "fleet.py").read_text()
+                                         .replace("UID = FLEET_UID", 'UID = "../escaped"'))
+    with pytest.raises(ConfigError, match=r"UID '\.\./escaped'"):
+        build_all(load_settings(ROOT / "thresholds.yaml"), definitions)

@@ -1,0 +1,60 @@
+"""`gpudash exporter`'s command line: one-line errors for bad flags and files, the field list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.cli import Ran, gpudash
+
+
+def _run(root: Path, *args: str) -> Ran:
+    return gpudash("exporter", *args, cwd=root)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fault", "1=leak"], "gpudash: --workload and --fault need --simulate N\n"),
+        (["--simulate", "2", "--fault", "5=leak"], "gpudash: GPU index 5 out of range: the simulated node has GPUs"),
+        (["--simulate", "2", "--fault", "1=boil"], "gpudash: --fault '1=boil': unknown fault 'boil'; expected"),
+        (["--simulate", "2", "--interval", "fast"], "gpudash: --interval 'fast': expected a duration"),
+        (["--simulate", "2", "--listen", "nowhere"], "gpudash: --listen 'nowhere': expected [HOST]:PORT"),
+        (["--simulate", "2", "-f", "/no/such.csv"], "gpudash: /no/such.csv: cannot read collectors file"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(root: Path, args: list[str], message: str) -> None:
+    done = _run(root, *args)
+    assert done.code == 2
+    assert done.err.startswith(message) and done.err.count("\n") == 1, done.err
+
+
+def test_unknown_counter_field_is_a_clear_error_at_start(root: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "counters.csv"
+    csv.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, util\nDCGM_FI_DEV_MADE_UP, gauge, nope\n")
+    done = _run(root, "--simulate", "1", "-f", str(csv))
+    assert done.code == 2
+    assert done.err == f"gpudash: {csv}:2: unknown field 'DCGM_FI_DEV_MADE_UP': the exporter cannot read it " \
+                          "(`gpudash exporter --list-fields` shows the fields it can)\n"
+
+
+def test_list_fields(root: Path) -> None:
+    done = _run(root, "--list-fields")
+    assert done.code == 0
+    assert "DCGM_FI_DEV_FB_USED" in done.out and "gpudash_gpu_up" in done.out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"basic_auth_users:\n  caf\xe9: x\n", "not UTF-8 text"),
+        (b"a: &a [x, x]\nb: &b [*a, *a]\n", "line 1, column 4: anchors (&a) are not accepted in a config file"),
+    ],
+)
+def test_an_unreadable_web_config_is_one_line_and_exit_2(root: Path, tmp_path: Path, content: bytes,
+                                                          message: str) -> None:
+    config = tmp_path / "web.yml"
+    config.write_bytes(content)
+    done = _run(root, "--simulate", "1", "--web-config", str(config))
+    assert done.code == 2
+    assert done.err == f"gpudash: {config}: {message}\n"

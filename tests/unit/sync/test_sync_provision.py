@@ -1,0 +1,56 @@
+"""`gpudash provision`: an empty Grafana to a working one, and Grafana's file-provisioning YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from grafana_standin.testkit import THRESHOLDS, run_gpudash
+
+from gpudash.config.site import Site
+from gpudash.sync.apply import Target
+from gpudash.sync.provision import DatasourceSpec, provisioning_files
+
+pytest_plugins = ["grafana_standin.fixtures"]
+
+PROM = "http://prometheus:9090"
+
+
+def test_files_only_needs_no_grafana(tmp_path: Path) -> None:
+    result = run_gpudash(["provision", "--files-only", "--prometheus-url", PROM, "--files-dir", tmp_path,
+                          "--thresholds", THRESHOLDS, "--dashboards-path", "/srv/dash"],
+                         {"GRAFANA_URL": None, "GRAFANA_TOKEN": None, "GPUDASH_SITE": None})
+    assert result.code == 0, result.text
+    sources = yaml.safe_load((tmp_path / "datasources" / "gpudash.yaml").read_text())
+    providers = yaml.safe_load((tmp_path / "dashboards" / "gpudash.yaml").read_text())
+    assert sources["apiVersion"] == 1
+    assert sources["datasources"] == [{"uid": "gpudash-prometheus", "name": "Prometheus (gpudash)",
+                                       "type": "prometheus", "access": "proxy", "url": PROM, "orgId": 1,
+                                       "isDefault": False, "editable": False,
+                                       "jsonData": {"httpMethod": "POST", "timeInterval": "15s"}}]
+    (provider,) = providers["providers"]
+    assert provider["folder"] == "GPU" and provider["folderUid"] == Site().grafana_folder_uid
+    assert provider["type"] == "file"
+    assert provider["options"] == {"path": "/srv/dash", "foldersFromFilesStructure": False}
+    assert provider["allowUiUpdates"] is False and provider["disableDeletion"] is False
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_root_folder_provider() -> None:
+    root = Target.from_site("general", "General", "lab")
+    files = provisioning_files(DatasourceSpec("u", "n", PROM, "15s"), root, "/d")
+    provider = yaml.safe_load(files["dashboards/gpudash.yaml"])["providers"][0]
+    assert provider["folder"] == "" and "folderUid" not in provider
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "no Prometheus URL: pass --prometheus-url or set PROMETHEUS_URL"),
+    (["--prometheus-url", "prometheus:9090"], "Prometheus URL: expected http(s)://host:port"),
+    (["--prometheus-url", PROM, "--files-only", "--no-files"], "--no-files and --files-only exclude each other"),
+])
+def test_provision_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_gpudash(["provision", "--thresholds", THRESHOLDS, "--files-dir", tmp_path, *args],
+                         {"PROMETHEUS_URL": None, "GRAFANA_URL": None, "GPUDASH_SITE": None})
+    assert result.code == 2
+    assert result.err.startswith(f"gpudash: {message}") and result.err.count("\n") == 1

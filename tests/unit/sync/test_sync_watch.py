@@ -1,0 +1,41 @@
+"""`gpudash sync --watch`: regenerate and sync when a definition or thresholds.yaml changes (bounded here)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpudash.errors import GpudashError
+from gpudash.sync.watch import changed, snapshot, watch
+
+
+def test_snapshot_sees_new_changed_and_removed_files(tmp_path: Path) -> None:
+    (tmp_path / "defs").mkdir()
+    (tmp_path / "defs" / "a.py").write_text("x")
+    (tmp_path / "defs" / "notes.txt").write_text("ignored")
+    thresholds = tmp_path / "thresholds.yaml"
+    thresholds.write_text("a: 1")
+    before = snapshot([tmp_path / "defs", thresholds, tmp_path / "missing.yaml"])
+    assert set(before) == {tmp_path / "defs" / "a.py", thresholds}
+    os.utime(thresholds, (1, 1))
+    (tmp_path / "defs" / "b.py").write_text("y")
+    after = snapshot([tmp_path / "defs", thresholds])
+    assert changed(before, after) == [tmp_path / "defs" / "b.py", thresholds]
+
+
+def test_watch_runs_once_then_after_each_change_and_survives_failures(tmp_path: Path) -> None:
+    watched = tmp_path / "thresholds.yaml"
+    watched.write_text("a: 1")
+    cycles: list[str] = []
+    lines: list[str] = []
+    edits = iter([lambda: os.utime(watched, (5, 5)), lambda: None, lambda: os.utime(watched, (9, 9))])
+
+    def cycle() -> None:
+        cycles.append("sync")
+        if len(cycles) == 2:
+            raise GpudashError("dashboard 'A' (a): Grafana answered 500: down")
+
+    ran = watch([watched], cycle, lines.append, interval=0.01, polls=3, sleep=lambda _: next(edits)())
+    assert ran == 3 and cycles == ["sync"] * 3
+    assert f"watch: {watched} changed" in lines
+    assert "watch: dashboard 'A' (a): Grafana answered 500: down" in lines

@@ -1,0 +1,95 @@
+"""The command line as a new user meets it: help that teaches, one-line errors, no tracebacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support.cli import gpudash
+
+from gpudash.cli import COMMANDS, _module_exists, cli
+
+
+def test_top_level_help_lists_every_command() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert name in result.output
+    assert "Typical use" in result.output
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_command_exists_and_its_help_has_an_example(name: str) -> None:
+    assert _module_exists(COMMANDS[name][0]), f"gpudash {name}: module {COMMANDS[name][0]} is missing"
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.output, f"gpudash {name} --help shows no example"
+
+
+def test_missing_thresholds_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    result = gpudash("dashboards", "--definitions", str(tmp_path), cwd=tmp_path)
+    assert result.code == 2
+    assert result.err == "gpudash: thresholds.yaml: file not found (pass --thresholds PATH or run from the " \
+                            "repository root)\n"
+    assert "Traceback" not in result.err + result.out
+
+
+def test_broken_thresholds_writes_nothing(repo_copy: Path) -> None:
+    (repo_copy / "thresholds.yaml").write_text((repo_copy / "thresholds.yaml").read_text()
+                                               .replace("warning_ratio: 0.90", "warning_ratio: lots", 1))
+    out = repo_copy / "out"
+    result = gpudash("dashboards", "--out", str(out), cwd=repo_copy)
+    assert result.code == 2
+    assert result.err.count("\n") == 1
+    assert "thresholds.yaml: memory.warning_ratio: expected a number between 0 and 1, got 'lots'" in result.err
+    assert not out.exists()
+
+
+def test_out_pointing_at_a_file_is_one_line_and_leaves_it_alone(repo_copy: Path) -> None:
+    target = repo_copy / "notes.txt"
+    target.write_text("mine\n")
+    result = gpudash("dashboards", "--out", str(target), cwd=repo_copy)
+    assert result.code == 2, result.err
+    assert result.err == f"gpudash: {target}: cannot write there: not a directory\n"
+    assert target.read_text() == "mine\n"
+
+
+def test_out_keeps_files_gpudash_did_not_write(repo_copy: Path) -> None:
+    out = repo_copy / "provisioning"
+    out.mkdir()
+    (out / "package.json").write_text("{}\n")
+    result = gpudash("dashboards", "--out", str(out), cwd=repo_copy)
+    assert result.code == 0, result.err
+    assert (out / "package.json").read_text() == "{}\n"
+    assert f"kept {out / 'package.json'}: not written by gpudash" in result.out
+    assert f"{out} had no record of the files gpudash wrote, so nothing was removed" in result.out
+    again = gpudash("dashboards", "--out", str(out), cwd=repo_copy)
+    assert again.out.splitlines() == [f"kept {out / 'package.json'}: not written by gpudash",
+                                         f"2 dashboards in {out} already up to date"]
+    assert gpudash("dashboards", "--out", str(out), "--check", cwd=repo_copy).code == 0
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0 and "gpudash" in result.output
+
+
+def test_a_command_exit_code_reaches_the_shell() -> None:
+    # click returns (rather than raises) ctx.exit(n) outside standalone mode; main() must pass it on.
+    import click
+
+    from gpudash import cli as cli_module
+
+    @click.command("exit-three")
+    @click.pass_context
+    def exit_three(ctx: click.Context) -> None:
+        ctx.exit(3)
+
+    cli_module.cli.add_command(exit_three)
+    try:
+        with pytest.raises(SystemExit) as info:
+            cli_module.main(["exit-three"])
+        assert info.value.code == 3
+    finally:
+        cli_module.cli.commands.pop("exit-three")
