@@ -1,4 +1,4 @@
-"""Deterministic YAML for the generated files, written all or nothing, and the staleness check.
+"""The generated files rendered together, written all or nothing, and the staleness check.
 
 Every file is rendered in memory first; only when all of them rendered does anything touch the disk, and
 then gpudash.files.write_tree stages every changed file before replacing any, so a failure never leaves
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from gpudash.config.settings import Settings
-from gpudash.escape import yaml_style
 from gpudash.files import write_tree
+from gpudash.rules.alertmanager import alertmanager_config
+from gpudash.rules.alerts import alert_groups
+from gpudash.rules.recording import recording_rule_file
+from gpudash.rules.scrape import scrape_config
+from gpudash.rules.yamltext import dump
 
 ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
 RECORDING_FILE = "prometheus/gpu-recording.rules.yml"
@@ -28,37 +29,8 @@ HEADER = (
 )
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block style throughout; multi-line strings (long PromQL) as literal blocks."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        # Indent list items under their key, as promtool's and Alertmanager's own examples do.
-        super().increase_indent(flow, False)
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True  # no &anchors: every generated file reads on its own
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=yaml_style(value))
-
-
-_Dumper.add_representer(str, _str)
-
-
-def dump(data: Any) -> str:
-    """YAML text for `data`, keys in the order given, wide enough that no expression is folded."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=10_000,
-                     allow_unicode=True)
-
-
 def render_all(settings: Settings) -> dict[str, str]:
     """Every generated file, by path relative to the output folder."""
-    from gpudash.rules.alertmanager import alertmanager_config
-    from gpudash.rules.alerts import alert_groups
-    from gpudash.rules.recording import recording_rule_file
-    from gpudash.rules.scrape import scrape_config
-
     return {
         ALERTS_FILE: HEADER + dump(alert_groups(settings)),
         RECORDING_FILE: HEADER + recording_rule_file(settings),
