@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpudash.check.cli import as_json, dashboard_groups, render_table, summary
+from gpudash.check.report import as_json, render_table, summary
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import (
     ALERT,
@@ -27,6 +27,7 @@ from gpudash.check.targets import (
     Interpolation,
     Query,
     dashboard_group,
+    dashboard_groups,
     interpolate,
     load_dashboards,
     parse_range,

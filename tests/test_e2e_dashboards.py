@@ -19,9 +19,8 @@ import pytest
 from e2e_support import ROOT, gpudash_rules, panel_results, site_yaml, unexplained
 
 from gpudash.catalog import profile
-from gpudash.check.cli import dashboard_groups, run_check
-from gpudash.check.run import GroupResult, Status
-from gpudash.check.targets import ALERT, RECORDING, load_dashboards, rule_groups
+from gpudash.check.run import GroupResult, Status, run_check
+from gpudash.check.targets import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
 from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 from gpudash.stack.process import Prometheus, free_port

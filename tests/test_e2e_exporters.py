@@ -20,9 +20,8 @@ import yaml
 from e2e_support import REFERENCE, ROOT, StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, statuses, unexplained
 
 from gpudash.catalog import Source, profile
-from gpudash.check.cli import built_dashboards, dashboard_groups, run_check
-from gpudash.check.run import GroupResult, Status
-from gpudash.check.targets import VARIABLE, load_dashboards, rule_groups
+from gpudash.check.run import GroupResult, Status, run_check
+from gpudash.check.targets import VARIABLE, built_dashboards, dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.settings import load_settings
 from gpudash.promql.builders import signals_in
 from gpudash.stack.cluster import prometheus_config, scrape_jobs

@@ -19,11 +19,10 @@ import pytest
 from e2e_support import ROOT, gpudash_rules, site_yaml, unexplained
 
 from gpudash.catalog import profile
-from gpudash.check.cli import dashboard_groups, run_check
 from gpudash.check.client import Prometheus as Client
 from gpudash.check.client import Window
-from gpudash.check.run import Status
-from gpudash.check.targets import PANEL, VARIABLE, load_dashboards
+from gpudash.check.run import Status, run_check
+from gpudash.check.targets import PANEL, VARIABLE, dashboard_groups, load_dashboards
 from gpudash.stack.cluster import ExporterProcess, VictoriaMetrics, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.process import Prometheus
 

@@ -20,9 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from gpudash.catalog import profile
-from gpudash.check.cli import check, run_check, summary
+from gpudash.check.cli import check
 from gpudash.check.client import Prometheus, QueryError
-from gpudash.check.run import Status
+from gpudash.check.report import summary
+from gpudash.check.run import Status, run_check
 from gpudash.check.targets import PANEL, Group, Query
 from gpudash.errors import RemoteError
 from gpudash.stack.loopback import LoopbackHTTPServer

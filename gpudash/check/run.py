@@ -14,12 +14,13 @@ A query that returns series is fine. An empty one is looked into, selector by se
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
-from gpudash.check.client import Prometheus, QueryError, Window, series_count
-from gpudash.check.targets import ALERT, VARIABLE, Group, Query, unresolved
+from gpudash.check.client import QUERY_TIMEOUT_S, Prometheus, QueryError, Window, series_count
+from gpudash.check.targets import ALERT, VARIABLE, Group, Interpolation, Query, unresolved
 from gpudash.promql.builders import RECORDING_BY_NAME
 from gpudash.promql.scanner import Selector, filters, offsets, selectors, widened, windows, without_offsets
 
@@ -202,6 +203,25 @@ class Checker:
 
 # From least to most serious: a query with several missing selectors takes the most serious reason.
 _SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.OPTIONAL, Status.EMPTY)
+
+
+def run_check(url: str, groups: Sequence[Group], metric_profile: Profile, timeout: float = QUERY_TIMEOUT_S,
+              scrape_interval_s: int = 15) -> list[GroupResult]:
+    """Run every query of every group; raise RemoteError (one line) when the server cannot be reached."""
+    server = Prometheus(url, timeout)
+    try:
+        server.probe()
+        now = server.now()
+        longest = max((g.range_s for g in groups), default=3600) or 3600
+        step = Interpolation(longest, scrape_interval_s).interval_s
+        checker = Checker(server, metric_profile, Window(now, longest, step))
+        return [checker.run_group(group) for group in groups]
+    finally:
+        server.close()
+
+
+def failures(results: Sequence[GroupResult]) -> list[Result]:
+    return [r for g in results for r in g.failures]
 
 
 def _only_variables(matchers: str) -> bool:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpudash.config.settings import Settings
 from gpudash.errors import ConfigError
 
 PANEL, VARIABLE, ALERT, RECORDING = "panel", "variable", "alert", "recording"
@@ -179,6 +180,26 @@ def load_dashboards(paths: list[Path]) -> list[tuple[dict[str, Any], str]]:
                 raise ConfigError(f"{file}: not a Grafana dashboard (no panels)")
             found.append((data, str(file)))
     return found
+
+
+def dashboard_groups(dashboards: Sequence[tuple[dict[str, Any], str]], scrape_interval_s: int,
+                     variables: dict[str, str] | None = None, range_s: int | None = None) -> list[Group]:
+    """One group per dashboard; the range is each dashboard's own unless `range_s` is given."""
+    groups = []
+    for dashboard, origin in dashboards:
+        span = range_s or parse_range(str((dashboard.get("time") or {}).get("from") or "now-6h"))
+        groups.append(dashboard_group(dashboard, origin, Interpolation(span, scrape_interval_s, variables),
+                                      variables))
+    return groups
+
+
+def built_dashboards(settings: Settings, profile_name: str, definitions: Path = Path("dashboards")
+                     ) -> list[tuple[dict[str, Any], str]]:
+    """The dashboards generated in memory for a metric profile (what `gpudash dashboards --profile` writes)."""
+    from gpudash.dashboards.build import build_all
+
+    built = build_all(settings, definitions, profile_name=profile_name)
+    return [(data, f"{definitions}/ (profile {profile_name})") for _, data in sorted(built.items())]
 
 
 def rule_groups(paths: list[Path]) -> list[Group]:

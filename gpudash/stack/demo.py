@@ -29,9 +29,9 @@ import yaml
 
 from gpudash.catalog import SIGNALS
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check.cli import dashboard_groups, failures, run_check, summary
-from gpudash.check.run import GroupResult, Status
-from gpudash.check.targets import load_dashboards, rule_groups
+from gpudash.check.report import summary
+from gpudash.check.run import GroupResult, Status, failures, run_check
+from gpudash.check.targets import dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.settings import Settings, load_settings, parse_duration
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher

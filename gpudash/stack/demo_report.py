@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check.cli import render_table
+from gpudash.check.report import render_table
 from gpudash.check.run import GroupResult, Status
 from gpudash.config.settings import Settings
 from gpudash.errors import RemoteError
