@@ -238,7 +238,7 @@ def check_demo(demo: DemoStack) -> list[GroupResult]:
                      scrape_interval_s=int(float(INTERVAL.rstrip("s"))))
 
 
-def push_or_explain(prometheus_url: str, env: dict[str, str]) -> None:
+def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings) -> None:
     """Push the dashboards (and a data source for this Prometheus) when GRAFANA_URL is set; else say how."""
     if not env.get("GRAFANA_URL"):
         click.echo("Grafana: not pushed (GRAFANA_URL is not set). To push the dashboards with a data source for "
@@ -246,10 +246,13 @@ def push_or_explain(prometheus_url: str, env: dict[str, str]) -> None:
                    "make demo\nor, against any Grafana and Prometheus: "
                    "gpudash provision --prometheus-url http://PROMETHEUS:9090")
         return
-    from gpudash.sync.cli import provision
+    from gpudash.sync.client import connection_from
+    from gpudash.sync.local import DEFAULT_DIR
+    from gpudash.sync.provision import datasource_spec, provision_grafana
 
     click.echo(f"Grafana: provisioning {env['GRAFANA_URL']} (data source -> {prometheus_url}, then every dashboard)")
-    provision.main(args=["--no-files", "--prometheus-url", prometheus_url], standalone_mode=False)
+    spec = datasource_spec(settings.site, prometheus_url)
+    provision_grafana(connection_from(env), settings, spec, DEFAULT_DIR, dry_run=False, verbose=0, echo=click.echo)
 
 
 def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
@@ -304,7 +307,7 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
                 click.echo(not_yet(results, time.monotonic() - demo_stack.started) or "history: every query answered")
             click.echo("")
             click.echo(fleet_summary(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver))
-            push_or_explain(demo_stack.prometheus.url, dict(os.environ))
+            push_or_explain(demo_stack.prometheus.url, dict(os.environ), settings)
             failed = failures(results)
             if once:
                 if failed:
