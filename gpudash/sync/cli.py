@@ -22,7 +22,7 @@ from gpudash.sync.plan import Action
 from gpudash.sync.provision import DEFAULT_DASHBOARDS_PATH, datasource_spec, provision_grafana, provisioning_files
 from gpudash.sync.provision import write_files as write_provisioning
 from gpudash.sync.session import Session, open_session, write_plan
-from gpudash.sync.watch import regenerate_command, run_regenerate, watch
+from gpudash.sync.watch import regenerate, watch
 
 DEFAULT_FILES_DIR = Path("generated/grafana-provisioning")
 F = Callable[..., Any]
@@ -213,10 +213,8 @@ def sync(dry_run: bool, force: bool, prune: bool, watching: bool, definitions: P
     if not watching:
         write_plan("sync", session, local, force=force, prune=prune, dry_run=dry_run, show_drift=True)
         return
-    command = regenerate_command(definitions, directory, thresholds, site)
-
     def cycle() -> None:
-        run_regenerate(command)
+        regenerate(definitions, directory, thresholds, site)
         session.started = time.monotonic()
         write_plan("sync", session, load_local(directory), force=force, prune=prune, dry_run=dry_run,
                     show_drift=True)
