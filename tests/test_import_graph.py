@@ -67,7 +67,7 @@ def _path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None
 def test_the_graph_reads_the_imports() -> None:
     graph = _import_graph()
     assert "gpudash.rules.yamltext" in graph["gpudash.rules.render"]
-    assert "gpudash.errors" in graph["gpudash.cli"]
+    assert "gpudash.check.run" in graph["gpudash.check.report"]
 
 
 def test_no_module_imports_itself_back() -> None:
