@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpudash.catalog import BY_DCGM_NAME, DCGM, NVIDIA_SMI, SIGNALS, Source
+from gpudash.catalog import BY_DCGM_NAME, DCGM, NVIDIA_SMI, SIGNALS, Publisher
 
 
 def _default_counters(reference: Path) -> dict[str, tuple[str, str]]:
@@ -27,7 +27,7 @@ def test_every_default_counter_is_in_the_catalog_with_its_type_and_help(referenc
         signal = BY_DCGM_NAME[name]
         assert signal.type == kind, name
         assert signal.help == help_, name
-        assert signal.source is Source.DCGM_DEFAULT, name
+        assert signal.publisher is Publisher.DCGM_DEFAULT, name
 
 
 def test_signals_outside_the_default_counters_are_marked_optional(reference: Path) -> None:

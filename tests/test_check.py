@@ -23,9 +23,9 @@ from gpudash.check.targets import (
     PANEL,
     RECORDING,
     VARIABLE,
+    CheckQuery,
     Group,
     Interpolation,
-    Query,
     dashboard_group,
     dashboard_groups,
     interpolate,
@@ -154,10 +154,10 @@ def test_filters_offsets_and_windows() -> None:
 def _results() -> list[GroupResult]:
     group = Group("GPU fleet", "dashboards/json/gpudash-fleet.json", (), 21600)
     rows = (
-        Result(Query("GPU fleet", "GPUs reporting", PANEL, "sum(cluster:gpu_count:count)"), 1, Status.OK),
-        Result(Query("GPU fleet", "Power: now and 1d ago", PANEL, "sum(p offset 1d)", False, "B"), 0,
+        Result(CheckQuery("GPU fleet", "GPUs reporting", PANEL, "sum(cluster:gpu_count:count)"), 1, Status.OK),
+        Result(CheckQuery("GPU fleet", "Power: now and 1d ago", PANEL, "sum(p offset 1d)", False, "B"), 0,
                Status.NEEDS_HISTORY, "returns data without offset 1d"),
-        Result(Query("GPU fleet", "Typo", PANEL, "DCGM_FI_DEV_GPU_UTILL"), 0, Status.EMPTY, "no series"),
+        Result(CheckQuery("GPU fleet", "Typo", PANEL, "DCGM_FI_DEV_GPU_UTILL"), 0, Status.EMPTY, "no series"),
     )
     return [GroupResult(Group(group.title, group.origin, tuple(r.query for r in rows), group.range_s), rows)]
 

@@ -19,7 +19,7 @@ import yaml
 from e2e_support import ROOT, gpudash_rules, site_yaml
 
 from gpudash.stack.cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
-from gpudash.stack.process import Alertmanager, Prometheus, free_port
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -39,8 +39,8 @@ def short_thresholds(path: Path) -> Path:
 
 @dataclass
 class AlertStack:
-    prometheus: Prometheus
-    alertmanager: Alertmanager
+    prometheus: PrometheusProcess
+    alertmanager: AlertmanagerProcess
     receiver: WebhookReceiver
     exporter: ExporterProcess
     started: float
@@ -54,10 +54,10 @@ def alert_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlertStack
         site = site_yaml(tmp / "site.yml", "e2e", [f"127.0.0.1:{port}"], webhook=receiver.url)
         files = gpudash_rules(tmp / "generated", site, short_thresholds(tmp / "thresholds.yaml"))
         rules = rule_files(files)
-        with Alertmanager(files["alertmanager/alertmanager.yml"]) as alertmanager:
+        with AlertmanagerProcess(files["alertmanager/alertmanager.yml"]) as alertmanager:
             config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s",
                                        alertmanager=alertmanager.address)
-            with Prometheus(config, rules) as prometheus, ExporterProcess(EXPORTER_ARGS, port=port) as exporter:
+            with PrometheusProcess(config, rules) as prometheus, ExporterProcess(EXPORTER_ARGS, port=port) as exporter:
                 yield AlertStack(prometheus, alertmanager, receiver, exporter, time.monotonic())
 
 

@@ -23,7 +23,7 @@ from gpudash.check.run import GroupResult, Status, run_check
 from gpudash.check.targets import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
 from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
-from gpudash.stack.process import Prometheus, free_port
+from gpudash.stack.process import PrometheusProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +34,7 @@ FAULTS = ("6=xid:13@6s+10m", "5=thermal@5s")
 
 
 class Stack:
-    def __init__(self, prometheus: Prometheus, exporter: ExporterProcess, rules_dir: Path) -> None:
+    def __init__(self, prometheus: PrometheusProcess, exporter: ExporterProcess, rules_dir: Path) -> None:
         self.prometheus = prometheus
         self.exporter = exporter
         self.rules_dir = rules_dir
@@ -155,7 +155,7 @@ def test_check_without_recording_rules_names_them(stack: Stack, tmp_path: Path) 
     config = prometheus_config(
         [{"job_name": "gpu-exporter", "static_configs": [{"targets": [stack.exporter.address],
                                                            "labels": {"cluster": "bare"}}]}], interval="1s")
-    with Prometheus(config) as bare:
+    with PrometheusProcess(config) as bare:
         bare.wait_for("DCGM_FI_DEV_GPU_UTIL")
         groups = dashboard_groups(load_dashboards([ROOT / "dashboards" / "json" / "gpudash-fleet.json"]), 1)
         (result,) = run_check(bare.url, groups, profile("dcgm"), scrape_interval_s=1)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.catalog import BY_KEY, Source
+from gpudash.catalog import BY_KEY, Publisher
 from gpudash.errors import ExporterError
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller, keys_to_read
@@ -73,7 +73,7 @@ def test_real_gpus_read_in_dcgm_units() -> None:
         assert 10 <= v["gpu_temp"] <= 100 and 10 < v["power"] < v["power_limit"] * 1.2
         assert 100 <= v["sm_clock"] <= v["sm_clock_max"] and v["slowdown_temp"] < v["shutdown_temp"]
         assert v["energy"] > 0
-        defaults = {s.key for s in BY_KEY.values() if s.source is Source.DCGM_DEFAULT}
+        defaults = {s.key for s in BY_KEY.values() if s.publisher is Publisher.DCGM_DEFAULT}
         missing = defaults - set(v) - reading.unsupported - first.unsupported
         assert missing <= {"xid_last"}, missing  # the XID gauge comes from events, not values
         if "gr_engine_active" in v:

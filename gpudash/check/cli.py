@@ -59,7 +59,8 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
 @click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Site config (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
+                   "$GPUDASH_SITE).")
 def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None, rule_paths: tuple[Path, ...],
           no_rules: bool, var_pairs: tuple[str, ...], range_text: str | None, timeout: float, fmt: str,
           wide: bool, thresholds: Path | None, site: Path | None) -> None:

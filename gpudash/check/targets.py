@@ -27,7 +27,7 @@ _NICE_STEPS = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600
 
 
 @dataclass(frozen=True)
-class Query:
+class CheckQuery:
     """One expression to run, with where it came from."""
 
     source: str  # dashboard title or rule file name
@@ -44,7 +44,7 @@ class Group:
 
     title: str
     origin: str  # file path or "(built: profile X)"
-    queries: tuple[Query, ...]
+    queries: tuple[CheckQuery, ...]
     range_s: int = 0
     step_s: int = 0
 
@@ -145,17 +145,18 @@ def dashboard_group(dashboard: dict[str, Any], origin: str, interp: Interpolatio
         interp = Interpolation(parse_range(str((dashboard.get("time") or {}).get("from") or "now-6h")))
     values = {**_template_values(dashboard, chosen), **interp.builtins()}
     title = str(dashboard.get("title") or origin)
-    queries: list[Query] = []
+    queries: list[CheckQuery] = []
     for var in (dashboard.get("templating") or {}).get("list") or []:
         if var.get("type") == "query":
-            queries.append(Query(title, f"${var.get('name')}", VARIABLE, interpolate(_variable_query(var), values)))
+            queries.append(CheckQuery(title, f"${var.get('name')}", VARIABLE,
+                                      interpolate(_variable_query(var), values)))
     for panel in _panels(dashboard.get("panels") or []):
         for target in panel.get("targets") or []:
             expr = target.get("expr")
             if not expr or target.get("hide"):
                 continue
             instant = bool(target.get("instant")) and not target.get("range")
-            queries.append(Query(title, str(panel.get("title") or f"panel {panel.get('id')}"), PANEL,
+            queries.append(CheckQuery(title, str(panel.get("title") or f"panel {panel.get('id')}"), PANEL,
                                  interpolate(str(expr), values), instant, str(target.get("refId") or "")))
     return Group(title, origin, tuple(queries), interp.range_s, interp.interval_s)
 
@@ -220,9 +221,9 @@ def rule_groups(paths: list[Path]) -> list[Group]:
             for group in (data or {}).get("groups") or []:
                 for rule in group.get("rules") or []:
                     if "alert" in rule:
-                        queries.append(Query(file.name, str(rule["alert"]), ALERT, str(rule.get("expr", ""))))
+                        queries.append(CheckQuery(file.name, str(rule["alert"]), ALERT, str(rule.get("expr", ""))))
                     elif "record" in rule:
-                        queries.append(Query(file.name, str(rule["record"]), RECORDING, str(rule.get("expr", ""))))
+                        queries.append(CheckQuery(file.name, str(rule["record"]), RECORDING, str(rule.get("expr", ""))))
             if not queries:
                 raise ConfigError(f"{file}: no rules found (expected groups: [{{rules: [...]}}])")
             groups.append(Group(f"{RULES_PREFIX}{file.name}", str(file), tuple(queries)))

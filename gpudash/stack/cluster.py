@@ -1,7 +1,7 @@
 """More real servers on 127.0.0.1 beside gpudash.stack.process: the exporter, node_exporter, VictoriaMetrics, and an
 Alertmanager webhook receiver.
 
-With gpudash.stack.process's Prometheus these make whole monitoring stacks for the demo and the end-to-end tests:
+With gpudash.stack.process's PrometheusProcess these make whole monitoring stacks for the demo and the end-to-end tests:
 one Prometheus per cluster scraping its exporters with the generated scrape config, evaluating the
 generated rules and remote-writing (with its `cluster` external label) into one VictoriaMetrics, the
 global store the dashboards read. Each process runs from its real binary, in a temporary directory, on

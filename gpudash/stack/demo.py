@@ -48,7 +48,7 @@ from gpudash.stack.cluster import (
     scrape_jobs,
 )
 from gpudash.stack.demo_report import alert_line, fleet_summary, notification_line, render_brief
-from gpudash.stack.process import Alertmanager, Prometheus, free_port
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
 
 CLUSTER = "demo"
 INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the production 15 s
@@ -93,8 +93,8 @@ def nvml_gpu_count() -> int:
 class DemoStack:
     settings: Settings
     exporter: ExporterProcess
-    prometheus: Prometheus
-    alertmanager: Alertmanager
+    prometheus: PrometheusProcess
+    alertmanager: AlertmanagerProcess
     receiver: WebhookReceiver
     rules_dir: Path
     simulated: bool
@@ -128,7 +128,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     for rel, text in files.items():
         (rules_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         (rules_dir / rel).write_text(text, encoding="utf-8")
-    alertmanager = stack.enter_context(Alertmanager(files["alertmanager/alertmanager.yml"]))
+    alertmanager = stack.enter_context(AlertmanagerProcess(files["alertmanager/alertmanager.yml"]))
     jobs = scrape_jobs(files)
     if node is not None:
         jobs.append({"job_name": site.node_job, "scrape_interval": INTERVAL,
@@ -139,7 +139,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     if simulate:
         prometheus = stack.enter_context(_with_yesterday(config, files, address, site.scrape_job, echo))
     else:
-        prometheus = stack.enter_context(Prometheus(config, rule_files(files)))
+        prometheus = stack.enter_context(PrometheusProcess(config, rule_files(files)))
     args = ["--simulate", str(GPUS), "--seed", str(SEED), *_flags("--workload", WORKLOADS),
             *_flags("--fault", FAULTS)] if simulate else []
     exporter = stack.enter_context(ExporterProcess(args, port=int(address.rsplit(":", 1)[1])))
@@ -154,7 +154,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
 
 @contextmanager
 def _with_yesterday(config: str, files: dict[str, str], address: str, job: str,
-                    echo: Any) -> Iterator[Prometheus]:
+                    echo: Any) -> Iterator[PrometheusProcess]:
     from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 
     started = time.monotonic()
@@ -276,7 +276,8 @@ def _while_stopping(signum: int, frame: FrameType | None) -> None:
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
 @click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Site config (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
+                   "$GPUDASH_SITE).")
 def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | None, site: Path | None) -> None:
     """Run exporter, Prometheus and Alertmanager locally, check every query, summarise the fleet.
 

@@ -87,7 +87,8 @@ def connection_options(command: F) -> F:
         click.option("--thresholds", type=click.Path(path_type=Path), default=None,
                      help="thresholds.yaml (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS)."),
         click.option("--site", type=click.Path(path_type=Path), default=None,
-                     help="Site config with grafana.folder/folder_uid (default: ./gpudash.yaml or $GPUDASH_SITE)."),
+                     help="Site config file (gpudash.yaml) with grafana.folder/folder_uid (default: "
+                          "./gpudash.yaml or $GPUDASH_SITE)."),
         click.option("-v", "--verbose", count=True,
                      help="-v: each request, retries, unchanged dashboards; -vv: the HTTP libraries too."),
     ]
