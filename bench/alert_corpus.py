@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Source
+from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Publisher
 from gpudash.exporter.sim.source import Fleet, GpuReading, fleet_from_specs, parse_fault
 
 STEP = 15  # seconds between samples and between rule evaluations
@@ -139,7 +139,7 @@ def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
     if flavour not in FLAVOURS:
         raise ValueError(flavour)
     fleet = scenario.fleet()
-    keys = [k for k in KEYS if flavour == "bundled" or BY_KEY[k].source is Source.DCGM_DEFAULT]
+    keys = [k for k in KEYS if flavour == "bundled" or BY_KEY[k].publisher is Publisher.DCGM_DEFAULT]
     out = _Series(scenario.samples)
     gpu_instance = f"{HOST}:9400"
     node_instance = f"{HOST}:9100"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 
-class Source(Enum):
+class Publisher(Enum):
     """Who publishes a signal under the dcgm profile."""
 
     DCGM_DEFAULT = "dcgm-default"  # in dcgm-exporter's default-counters.csv: present on every real deployment
@@ -34,20 +34,20 @@ class Signal:
     unit: str
     type: str  # gauge | counter
     help: str
-    source: Source
+    publisher: Publisher
     labels: tuple[str, ...] = ()  # extra labels beyond the per-GPU ones
 
     @property
     def optional(self) -> bool:
         """Panels built on an optional signal may legitimately be empty on a dcgm-exporter deployment."""
-        return self.source is not Source.DCGM_DEFAULT
+        return self.publisher is not Publisher.DCGM_DEFAULT
 
 
-def _s(key: str, name: str, unit: str, kind: str, help_: str, source: Source, *labels: str) -> Signal:
-    return Signal(key, name, unit, kind, help_, source, labels)
+def _s(key: str, name: str, unit: str, kind: str, help_: str, publisher: Publisher, *labels: str) -> Signal:
+    return Signal(key, name, unit, kind, help_, publisher, labels)
 
 
-DEF, OPT, OWN = Source.DCGM_DEFAULT, Source.DCGM_OPTIONAL, Source.GPUDASH
+DEF, OPT, OWN = Publisher.DCGM_DEFAULT, Publisher.DCGM_OPTIONAL, Publisher.GPUDASH
 
 SIGNALS: tuple[Signal, ...] = (
     # dcgm-exporter default counters (default-counters.csv), DCGM units.

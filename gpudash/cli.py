@@ -1,8 +1,8 @@
 """The `gpudash` command: a thin shell over library functions.
 
 Subcommands live beside the code they drive and are imported only when used, so `gpudash exporter`
-on a GPU node never imports grafanalib or grafana-client. Every GpudashError becomes one line on stderr
-and its exit code, here and nowhere else.
+on a GPU node never imports grafanalib or grafana-client. Every GpudashError is a click exception that
+shows itself as one line on stderr and exits with its code (gpudash.errors).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import sys
 import click
 
 from gpudash import __version__
-from gpudash.errors import GpudashError
 
 # name -> (module, attribute, one-line summary shown by `gpudash --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -83,17 +82,12 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     try:
         result = cli.main(args=argv, prog_name="gpudash", standalone_mode=False)
-    except GpudashError as exc:
-        click.echo(f"gpudash: {exc.format_message()}", err=True)
+    except click.ClickException as exc:  # a GpudashError shows itself as `gpudash: <message>`
+        exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("gpudash: aborted", err=True)
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
     # Without standalone mode click returns the code of `ctx.exit(n)` instead of raising it.
     if isinstance(result, int) and not isinstance(result, bool):
         sys.exit(result)

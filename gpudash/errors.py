@@ -1,24 +1,29 @@
 """One error family for the whole tool: each class knows its exit code and shows itself as one line.
 
-The CLI catches `GpudashError` in one place and prints `gpudash: <message>`; anything else is a bug
-and keeps its traceback.
+Every GpudashError is a click.ClickException, so click (the `gpudash` command, or a CliRunner in a test)
+shows it as `gpudash: <message>` on stderr and exits with its code; anything else is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
+from typing import IO, Any
 
-class GpudashError(Exception):
+import click
+
+
+class GpudashError(click.ClickException):
     """Base of every error gpudash reports to a person."""
 
     exit_code = 2
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
     def format_message(self) -> str:
         # One line, always: a multi-line message would break log parsers and CI annotations.
         return " ".join(self.message.split("\n"))
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        # gpudash's own prefix instead of click's "Error: ".
+        click.echo(f"gpudash: {self.format_message()}", file=file, err=file is None)
 
 
 class ConfigError(GpudashError):

@@ -40,7 +40,7 @@ class QueryError(Exception):
 
 
 @dataclass(frozen=True)
-class Window:
+class TimeRange:
     """The time range a dashboard query covers, as Grafana would send it."""
 
     end: float
@@ -75,7 +75,7 @@ def _unexpected(response: requests.Response | None) -> str:
     return f"answered HTTP {response.status_code} with JSON of another shape: {snippet(json.dumps(body), 120)}"
 
 
-class Prometheus:
+class PrometheusClient:
     """Queries one Prometheus-compatible server; `probe()` first, so an unreachable one is one clear line.
 
     `timeout` bounds each request as a whole; `read_timeout` (default: the same) each wait for data.
@@ -162,14 +162,14 @@ class Prometheus:
         params = {"time": f"{at:.3f}"} if at is not None else None
         return self._call("query", self._api.custom_query, expr, params=params)
 
-    def range(self, expr: str, window: Window) -> list[dict[str, Any]]:
+    def range(self, expr: str, window: TimeRange) -> list[dict[str, Any]]:
         # The client rounds to whole seconds; rounding the end up keeps the newest samples in the last step.
         end_s = math.ceil(window.end)
         start = datetime.fromtimestamp(end_s - window.range_s, timezone.utc)
         end = datetime.fromtimestamp(end_s, timezone.utc)
         return self._call("query_range", self._api.custom_query_range, expr, start, end, f"{window.step_s}s")
 
-    def label_values(self, label: str, match: str | None = None, window: Window | None = None) -> list[str]:
+    def label_values(self, label: str, match: str | None = None, window: TimeRange | None = None) -> list[str]:
         params: dict[str, str] = {}
         if match:
             params["match[]"] = match

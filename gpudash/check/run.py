@@ -14,12 +14,13 @@ A query that returns series is fine. An empty one is looked into, selector by se
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
-from gpudash.check.client import Prometheus, QueryError, Window, series_count
-from gpudash.check.targets import ALERT, VARIABLE, Group, Query, unresolved
+from gpudash.check.client import QUERY_TIMEOUT_S, PrometheusClient, QueryError, TimeRange, series_count
+from gpudash.check.targets import ALERT, VARIABLE, CheckQuery, Group, Interpolation, unresolved
 from gpudash.promql.builders import RECORDING_BY_NAME
 from gpudash.promql.scanner import Selector, filters, offsets, selectors, widened, windows, without_offsets
 
@@ -41,7 +42,7 @@ class Status(Enum):
 
 @dataclass(frozen=True)
 class Result:
-    query: Query
+    query: CheckQuery
     series: int
     status: Status
     detail: str = ""
@@ -65,7 +66,7 @@ _QUERY_RESULT = re.compile(r"^\s*query_result\((?P<expr>.+)\)\s*$", re.S)
 class Checker:
     """Runs queries for one profile against one server, all at the same moment `window.end`."""
 
-    def __init__(self, prometheus: Prometheus, profile: Profile, window: Window) -> None:
+    def __init__(self, prometheus: PrometheusClient, profile: Profile, window: TimeRange) -> None:
         self.prometheus = prometheus
         self.profile = profile
         self.window = window
@@ -73,10 +74,10 @@ class Checker:
         self._exists: dict[str, bool] = {}
 
     def run_group(self, group: Group) -> GroupResult:
-        window = Window(self.window.end, group.range_s or self.window.range_s, group.step_s or self.window.step_s)
+        window = TimeRange(self.window.end, group.range_s or self.window.range_s, group.step_s or self.window.step_s)
         return GroupResult(group, tuple(self.run(q, window) for q in group.queries))
 
-    def run(self, query: Query, window: Window | None = None) -> Result:
+    def run(self, query: CheckQuery, window: TimeRange | None = None) -> Result:
         window = window or self.window
         missing_vars = unresolved(query.expr)
         if missing_vars:
@@ -96,7 +97,7 @@ class Checker:
 
     # -- variables ------------------------------------------------------------------------------------
 
-    def _variable(self, query: Query, window: Window) -> Result:
+    def _variable(self, query: CheckQuery, window: TimeRange) -> Result:
         label_values = _LABEL_VALUES.match(query.expr)
         query_result = _QUERY_RESULT.match(query.expr)
         if label_values:
@@ -123,7 +124,7 @@ class Checker:
                 self._exists[selector] = False
         return self._exists[selector]
 
-    def _explain_empty(self, query: Query) -> Result:
+    def _explain_empty(self, query: CheckQuery) -> Result:
         expr = query_result.group("expr") if (query_result := _QUERY_RESULT.match(query.expr)) else query.expr
         missing = [s for s in selectors(expr) if not self._has(str(s))]
         if missing:
@@ -162,7 +163,7 @@ class Checker:
         return (f"empty over {', '.join(sorted(set(found)))} but not over {self.window.range_s}s: "
                 "its series are too young for that window yet")
 
-    def _missing(self, query: Query, missing: list[Selector]) -> Result:
+    def _missing(self, query: CheckQuery, missing: list[Selector]) -> Result:
         found = [self._why_missing(sel, query.kind) for sel in missing]
         worst = max((status for _, status in found), key=_SEVERITY.index)
         return Result(query, 0, worst, "; ".join(reason for reason, _ in found))
@@ -191,8 +192,8 @@ class Checker:
 
     def _signals_reason(self, signals: list[Signal], what: str) -> tuple[str, Status]:
         if all(s.optional for s in signals):
-            sources = sorted({s.source.value for s in signals})
-            return f"no {what}: optional signal ({', '.join(sources)})", Status.OPTIONAL
+            publishers = sorted({s.publisher.value for s in signals})
+            return f"no {what}: optional signal ({', '.join(publishers)})", Status.OPTIONAL
         return (f"no {what}: every dcgm-exporter publishes it, so the exporter is not scraped or mislabelled",
                 Status.EMPTY)
 
@@ -202,6 +203,25 @@ class Checker:
 
 # From least to most serious: a query with several missing selectors takes the most serious reason.
 _SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.OPTIONAL, Status.EMPTY)
+
+
+def run_check(url: str, groups: Sequence[Group], metric_profile: Profile, timeout: float = QUERY_TIMEOUT_S,
+              scrape_interval_s: int = 15) -> list[GroupResult]:
+    """Run every query of every group; raise RemoteError (one line) when the server cannot be reached."""
+    server = PrometheusClient(url, timeout)
+    try:
+        server.probe()
+        now = server.now()
+        longest = max((g.range_s for g in groups), default=3600) or 3600
+        step = Interpolation(longest, scrape_interval_s).interval_s
+        checker = Checker(server, metric_profile, TimeRange(now, longest, step))
+        return [checker.run_group(group) for group in groups]
+    finally:
+        server.close()
+
+
+def failures(results: Sequence[GroupResult]) -> list[Result]:
+    return [r for g in results for r in g.failures]
 
 
 def _only_variables(matchers: str) -> bool:

@@ -8,7 +8,7 @@ All (their `allValue`, else `.*`) unless given, and the built-ins `$__range`, `$
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -16,8 +16,10 @@ from typing import Any, NoReturn
 import yaml
 
 from gpudash.config.durations import grafana_ms
+from gpudash.config.loading import Settings
 from gpudash.dashboards.json_files import read_json_files
 from gpudash.errors import ConfigError
+from gpudash.layout import DEFINITIONS_DIR
 
 PANEL, VARIABLE, ALERT, RECORDING = "panel", "variable", "alert", "recording"
 RULES_PREFIX = "rules: "
@@ -27,7 +29,7 @@ _NICE_STEPS = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600
 
 
 @dataclass(frozen=True)
-class Query:
+class CheckQuery:
     """One expression to run, with where it came from."""
 
     source: str  # dashboard title or rule file name
@@ -44,7 +46,7 @@ class Group:
 
     title: str
     origin: str  # file path or "(built: profile X)"
-    queries: tuple[Query, ...]
+    queries: tuple[CheckQuery, ...]
     range_s: int = 0
     step_s: int = 0
 
@@ -145,17 +147,18 @@ def dashboard_group(dashboard: dict[str, Any], origin: str, interp: Interpolatio
         interp = Interpolation(parse_range(str((dashboard.get("time") or {}).get("from") or "now-6h")))
     values = {**_template_values(dashboard, chosen), **interp.builtins()}
     title = str(dashboard.get("title") or origin)
-    queries: list[Query] = []
+    queries: list[CheckQuery] = []
     for var in (dashboard.get("templating") or {}).get("list") or []:
         if var.get("type") == "query":
-            queries.append(Query(title, f"${var.get('name')}", VARIABLE, interpolate(_variable_query(var), values)))
+            queries.append(CheckQuery(title, f"${var.get('name')}", VARIABLE,
+                                      interpolate(_variable_query(var), values)))
     for panel in _panels(dashboard.get("panels") or []):
         for target in panel.get("targets") or []:
             expr = target.get("expr")
             if not expr or target.get("hide"):
                 continue
             instant = bool(target.get("instant")) and not target.get("range")
-            queries.append(Query(title, str(panel.get("title") or f"panel {panel.get('id')}"), PANEL,
+            queries.append(CheckQuery(title, str(panel.get("title") or f"panel {panel.get('id')}"), PANEL,
                                  interpolate(str(expr), values), instant, str(target.get("refId") or "")))
     return Group(title, origin, tuple(queries), interp.range_s, interp.interval_s)
 
@@ -183,6 +186,26 @@ def _unreadable_dashboard(file: Path, exc: Exception) -> NoReturn:
     raise ConfigError(f"{file}: not a readable dashboard JSON file: {exc}") from None
 
 
+def dashboard_groups(dashboards: Sequence[tuple[dict[str, Any], str]], scrape_interval_s: int,
+                     variables: dict[str, str] | None = None, range_s: int | None = None) -> list[Group]:
+    """One group per dashboard; the range is each dashboard's own unless `range_s` is given."""
+    groups = []
+    for dashboard, origin in dashboards:
+        span = range_s or parse_range(str((dashboard.get("time") or {}).get("from") or "now-6h"))
+        groups.append(dashboard_group(dashboard, origin, Interpolation(span, scrape_interval_s, variables),
+                                      variables))
+    return groups
+
+
+def built_dashboards(settings: Settings, profile_name: str, definitions: Path = DEFINITIONS_DIR
+                     ) -> list[tuple[dict[str, Any], str]]:
+    """The dashboards generated in memory for a metric profile (what `gpudash dashboards --profile` writes)."""
+    from gpudash.dashboards.build import build_all
+
+    built = build_all(settings, definitions, profile_name=profile_name)
+    return [(data, f"{definitions}/ (profile {profile_name})") for _, data in sorted(built.items())]
+
+
 def rule_groups(paths: list[Path]) -> list[Group]:
     """Every alerting and recording rule of Prometheus rule files (and *.yml / *.yaml in directories)."""
     groups: list[Group] = []
@@ -201,9 +224,9 @@ def rule_groups(paths: list[Path]) -> list[Group]:
             for group in (data or {}).get("groups") or []:
                 for rule in group.get("rules") or []:
                     if "alert" in rule:
-                        queries.append(Query(file.name, str(rule["alert"]), ALERT, str(rule.get("expr", ""))))
+                        queries.append(CheckQuery(file.name, str(rule["alert"]), ALERT, str(rule.get("expr", ""))))
                     elif "record" in rule:
-                        queries.append(Query(file.name, str(rule["record"]), RECORDING, str(rule.get("expr", ""))))
+                        queries.append(CheckQuery(file.name, str(rule["record"]), RECORDING, str(rule.get("expr", ""))))
             if not queries:
                 raise ConfigError(f"{file}: no rules found (expected groups: [{{rules: [...]}}])")
             groups.append(Group(f"{RULES_PREFIX}{file.name}", str(file), tuple(queries)))

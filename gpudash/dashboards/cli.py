@@ -21,7 +21,8 @@ from gpudash.layout import DEFINITIONS_DIR, JSON_DIR_NAME
 @click.option("--thresholds", type=click.Path(path_type=Path), default=None,
               help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
 @click.option("--site", type=click.Path(path_type=Path), default=None,
-              help="Site config (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
+                   "$GPUDASH_SITE).")
 @click.option("--profile", "profile_name", type=click.Choice(sorted(PROFILES)), default=None,
               help="Metric profile, overriding the site config: dcgm (dcgm-exporter and gpudash exporter) "
                    "or nvidia_smi (nvidia_gpu_exporter).")

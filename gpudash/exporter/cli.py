@@ -33,7 +33,7 @@ def _seconds(flag: str, text: str) -> float:
 
 
 def _fields_table() -> str:
-    rows = [f"{s.dcgm_name:44} {s.type:8} {s.unit:6} {s.source.value}" for s in SIGNALS]
+    rows = [f"{s.dcgm_name:44} {s.type:8} {s.unit:6} {s.publisher.value}" for s in SIGNALS]
     return "\n".join(["FIELD                                        TYPE     UNIT   SOURCE", *rows])
 
 

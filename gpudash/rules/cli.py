@@ -19,7 +19,8 @@ from gpudash.rules.render import render_all, stale_files, write_files
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
 @click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Site config to read (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
+                   "$GPUDASH_SITE).")
 def rules(out: Path, check: bool, thresholds: Path | None, site: Path | None) -> None:
     """Render alerting and recording rules, alertmanager.yml and the scrape config.
 

@@ -6,7 +6,7 @@ from gpudash.catalog import profile as catalog_profile
 from gpudash.config.loading import Settings
 from gpudash.escape import yaml_scalar
 from gpudash.promql.builders import recording_rules
-from gpudash.rules.render import dump
+from gpudash.rules.yamltext import dump
 
 GROUP_NAME = "gpudash-gpu-recording"
 

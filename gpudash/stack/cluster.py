@@ -1,7 +1,7 @@
 """More real servers on 127.0.0.1 beside gpudash.stack.process: the exporter, node_exporter, VictoriaMetrics, and an
 Alertmanager webhook receiver.
 
-With gpudash.stack.process's Prometheus these make whole monitoring stacks for the demo and the end-to-end tests:
+With gpudash.stack.process's PrometheusProcess these make whole monitoring stacks for the demo and the end-to-end tests:
 one Prometheus per cluster scraping its exporters with the generated scrape config, evaluating the
 generated rules and remote-writing (with its `cluster` external label) into one VictoriaMetrics, the
 global store the dashboards read. Each process runs from its real binary, in a temporary directory, on
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from gpudash.catalog import SIGNALS, Source
+from gpudash.catalog import SIGNALS, Publisher
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings
 from gpudash.config.site import Cluster, Receiver, ScrapeTarget, Site
@@ -29,7 +29,7 @@ from gpudash.stack.loopback import LoopbackHTTPServer
 from gpudash.stack.process import ManagedProcess
 
 # A series of any DCGM field: on /metrics once the exporter's first sweep has read the GPUs.
-_DCGM_FIELD_NAMES = tuple(s.dcgm_name.encode() for s in SIGNALS if s.source is not Source.GPUDASH)
+_DCGM_FIELD_NAMES = tuple(s.dcgm_name.encode() for s in SIGNALS if s.publisher is not Publisher.GPUDASH)
 
 
 class VictoriaMetrics(ManagedProcess):

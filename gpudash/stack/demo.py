@@ -29,9 +29,9 @@ import yaml
 
 from gpudash.catalog import EXPORTER_PENDING, SIGNALS
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check.cli import dashboard_groups, failures, run_check, summary
-from gpudash.check.run import GroupResult, Status
-from gpudash.check.targets import load_dashboards, rule_groups
+from gpudash.check.report import summary
+from gpudash.check.run import GroupResult, Status, failures, run_check
+from gpudash.check.targets import dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
@@ -49,7 +49,7 @@ from gpudash.stack.cluster import (
     scrape_jobs,
 )
 from gpudash.stack.demo_report import alert_line, fleet_summary, notification_line, render_brief
-from gpudash.stack.process import Alertmanager, Prometheus, free_port
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
 
 CLUSTER = "demo"
 INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the production 15 s
@@ -93,8 +93,8 @@ def nvml_gpu_count() -> int:
 class DemoStack:
     settings: Settings
     exporter: ExporterProcess
-    prometheus: Prometheus
-    alertmanager: Alertmanager
+    prometheus: PrometheusProcess
+    alertmanager: AlertmanagerProcess
     receiver: WebhookReceiver
     rules_dir: Path
     simulated: bool
@@ -128,7 +128,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     for rel, text in files.items():
         (rules_dir / rel).parent.mkdir(parents=True, exist_ok=True)
         (rules_dir / rel).write_text(text, encoding="utf-8")
-    alertmanager = stack.enter_context(Alertmanager(files[ALERTMANAGER_FILE]))
+    alertmanager = stack.enter_context(AlertmanagerProcess(files[ALERTMANAGER_FILE]))
     jobs = scrape_jobs(files)
     if node is not None:
         jobs.append({"job_name": site.node_job, "scrape_interval": INTERVAL,
@@ -139,7 +139,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     if simulate:
         prometheus = stack.enter_context(_with_yesterday(config, files, address, site.scrape_job, echo))
     else:
-        prometheus = stack.enter_context(Prometheus(config, rule_files(files)))
+        prometheus = stack.enter_context(PrometheusProcess(config, rule_files(files)))
     args = ["--simulate", str(GPUS), "--seed", str(SEED), *_flags("--workload", WORKLOADS),
             *_flags("--fault", FAULTS)] if simulate else []
     exporter = stack.enter_context(ExporterProcess(args, port=int(address.rsplit(":", 1)[1])))
@@ -154,7 +154,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
 
 @contextmanager
 def _with_yesterday(config: str, files: dict[str, str], address: str, job: str,
-                    echo: Any) -> Iterator[Prometheus]:
+                    echo: Any) -> Iterator[PrometheusProcess]:
     from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 
     started = time.monotonic()
@@ -238,7 +238,7 @@ def check_demo(demo: DemoStack) -> list[GroupResult]:
                      scrape_interval_s=int(float(INTERVAL.rstrip("s"))))
 
 
-def push_or_explain(prometheus_url: str, env: dict[str, str]) -> None:
+def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings) -> None:
     """Push the dashboards (and a data source for this Prometheus) when GRAFANA_URL is set; else say how."""
     if not env.get("GRAFANA_URL"):
         click.echo("Grafana: not pushed (GRAFANA_URL is not set). To push the dashboards with a data source for "
@@ -246,10 +246,13 @@ def push_or_explain(prometheus_url: str, env: dict[str, str]) -> None:
                    "make demo\nor, against any Grafana and Prometheus: "
                    "gpudash provision --prometheus-url http://PROMETHEUS:9090")
         return
-    from gpudash.sync.cli import provision
+    from gpudash.sync.client import connection_from
+    from gpudash.sync.provision import datasource_spec, provision_grafana
 
     click.echo(f"Grafana: provisioning {env['GRAFANA_URL']} (data source -> {prometheus_url}, then every dashboard)")
-    provision.main(args=["--no-files", "--prometheus-url", prometheus_url], standalone_mode=False)
+    spec = datasource_spec(settings.site, prometheus_url)
+    provision_grafana(connection_from(env), settings, spec, DASHBOARDS_JSON_DIR, dry_run=False, verbose=0,
+                      echo=click.echo)
 
 
 def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
@@ -273,7 +276,8 @@ def _while_stopping(signum: int, frame: FrameType | None) -> None:
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
 @click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Site config (default: ./gpudash.yaml when present, or $GPUDASH_SITE).")
+              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
+                   "$GPUDASH_SITE).")
 def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | None, site: Path | None) -> None:
     """Run exporter, Prometheus and Alertmanager locally, check every query, summarise the fleet.
 
@@ -304,7 +308,7 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
                 click.echo(not_yet(results, time.monotonic() - demo_stack.started) or "history: every query answered")
             click.echo("")
             click.echo(fleet_summary(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver))
-            push_or_explain(demo_stack.prometheus.url, dict(os.environ))
+            push_or_explain(demo_stack.prometheus.url, dict(os.environ), settings)
             failed = failures(results)
             if once:
                 if failed:

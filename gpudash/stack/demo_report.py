@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check.cli import render_table
+from gpudash.check.report import render_table
 from gpudash.check.run import GroupResult, Status
 from gpudash.config.loading import Settings
 from gpudash.errors import RemoteError
 from gpudash.promql.builders import PromQL
 from gpudash.stack.cluster import WebhookReceiver
-from gpudash.stack.process import Prometheus
+from gpudash.stack.process import PrometheusProcess
 
 FIRING = 'ALERTS{alertstate="firing"}'
 PENDING = 'ALERTS{alertstate="pending"}'
@@ -34,7 +34,7 @@ def render_brief(results: Sequence[GroupResult], verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _value(prometheus: Prometheus, expr: str) -> float | None:
+def _value(prometheus: PrometheusProcess, expr: str) -> float | None:
     try:
         result = prometheus.query(expr)
     except RemoteError:
@@ -42,7 +42,7 @@ def _value(prometheus: Prometheus, expr: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def _alerts(prometheus: Prometheus, expr: str, gpu_label: str) -> list[str]:
+def _alerts(prometheus: PrometheusProcess, expr: str, gpu_label: str) -> list[str]:
     try:
         result = prometheus.query(expr)
     except RemoteError:
@@ -56,7 +56,7 @@ def _alerts(prometheus: Prometheus, expr: str, gpu_label: str) -> list[str]:
     return [f"{name} on {', '.join(sorted(places))}" for name, places in sorted(where.items())]
 
 
-def fleet_summary(prometheus: Prometheus, settings: Settings, receiver: WebhookReceiver | None = None,
+def fleet_summary(prometheus: PrometheusProcess, settings: Settings, receiver: WebhookReceiver | None = None,
                   one_line: bool = False) -> str:
     """GPUs, utilization, memory, power, the hottest GPU and the alerts, from the recording rules."""
     prof = catalog_profile(settings.site.profile)
@@ -94,7 +94,7 @@ def fleet_summary(prometheus: Prometheus, settings: Settings, receiver: WebhookR
     return "\n".join(["fleet summary:", *(f"  {name:<14} {text}" for name, text in rows)])
 
 
-def alert_line(prometheus: Prometheus, seen: set[str]) -> list[str]:
+def alert_line(prometheus: PrometheusProcess, seen: set[str]) -> list[str]:
     """Lines for alerts that started or stopped firing since the last call; `seen` is updated."""
     try:
         result = prometheus.query(FIRING)

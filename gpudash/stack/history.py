@@ -24,7 +24,7 @@ from gpudash.errors import RemoteError
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
-from gpudash.stack.process import Prometheus
+from gpudash.stack.process import PrometheusProcess
 
 DAY = 86400
 
@@ -70,7 +70,7 @@ def _promtool(*args: str, cwd: Path | None = None) -> None:
         raise RemoteError(f"promtool tsdb create-blocks-from {args[0]} failed: {tail}")
 
 
-class SeededPrometheus(Prometheus):
+class SeededPrometheus(PrometheusProcess):
     """A Prometheus whose data directory holds the given TSDB blocks when it starts."""
 
     def __init__(self, config_yaml: str, rule_files: Mapping[str, str] | None = None, *,

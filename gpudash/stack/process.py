@@ -209,7 +209,7 @@ class ManagedProcess(OnLoopback):
         return json.loads(http_get(f"{self.url}{path}{query}"))
 
 
-class Prometheus(ManagedProcess):
+class PrometheusProcess(ManagedProcess):
     """``prometheus`` with ``config_yaml`` and ``rule_files`` ({relative name: text}); lifecycle API on.
 
     Firing alerts are re-sent to Alertmanager every second (Prometheus' default is a minute), so a test
@@ -269,7 +269,7 @@ class Prometheus(ManagedProcess):
         http_post(f"{self.url}/-/reload")
 
 
-class Alertmanager(ManagedProcess):
+class AlertmanagerProcess(ManagedProcess):
     """``prometheus-alertmanager`` with ``config_yaml``, clustering off; ``templates`` beside the config."""
 
     packages = "prometheus-alertmanager"

@@ -7,24 +7,23 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gpudash.config.loading import load_settings
-from gpudash.errors import DriftError, UsageError
+from gpudash.errors import UsageError
 from gpudash.layout import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
 from gpudash.sync import diffing
-from gpudash.sync.apply import Applier, Outcome, Target, ensure_folder, read_plan
-from gpudash.sync.client import ChangedMeanwhile, Grafana, GrafanaFailure, connection_from
-from gpudash.sync.local import load_local, version_message
-from gpudash.sync.plan import Action, Plan
-from gpudash.sync.provision import DEFAULT_DASHBOARDS_PATH, DatasourceSpec, ensure_datasource, provisioning_files
+from gpudash.sync.apply import Target, read_plan
+from gpudash.sync.client import Connection, connection_from
+from gpudash.sync.local import load_local
+from gpudash.sync.plan import Action
+from gpudash.sync.provision import DEFAULT_DASHBOARDS_PATH, datasource_spec, provision_grafana, provisioning_files
 from gpudash.sync.provision import write_files as write_provisioning
-from gpudash.sync.remote import GrafanaRemote
-from gpudash.sync.watch import regenerate_command, run_regenerate, watch
+from gpudash.sync.session import Session, open_session, write_plan
+from gpudash.sync.watch import regenerate, watch
 
 F = Callable[..., Any]
 
@@ -67,23 +66,6 @@ def _logging(verbose: int, secrets: tuple[str, ...]) -> None:
     click.get_current_context().call_on_close(restore)
 
 
-@dataclass
-class Context:
-    remote: GrafanaRemote
-    target: Target
-    directory: Path
-    verbose: int
-    started: float
-
-    @property
-    def grafana(self) -> Grafana:
-        return self.remote.grafana
-
-    def stats(self) -> str:
-        requests = sum(self.grafana.requests.values())
-        return f"{requests} requests, {self.grafana.writes} writes, {time.monotonic() - self.started:.2f} s"
-
-
 def connection_options(command: F) -> F:
     options = [
         click.option("--dir", "directory", type=click.Path(path_type=Path), default=DASHBOARDS_JSON_DIR,
@@ -105,7 +87,8 @@ def connection_options(command: F) -> F:
         click.option("--thresholds", type=click.Path(path_type=Path), default=None,
                      help="thresholds.yaml (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS)."),
         click.option("--site", type=click.Path(path_type=Path), default=None,
-                     help="Site config with grafana.folder/folder_uid (default: ./gpudash.yaml or $GPUDASH_SITE)."),
+                     help="Site config file (gpudash.yaml) with grafana.folder/folder_uid (default: "
+                          "./gpudash.yaml or $GPUDASH_SITE)."),
         click.option("-v", "--verbose", count=True,
                      help="-v: each request, retries, unchanged dashboards; -vv: the HTTP libraries too."),
     ]
@@ -114,73 +97,20 @@ def connection_options(command: F) -> F:
     return command
 
 
-def _open(kwargs: dict[str, Any]) -> tuple[Context, list[dict[str, Any]]]:
+def _open(kwargs: dict[str, Any]) -> tuple[Session, list[dict[str, Any]]]:
     """Connection settings first (the most likely thing a new user lacks), then files, then one probe."""
-    connection = connection_from(
-        os.environ, url=kwargs.pop("url"), user=kwargs.pop("user"), token_file=kwargs.pop("token_file"),
-        password_file=kwargs.pop("password_file"), ca_file=kwargs.pop("ca_file"), timeout=kwargs.pop("timeout"),
-        org_id=kwargs.pop("org_id"), retries=kwargs.pop("retries"))
+    connection = _connection(kwargs)
     verbose = kwargs.pop("verbose")
     _logging(verbose, connection.secrets)
     settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
-    directory = kwargs.pop("directory")
-    local = load_local(directory)
-    target = Target.from_site(settings.site.grafana_folder_uid, settings.site.grafana_folder, settings.site.site_id)
-    remote = GrafanaRemote(Grafana(connection))
-    started = time.monotonic()
-    version = remote.probe()
-    folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
-    click.echo(f"Grafana {version} at {connection.url}: {len(local)} dashboards from {directory} -> {folder}, "
-               f"as site {target.site_id}")
-    return Context(remote, target, directory, verbose, started), local
+    return open_session(connection, settings, kwargs.pop("directory"), verbose, _echo)
 
 
-def _finish(verb: str, ctx: Context, plan: Plan, outcome: Outcome, dry_run: bool) -> None:
-    total = len(plan.writes)
-    if dry_run:
-        click.echo(f"{verb} --dry-run: would {plan.summary()}; nothing written ({ctx.stats()})")
-    else:
-        click.echo(f"{verb}: {outcome.summary()} ({ctx.stats()})")
-    not_written = [s.uid for s, _ in outcome.failed] + [s.uid for s in outcome.not_attempted]
-    drifted = [s.uid for s in outcome.drifted]
-    conflicts = [s.uid for s in outcome.conflicts]
-    if outcome.failed:
-        first = outcome.failed[0][1]
-        extra = f"; drifted, not overwritten: {', '.join(drifted)}" if drifted else ""
-        extra += f"; in conflict, not written: {', '.join(conflicts)}" if conflicts else ""
-        message = (f"{first.format_message()} ({len(outcome.written)} of {total} written; not written: "
-                   f"{', '.join(not_written)}{extra})")
-        raise (ChangedMeanwhile(message) if isinstance(first, ChangedMeanwhile)
-               else GrafanaFailure(message, getattr(first, "status", 0)))
-    problems = []
-    if conflicts:
-        first_conflict = outcome.conflicts[0]
-        problems.append(f"dashboard {first_conflict.title!r} ({conflicts[0]}) not written: {first_conflict.reason}"
-                        if len(conflicts) == 1 else
-                        f"{len(conflicts)} dashboards ({', '.join(conflicts)}) not written: in conflict, "
-                        "each says why above")
-    if drifted:
-        which = (f"dashboard {outcome.drifted[0].title!r} ({drifted[0]}) was" if len(drifted) == 1
-                 else f"{len(drifted)} dashboards ({', '.join(drifted)}) were")
-        problems.append(f"{which} changed in Grafana outside gpudash and not overwritten; review with "
-                        "`gpudash diff`, then `gpudash sync --force` to overwrite")
-    if problems:
-        raise DriftError("; ".join(problems))
-
-
-def _write_plan(verb: str, ctx: Context, local: list[dict[str, Any]], *, force: bool, prune: bool, dry_run: bool,
-                show_drift: bool) -> None:
-    plan = read_plan(ctx.remote, local, ctx.target, force=force, prune=prune)
-    if plan.of(Action.CREATE, Action.UPDATE):
-        ensure_folder(ctx.remote, ctx.target, dry_run, _echo)
-    commit, message = version_message(ctx.directory, ctx.target.site_id)
-    applier = Applier(ctx.remote, ctx.target, commit, message, _echo)
-    outcome = applier.run(plan, dry_run=dry_run, verbose=ctx.verbose > 0)
-    if show_drift:
-        for step in outcome.drifted:
-            if step.remote is not None and step.local is not None:
-                click.echo(diffing.report(step.remote.dashboard, step.local, step.uid), nl=False)
-    _finish(verb, ctx, plan, outcome, dry_run)
+def _connection(kwargs: dict[str, Any]) -> Connection:
+    return connection_from(
+        os.environ, url=kwargs.pop("url"), user=kwargs.pop("user"), token_file=kwargs.pop("token_file"),
+        password_file=kwargs.pop("password_file"), ca_file=kwargs.pop("ca_file"), timeout=kwargs.pop("timeout"),
+        org_id=kwargs.pop("org_id"), retries=kwargs.pop("retries"))
 
 
 @click.command("push")
@@ -200,8 +130,8 @@ def push(dry_run: bool, force: bool, **kwargs: Any) -> None:
       GRAFANA_URL=https://grafana.example.com GRAFANA_TOKEN=glsa_... gpudash push
       gpudash push --dry-run
     """
-    ctx, local = _open(kwargs)
-    _write_plan("push", ctx, local, force=force, prune=False, dry_run=dry_run, show_drift=False)
+    session, local = _open(kwargs)
+    write_plan("push", session, local, force=force, prune=False, dry_run=dry_run, show_drift=False)
 
 
 @click.command("diff")
@@ -218,15 +148,15 @@ def diff(**kwargs: Any) -> None:
     Example:
       gpudash dashboards && gpudash diff
     """
-    ctx, local = _open(kwargs)
-    plan = read_plan(ctx.remote, local, ctx.target, prune=True)
+    session, local = _open(kwargs)
+    plan = read_plan(session.remote, local, session.target, prune=True)
     differ = 0
     for step in plan.steps:
         if step.action is Action.CREATE:
             click.echo(f"only local  {step.uid}  {step.title!r}: not in Grafana")
         elif step.action is Action.PRUNE:
             click.echo(f"only in Grafana  {step.uid}  {step.title!r}: pushed for this site "
-                       f"({ctx.target.site_id}); `gpudash sync --prune` deletes it")
+                       f"({session.target.site_id}); `gpudash sync --prune` deletes it")
         elif step.action is Action.CONFLICT:
             click.echo(f"conflict    {step.uid}  {step.title!r}: {step.reason}")
         elif step.action in (Action.KEEP, Action.GONE):  # not counted: nothing for this site to change
@@ -235,16 +165,16 @@ def diff(**kwargs: Any) -> None:
         elif step.action in (Action.UPDATE, Action.DRIFTED):
             state = step.reason if step.action is Action.DRIFTED else f"local changes not pushed yet ({step.reason})"
             assert step.remote is not None and step.local is not None
-            if step.remote.folder_uid != ctx.target.folder_uid:
+            if step.remote.folder_uid != session.target.folder_uid:
                 state += f"; in folder {step.remote.folder_uid or 'General'}"
             click.echo(f"differs     {step.uid}  {step.title!r}: {state}")
             click.echo(diffing.report(step.remote.dashboard, step.local, step.uid), nl=False)
         else:
-            if step.action is Action.UNCHANGED and ctx.verbose:
+            if step.action is Action.UNCHANGED and session.verbose:
                 click.echo(f"equal       {step.uid}  {step.title!r}")
             continue
         differ += 1
-    click.echo(f"diff: {differ} of {len(local)} dashboards differ ({ctx.stats()})")
+    click.echo(f"diff: {differ} of {len(local)} dashboards differ ({session.stats()})")
     if differ:
         sys.exit(1)  # not ctx.exit(): under standalone_mode=False click returns that code instead of raising
 
@@ -280,16 +210,14 @@ def sync(dry_run: bool, force: bool, prune: bool, watching: bool, definitions: P
       gpudash sync --watch            # edit thresholds.yaml, see Grafana follow
     """
     thresholds, site, directory = kwargs["thresholds"], kwargs["site"], kwargs["directory"]
-    ctx, local = _open(kwargs)
+    session, local = _open(kwargs)
     if not watching:
-        _write_plan("sync", ctx, local, force=force, prune=prune, dry_run=dry_run, show_drift=True)
+        write_plan("sync", session, local, force=force, prune=prune, dry_run=dry_run, show_drift=True)
         return
-    command = regenerate_command(definitions, directory, thresholds, site)
-
     def cycle() -> None:
-        run_regenerate(command)
-        ctx.started = time.monotonic()
-        _write_plan("sync", ctx, load_local(directory), force=force, prune=prune, dry_run=dry_run,
+        regenerate(definitions, directory, thresholds, site)
+        session.started = time.monotonic()
+        write_plan("sync", session, load_local(directory), force=force, prune=prune, dry_run=dry_run,
                     show_drift=True)
 
     paths = [definitions, thresholds or Path(os.environ.get("GPUDASH_THRESHOLDS", "thresholds.yaml"))]
@@ -328,15 +256,17 @@ def provision(prometheus_url: str | None, files_dir: Path, no_files: bool, files
     if not prometheus_url:
         raise UsageError("no Prometheus URL: pass --prometheus-url or set PROMETHEUS_URL (the URL Grafana uses "
                          "to reach Prometheus, e.g. http://prometheus:9090)")
-    settings = load_settings(kwargs["thresholds"], kwargs["site"])
+    settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
     site = settings.site
-    spec = DatasourceSpec(site.datasource_uid, site.datasource_name, prometheus_url, str(site.scrape_interval))
+    spec = datasource_spec(site, prometheus_url)
     target = Target.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
     if not no_files and not dry_run:
         for path in write_provisioning(files_dir, provisioning_files(spec, target, dashboards_path)):
             click.echo(f"wrote {path}")
     if files_only:
         return
-    ctx, local = _open(kwargs)
-    ensure_datasource(ctx.remote, spec, dry_run, _echo)
-    _write_plan("provision", ctx, local, force=False, prune=False, dry_run=dry_run, show_drift=False)
+    connection = _connection(kwargs)
+    verbose = kwargs.pop("verbose")
+    _logging(verbose, connection.secrets)
+    provision_grafana(connection, settings, spec, kwargs.pop("directory"), dry_run=dry_run, verbose=verbose,
+                      echo=_echo)

@@ -6,7 +6,6 @@ at the generated JSON) for people who provision from disk instead of over the AP
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,15 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from gpudash.config.loading import Settings
+from gpudash.config.site import Site
 from gpudash.errors import ConfigError
 from gpudash.files import write_tree
-from gpudash.sync.apply import Target
-from gpudash.sync.client import GrafanaFailure
+from gpudash.sync.apply import Echo, Target
+from gpudash.sync.client import Connection, GrafanaFailure
 from gpudash.sync.remote import GrafanaRemote
+from gpudash.sync.session import open_session, write_plan
 
-Echo = Callable[[str], None]
 DEFAULT_DASHBOARDS_PATH = "/var/lib/grafana/dashboards/gpudash"
 PROVIDER_NAME = "gpudash"
 
@@ -45,6 +46,19 @@ class DatasourceSpec:
 
     def owned_fields(self) -> dict[str, Any]:
         return {"uid": self.uid, "name": self.name, "type": "prometheus", "access": "proxy", "url": self.url}
+
+
+def datasource_spec(site: Site, prometheus_url: str) -> DatasourceSpec:
+    """The Prometheus data source the site's dashboards look for (its fixed uid), at `prometheus_url`."""
+    return DatasourceSpec(site.datasource_uid, site.datasource_name, prometheus_url, str(site.scrape_interval))
+
+
+def provision_grafana(connection: Connection, settings: Settings, spec: DatasourceSpec, directory: Path, *,
+                      dry_run: bool, verbose: int, echo: Echo) -> None:
+    """The data source, the folder, then every dashboard in `directory`, over Grafana's API."""
+    session, local = open_session(connection, settings, directory, verbose, echo)
+    ensure_datasource(session.remote, spec, dry_run, echo)
+    write_plan("provision", session, local, force=False, prune=False, dry_run=dry_run, show_drift=False)
 
 
 def _needs_update(existing: dict[str, Any], spec: DatasourceSpec) -> list[str]:

@@ -6,9 +6,10 @@ A failing cycle is reported and the loop goes on; the next change tries again.
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import contextlib
+import io
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -35,20 +36,19 @@ def changed(before: Snapshot, after: Snapshot) -> list[Path]:
     return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
 
 
-def regenerate_command(definitions: Path, out: Path, thresholds: Path | None, site: Path | None) -> list[str]:
-    command = [sys.executable, "-m", "gpudash", "dashboards", "--definitions", str(definitions), "--out", str(out)]
-    if thresholds is not None:
-        command += ["--thresholds", str(thresholds)]
-    if site is not None:
-        command += ["--site", str(site)]
-    return command
+def regenerate(definitions: Path, out: Path, thresholds: Path | None, site: Path | None) -> None:
+    """What `gpudash dashboards` writes, built in this process; any failure is one GpudashError line."""
+    from gpudash.config.loading import load_settings
+    from gpudash.dashboards.build import build_all, write_all
 
-
-def run_regenerate(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        last = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[-1]
-        raise GpudashError(f"regenerating the dashboards failed: {last}")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # grafanalib warns on stdout; not among the sync's lines
+            write_all(build_all(load_settings(thresholds, site), definitions), out)
+    except GpudashError as exc:
+        raise GpudashError(f"regenerating the dashboards failed: gpudash: {exc.format_message()}") from None
+    except Exception as exc:  # a broken definition raises its own error: name it as its traceback would end
+        last = traceback.format_exception_only(exc)[-1].strip()
+        raise GpudashError(f"regenerating the dashboards failed: {last}") from None
 
 
 def watch(paths: list[Path], cycle: Callable[[], None], echo: Callable[[str], None], interval: float = 1.0,

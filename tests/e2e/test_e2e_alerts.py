@@ -20,7 +20,7 @@ from support.paths import ROOT
 from support.waiting import eventually
 
 from gpudash.stack.cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
-from gpudash.stack.process import Alertmanager, Prometheus, free_port
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
 
 LEAK_START_S, LEAK_TO_OOM_S = 4, 40
 # GPUs 0 and 1 leak together (one notification should carry both); 2 and 3 stay quiet.
@@ -38,8 +38,8 @@ def short_thresholds(path: Path) -> Path:
 
 @dataclass
 class AlertStack:
-    prometheus: Prometheus
-    alertmanager: Alertmanager
+    prometheus: PrometheusProcess
+    alertmanager: AlertmanagerProcess
     receiver: WebhookReceiver
     exporter: ExporterProcess
 
@@ -52,10 +52,10 @@ def alert_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlertStack
         site = site_yaml(tmp / "site.yml", "e2e", [f"127.0.0.1:{port}"], webhook=receiver.url)
         files = gpudash_rules(tmp / "generated", site, short_thresholds(tmp / "thresholds.yaml"))
         rules = rule_files(files)
-        with Alertmanager(files["alertmanager/alertmanager.yml"]) as alertmanager:
+        with AlertmanagerProcess(files["alertmanager/alertmanager.yml"]) as alertmanager:
             config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s",
                                        alertmanager=alertmanager.address)
-            with Prometheus(config, rules) as prometheus, ExporterProcess(EXPORTER_ARGS, port=port) as exporter:
+            with PrometheusProcess(config, rules) as prometheus, ExporterProcess(EXPORTER_ARGS, port=port) as exporter:
                 yield AlertStack(prometheus, alertmanager, receiver, exporter)
 
 

@@ -19,13 +19,12 @@ from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
 
 from gpudash.catalog import profile
-from gpudash.check.cli import dashboard_groups, run_check
-from gpudash.check.run import GroupResult, Status
-from gpudash.check.targets import ALERT, RECORDING, load_dashboards, rule_groups
+from gpudash.check.run import GroupResult, Status, run_check
+from gpudash.check.targets import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
 from gpudash.layout import RECORDING_FILE
 from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
-from gpudash.stack.process import Prometheus, free_port
+from gpudash.stack.process import PrometheusProcess, free_port
 
 GPUS, SEED = 8, 11
 WORKLOADS = ("3=idle", "7=inference")
@@ -34,7 +33,7 @@ FAULTS = ("6=xid:13@6s+10m", "5=thermal@5s")
 
 
 class Stack:
-    def __init__(self, prometheus: Prometheus, exporter: ExporterProcess, rules_dir: Path) -> None:
+    def __init__(self, prometheus: PrometheusProcess, exporter: ExporterProcess, rules_dir: Path) -> None:
         self.prometheus = prometheus
         self.exporter = exporter
         self.rules_dir = rules_dir
@@ -150,7 +149,7 @@ def test_check_without_recording_rules_names_them(stack: Stack, tmp_path: Path) 
     config = prometheus_config(
         [{"job_name": "gpu-exporter", "static_configs": [{"targets": [stack.exporter.address],
                                                            "labels": {"cluster": "bare"}}]}], interval="1s")
-    with Prometheus(config) as bare:
+    with PrometheusProcess(config) as bare:
         bare.wait_for("DCGM_FI_DEV_GPU_UTIL")
         groups = dashboard_groups(load_dashboards([ROOT / "dashboards" / "json" / "gpudash-fleet.json"]), 1)
         (result,) = run_check(bare.url, groups, profile("dcgm"), scrape_interval_s=1)

@@ -19,19 +19,18 @@ import yaml
 from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, statuses, unexplained
 from support.paths import REFERENCE, ROOT
 
-from gpudash.catalog import Source, profile
-from gpudash.check.cli import built_dashboards, dashboard_groups, run_check
-from gpudash.check.run import GroupResult, Status
-from gpudash.check.targets import VARIABLE, load_dashboards, rule_groups
+from gpudash.catalog import Publisher, profile
+from gpudash.check.run import GroupResult, Status, run_check
+from gpudash.check.targets import VARIABLE, built_dashboards, dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.loading import load_settings
 from gpudash.layout import RECORDING_FILE
 from gpudash.promql.builders import signals_in
 from gpudash.stack.cluster import prometheus_config, scrape_jobs
-from gpudash.stack.process import Prometheus
+from gpudash.stack.process import PrometheusProcess
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusProcess]:
     tmp = tmp_path_factory.mktemp("exporters-e2e")
     reference = REFERENCE
     smi_body = (reference / "nvidia_gpu_exporter" / "exposition-h100-under-load.metrics").read_bytes()
@@ -45,7 +44,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
         jobs[0]["static_configs"] += scrape_jobs(smi_files)[0]["static_configs"]
         rules = {"dcgm.rules.yml": dcgm_files[RECORDING_FILE],
                  "smi.rules.yml": _renamed_group(smi_files[RECORDING_FILE])}
-        with Prometheus(prometheus_config(jobs, rule_files=list(rules), interval="1s"), rules) as server:
+        with PrometheusProcess(prometheus_config(jobs, rule_files=list(rules), interval="1s"), rules) as server:
             server.wait_for('cluster:gpu_count:count{cluster="dcgm"} == 3', timeout=30)
             server.wait_for('cluster:gpu_count:count{cluster="smi"}', timeout=30)
             server.wait_for("count(up == 1) == 3", timeout=30)
@@ -56,7 +55,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
 
 
 def _reads_optional(expr: str, metric_profile: str) -> bool:
-    return any(s.source is not Source.DCGM_DEFAULT for s in signals_in(expr, profile(metric_profile)))
+    return any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals_in(expr, profile(metric_profile)))
 
 
 def _renamed_group(text: str) -> str:
@@ -71,7 +70,7 @@ def _check(url: str, dashboards: list[tuple[dict, str]], cluster: str, metric_pr
     return run_check(url, groups, profile(metric_profile), scrape_interval_s=1)
 
 
-def test_dcgm_exporter_output_both_host_label_spellings(prometheus: Prometheus) -> None:
+def test_dcgm_exporter_output_both_host_label_spellings(prometheus: PrometheusProcess) -> None:
     hosts = {s["metric"].get("Hostname") or s["metric"].get("hostname")
              for s in prometheus.query('DCGM_FI_DEV_GPU_UTIL{cluster="dcgm"}')}
     assert hosts == {"computeinstance-e00c1p6dpy98xytphp", "testhost"}
@@ -88,13 +87,13 @@ def test_dcgm_exporter_output_both_host_label_spellings(prometheus: Prometheus) 
     assert gpu_var.status is Status.OK and gpu_var.series == 2  # gpu "0" and "1" (both hosts number from 0)
 
 
-def test_dcgm_exporter_output_with_its_own_dashboard(prometheus: Prometheus, reference: Path) -> None:
+def test_dcgm_exporter_output_with_its_own_dashboard(prometheus: PrometheusProcess, reference: Path) -> None:
     results = _check(prometheus.url, load_dashboards([reference / "dcgm-exporter" / "dashboard-12239.json"]),
                      "dcgm", "dcgm")
     assert [f"{r.query.item}: {r.detail}" for g in results for r in g.results if r.status is not Status.OK] == []
 
 
-def test_nvidia_smi_profile_against_nvidia_gpu_exporter_output(prometheus: Prometheus) -> None:
+def test_nvidia_smi_profile_against_nvidia_gpu_exporter_output(prometheus: PrometheusProcess) -> None:
     settings = load_settings(ROOT / "thresholds.yaml")
     dashboards = built_dashboards(settings, "nvidia_smi", ROOT / "dashboards")
     results = _check(prometheus.url, dashboards, "smi", "nvidia_smi")
@@ -107,7 +106,7 @@ def test_nvidia_smi_profile_against_nvidia_gpu_exporter_output(prometheus: Prome
     assert gpu_var.status is Status.OK and gpu_var.series == 1
 
 
-def test_recording_rules_of_both_profiles_evaluate(prometheus: Prometheus, tmp_path: Path) -> None:
+def test_recording_rules_of_both_profiles_evaluate(prometheus: PrometheusProcess, tmp_path: Path) -> None:
     settings = load_settings(ROOT / "thresholds.yaml")
     assert settings.site.profile == "dcgm"
     for name, metric_profile in (("dcgm", "dcgm"), ("smi", "nvidia_smi")):

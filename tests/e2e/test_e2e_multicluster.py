@@ -20,13 +20,12 @@ from support.paths import ROOT
 from support.waiting import eventually
 
 from gpudash.catalog import profile
-from gpudash.check.cli import dashboard_groups, run_check
-from gpudash.check.client import Prometheus as Client
-from gpudash.check.client import Window
-from gpudash.check.run import Status
-from gpudash.check.targets import PANEL, VARIABLE, load_dashboards
+from gpudash.check.client import PrometheusClient as Client
+from gpudash.check.client import TimeRange
+from gpudash.check.run import Status, run_check
+from gpudash.check.targets import PANEL, VARIABLE, dashboard_groups, load_dashboards
 from gpudash.stack.cluster import ExporterProcess, VictoriaMetrics, prometheus_config, rule_files, scrape_jobs
-from gpudash.stack.process import Prometheus
+from gpudash.stack.process import PrometheusProcess
 
 CLUSTERS = {"east": 6, "west": 4}  # name -> simulated GPUs
 RANGE_S = 600  # a 10-minute dashboard range: VictoriaMetrics aligns range queries to the step
@@ -35,7 +34,7 @@ RANGE_S = 600  # a 10-minute dashboard range: VictoriaMetrics aligns range queri
 @dataclass
 class Fleet:
     store: VictoriaMetrics
-    prometheus: dict[str, Prometheus]
+    prometheus: dict[str, PrometheusProcess]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +52,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             jobs.append({"job_name": "prometheus", "static_configs": [{"targets": ["PLACEHOLDER"]}]})
             config = prometheus_config(jobs, rule_files=list(rule_files(files)), interval="1s",
                                        external_labels={"cluster": name}, remote_write=store.remote_write_url)
-            server = stack.enter_context(Prometheus(config, rule_files(files)))
+            server = stack.enter_context(PrometheusProcess(config, rule_files(files)))
             (server.dir / server.config_name).write_text(config.replace("PLACEHOLDER", server.address))
             server.reload()
             servers[name] = server
@@ -66,7 +65,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             _until(client, f'min(count_over_time(gpudash_xid_errors_total{{cluster="{name}"}}[1m])) >= bool 4', 1)
             # and the recorded series the fleet panels read, in a range query at the step the tests use
             recorded = f'cluster_instance:gpu_utilization:avg{{cluster="{name}"}}'
-            eventually(lambda r=recorded: client.range(r, Window(client.now(), RANGE_S, 5)), timeout=60,
+            eventually(lambda r=recorded: client.range(r, TimeRange(client.now(), RANGE_S, 5)), timeout=60,
                        interval=0.5, what=f"{recorded} in a range query of the global store")
         yield Fleet(store, servers)
 
@@ -107,7 +106,7 @@ def test_every_panel_returns_that_clusters_data_from_the_global_store(fleet: Fle
     for r in panels:
         if r.status is not Status.OK:
             continue
-        window = Window(now, RANGE_S, 5)
+        window = TimeRange(now, RANGE_S, 5)
         series = client.instant(r.query.expr) if r.query.instant else client.range(r.query.expr, window)
         assert series, r.query.item
         assert {s["metric"]["cluster"] for s in series if "cluster" in s["metric"]} <= {cluster}, r.query.item
@@ -120,7 +119,7 @@ def test_per_cluster_panels_split_the_fleet_by_cluster(fleet: Fleet) -> None:
     by_cluster = [q for q in group.queries if q.kind == PANEL and q.item.endswith("by cluster")]
     assert len(by_cluster) >= 4
     for query in by_cluster:
-        series = client.range(query.expr, Window(client.now(), RANGE_S, 5))
+        series = client.range(query.expr, TimeRange(client.now(), RANGE_S, 5))
         assert sorted(s["metric"]["cluster"] for s in series) == sorted(CLUSTERS), query.item
     reporting = next(q for q in group.queries if q.item == "GPUs reporting")
     assert float(client.instant(reporting.expr)[0]["value"][1]) == sum(CLUSTERS.values())

@@ -11,7 +11,7 @@ from support.waiting import eventually
 
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
-from gpudash.stack.process import Prometheus
+from gpudash.stack.process import PrometheusProcess
 
 GPUS = 8
 
@@ -32,7 +32,7 @@ def _dashboard_queries(dashboard: dict[str, object]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[tuple[Exporter, Prometheus]]:
+def stack() -> Iterator[tuple[Exporter, PrometheusProcess]]:
     fleet = fleet_from_specs(GPUS, seed=11, workloads=["7=idle"], faults=["3=lost@0"])
     with Exporter(SimulatedSource(fleet), interval=0.5, slow_interval=1.0) as exporter:
         config = (
@@ -40,14 +40,14 @@ def stack() -> Iterator[tuple[Exporter, Prometheus]]:
             "scrape_configs:\n  - job_name: gpu\n"
             f"    static_configs:\n      - targets: ['127.0.0.1:{exporter.port}']\n"
         )
-        with Prometheus(config) as prometheus:
+        with PrometheusProcess(config) as prometheus:
             prometheus.wait_for('up{job="gpu"} == 1')
             prometheus.wait_for("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
             yield exporter, prometheus
 
 
 def test_every_query_of_dcgm_exporters_dashboard_returns_data(
-    stack: tuple[Exporter, Prometheus], reference: Path
+    stack: tuple[Exporter, PrometheusProcess], reference: Path
 ) -> None:
     _, prometheus = stack
     dashboard = json.loads((reference / "dcgm-exporter" / "dashboard-12239.json").read_text())
@@ -64,7 +64,7 @@ def test_every_query_of_dcgm_exporters_dashboard_returns_data(
             assert values, variable["query"]
 
 
-def test_lost_gpu_is_down_and_the_rest_keep_reporting(stack: tuple[Exporter, Prometheus]) -> None:
+def test_lost_gpu_is_down_and_the_rest_keep_reporting(stack: tuple[Exporter, PrometheusProcess]) -> None:
     _, prometheus = stack
     up = {s["metric"]["gpu"]: s["value"][1] for s in prometheus.wait_for("gpudash_gpu_up")}
     assert up == {str(i): ("0" if i == 3 else "1") for i in range(GPUS)}
@@ -72,7 +72,7 @@ def test_lost_gpu_is_down_and_the_rest_keep_reporting(stack: tuple[Exporter, Pro
     assert prometheus.wait_for("rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5s]) / 1000 > 50")
 
 
-def test_every_scrape_succeeds_and_the_target_is_healthy(stack: tuple[Exporter, Prometheus]) -> None:
+def test_every_scrape_succeeds_and_the_target_is_healthy(stack: tuple[Exporter, PrometheusProcess]) -> None:
     # How fast a scrape is lives in bench/exporter_bench.py (p99 per fleet size); here: none of them fails.
     _, prometheus = stack
     eventually(lambda: prometheus.query('count_over_time(up{job="gpu"}[1m]) >= 3'), timeout=30,

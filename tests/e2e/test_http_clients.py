@@ -21,10 +21,11 @@ from click.testing import CliRunner
 from support.paths import ROOT
 
 from gpudash.catalog import profile
-from gpudash.check.cli import check, run_check, summary
-from gpudash.check.client import Prometheus, QueryError
-from gpudash.check.run import Status
-from gpudash.check.targets import PANEL, Group, Query
+from gpudash.check.cli import check
+from gpudash.check.client import PrometheusClient, QueryError
+from gpudash.check.report import summary
+from gpudash.check.run import Status, run_check
+from gpudash.check.targets import PANEL, CheckQuery, Group
 from gpudash.errors import RemoteError
 from gpudash.stack.loopback import LoopbackHTTPServer
 from gpudash.sync.client import Connection, Grafana, GrafanaFailure, connection_from
@@ -117,7 +118,7 @@ def server() -> Iterator[Misbehaving]:
 
 
 def _group(*exprs: str) -> Group:
-    queries = tuple(Query("T", f"panel {n}", PANEL, expr) for n, expr in enumerate(exprs))
+    queries = tuple(CheckQuery("T", f"panel {n}", PANEL, expr) for n, expr in enumerate(exprs))
     return Group("T", "t.json", queries, 3600)
 
 
@@ -132,7 +133,7 @@ def test_a_slow_query_fails_alone_and_the_run_goes_on(server: Misbehaving) -> No
 
 
 def test_a_trickled_answer_fails_at_the_deadline_not_at_the_end_of_the_trickle(server: Misbehaving) -> None:
-    prometheus = Prometheus(server.url, timeout=1.0, read_timeout=0.5)
+    prometheus = PrometheusClient(server.url, timeout=1.0, read_timeout=0.5)
     with pytest.raises(QueryError, match=r"^timed out after 1 s$"):
         prometheus.instant(TRICKLE)
     assert not server.trickled_to_the_end.is_set()  # given up mid-trickle; per-read timeouts never fire
@@ -141,7 +142,7 @@ def test_a_trickled_answer_fails_at_the_deadline_not_at_the_end_of_the_trickle(s
 
 
 def test_a_body_that_stops_coming_is_a_read_timeout_of_that_query(server: Misbehaving) -> None:
-    prometheus = Prometheus(server.url, timeout=5.0, read_timeout=0.3)
+    prometheus = PrometheusClient(server.url, timeout=5.0, read_timeout=0.3)
     with pytest.raises(QueryError, match=r"^timed out after 0.3 s without data$"):
         prometheus.instant(STALL_BODY)  # requests reports a read timeout in the body as a ConnectionError
     prometheus.close()
@@ -162,7 +163,7 @@ WRONG_SHAPES = [
 @pytest.mark.parametrize("body", WRONG_SHAPES)
 def test_an_answer_of_the_wrong_shape_is_that_querys_one_line_error(server: Misbehaving, body: str) -> None:
     server.answers["odd"] = (200, body)
-    prometheus = Prometheus(server.url)
+    prometheus = PrometheusClient(server.url)
     with pytest.raises(QueryError) as caught:
         prometheus.instant("odd")
     message = str(caught.value)
@@ -183,7 +184,7 @@ def test_a_probe_answered_in_the_wrong_shape_is_one_remote_error_line(server: Mi
 def test_label_values_of_the_wrong_shape(server: Misbehaving) -> None:
     server.answers["gpu"] = (200, '{"status": "success", "data": null}')
     with pytest.raises(QueryError, match=r'^answered HTTP 200 with JSON of another shape: \{"status"'):
-        Prometheus(server.url).label_values("gpu")
+        PrometheusClient(server.url).label_values("gpu")
 
 
 # ------------------------------------------------------------------------ Prometheus: credentials
@@ -211,7 +212,7 @@ def test_credentials_are_not_in_the_unreachable_line() -> None:
 
     port = free_port()
     with pytest.raises(RemoteError) as caught:
-        Prometheus(f"http://admin:s3cret@127.0.0.1:{port}").probe()
+        PrometheusClient(f"http://admin:s3cret@127.0.0.1:{port}").probe()
     assert caught.value.message == f"cannot reach Prometheus at http://127.0.0.1:{port}: connection refused"
 
 

@@ -6,20 +6,20 @@ import pytest
 from support.waiting import eventually
 
 from gpudash.errors import RemoteError
-from gpudash.stack.process import Alertmanager, Prometheus
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess
 
 AM_CONFIG = "route:\n  receiver: blackhole\n  group_wait: 0s\nreceivers:\n  - name: blackhole\n"
 RULES = "groups:\n  - name: always\n    rules:\n      - alert: AlwaysFiring\n        expr: vector(1)\n"
 
 
 def test_an_alert_rule_reaches_alertmanager() -> None:
-    with Alertmanager(AM_CONFIG) as am:
+    with AlertmanagerProcess(AM_CONFIG) as am:
         config = (
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             f"alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am.address}']\n"
             "rule_files: ['rules/always.yml']\n"
         )
-        with Prometheus(config, {"rules/always.yml": RULES}) as prometheus:
+        with PrometheusProcess(config, {"rules/always.yml": RULES}) as prometheus:
             data_dir = prometheus.dir
             assert (data_dir / "rules" / "always.yml").read_text() == RULES
             assert prometheus.wait_for('ALERTS{alertname="AlwaysFiring"}')
@@ -30,14 +30,15 @@ def test_an_alert_rule_reaches_alertmanager() -> None:
 
 def test_a_bad_config_fails_with_the_servers_own_words() -> None:
     with pytest.raises(RemoteError, match=r"prometheus did not start: exited with 2: .*parsing YAML"), \
-            Prometheus("global: [not, a, mapping]\n"):
+            PrometheusProcess("global: [not, a, mapping]\n"):
         pass
-    with pytest.raises(RemoteError, match="root route must specify a default receiver"), Alertmanager("route: {}\n"):
+    with pytest.raises(RemoteError, match="root route must specify a default receiver"), \
+            AlertmanagerProcess("route: {}\n"):
         pass
 
 
 def test_a_bad_query_is_a_remote_error() -> None:
-    with Prometheus("global:\n  scrape_interval: 1s\n") as prometheus:
+    with PrometheusProcess("global:\n  scrape_interval: 1s\n") as prometheus:
         assert prometheus.query("vector(2)")[0]["value"][1] == "2"
         with pytest.raises(RemoteError, match="query 'sum\\(' failed"):
             prometheus.query("sum(")

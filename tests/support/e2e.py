@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from gpudash.catalog import Source, profile
+from gpudash.catalog import Publisher, profile
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import PANEL, VARIABLE
 from gpudash.config.loading import Settings
@@ -163,7 +163,7 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
     for r in panel_results(results):
         signals = signals_in(r.query.expr, prof)
         ok = (r.status is Status.OK
-              or (r.status is Status.OPTIONAL and any(s.source is not Source.DCGM_DEFAULT for s in signals))
+              or (r.status is Status.OPTIONAL and any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals))
               or (r.status is Status.NEEDS_HISTORY and bool(offsets(r.query.expr)))
               or (r.status is Status.NOTHING_MATCHES and filters(r.query.expr)))
         if not ok:

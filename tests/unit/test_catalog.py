@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpudash.catalog import BY_DCGM_NAME, DCGM, NVIDIA_SMI, SIGNALS, Source
+from gpudash.catalog import BY_DCGM_NAME, DCGM, NVIDIA_SMI, SIGNALS, Publisher
 
 
 def _default_counters(reference: Path) -> dict[str, tuple[str, str]]:
@@ -27,7 +27,7 @@ def test_every_default_counter_is_in_the_catalog_with_its_type_and_help(referenc
         signal = BY_DCGM_NAME[name]
         assert signal.type == kind, name
         assert signal.help == help_, name
-        assert signal.source is Source.DCGM_DEFAULT, name
+        assert signal.publisher is Publisher.DCGM_DEFAULT, name
 
 
 def test_signals_outside_the_default_counters_are_marked_optional(reference: Path) -> None:
@@ -66,7 +66,7 @@ def test_nvidia_smi_conversions_reach_dcgm_units() -> None:
 def test_dcgm_profile_reads_dcgm_exporters_names_units_and_labels(reference: Path) -> None:
     counters = _default_counters(reference)
     for signal in SIGNALS:
-        if signal.source is Source.DCGM_DEFAULT:
+        if signal.publisher is Publisher.DCGM_DEFAULT:
             ref = DCGM.ref(signal.key)
             assert ref.name in counters and ref.convert == "", signal.key  # its own name, in DCGM units
     # the GPU and host labels as dcgm-exporter renders them (its server test's expected response)

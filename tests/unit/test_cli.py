@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from support.cli import gpudash
 
-from gpudash.cli import COMMANDS, _module_exists, cli
+from gpudash.cli import COMMANDS, _module_exists, cli, main
+from gpudash.errors import (
+    CheckFailed,
+    ConfigError,
+    DriftError,
+    ExporterError,
+    GpudashError,
+    OutputError,
+    RemoteError,
+    StaleOutputError,
+    UsageError,
+)
 
 
 def test_top_level_help_lists_every_command() -> None:
@@ -93,3 +106,52 @@ def test_a_command_exit_code_reaches_the_shell() -> None:
         assert info.value.code == 3
     finally:
         cli_module.cli.commands.pop("exit-three")
+
+
+ERRORS = [(ConfigError, 2), (UsageError, 2), (OutputError, 2), (ExporterError, 2), (StaleOutputError, 1),
+          (CheckFailed, 1), (DriftError, 3), (RemoteError, 4)]
+
+
+@pytest.fixture
+def raising() -> Iterator[Callable[[BaseException], None]]:
+    """Adds a `fail` command that raises the exception given."""
+    import click
+
+    raised: list[BaseException] = []
+
+    @click.command("fail")
+    def fail() -> None:
+        raise raised[0]
+
+    cli.add_command(fail)
+    try:
+        yield raised.append
+    finally:
+        cli.commands.pop("fail")
+
+
+@pytest.mark.parametrize(("kind", "code"), ERRORS, ids=[kind.__name__ for kind, _ in ERRORS])
+def test_a_gpudash_error_is_one_line_and_its_exit_code(kind: type[GpudashError], code: int, raising: Any,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    raising(kind("Grafana said no\nand then more"))
+    result = CliRunner().invoke(cli, ["fail"])
+    assert (result.exit_code, result.stdout, result.stderr) == (code, "", "gpudash: Grafana said no and then more\n")
+    with pytest.raises(SystemExit) as info:
+        main(["fail"])
+    assert info.value.code == code
+    assert capsys.readouterr() == ("", "gpudash: Grafana said no and then more\n")
+
+
+def test_ctrl_c_is_aborted_and_130(raising: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    raising(KeyboardInterrupt())
+    with pytest.raises(SystemExit) as info:
+        main(["fail"])
+    assert info.value.code == 130
+    assert capsys.readouterr().err == "\ngpudash: aborted\n"
+
+
+def test_click_usage_errors_keep_click_format(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["dashboards", "--bogus"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.endswith("Error: No such option '--bogus'. Did you mean '--out'?\n")

@@ -15,17 +15,18 @@ import yaml
 from support.cli import gpudash
 from support.paths import ROOT
 
-from gpudash.check.cli import as_json, dashboard_groups, render_table, summary
+from gpudash.check.report import as_json, render_table, summary
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import (
     ALERT,
     PANEL,
     RECORDING,
     VARIABLE,
+    CheckQuery,
     Group,
     Interpolation,
-    Query,
     dashboard_group,
+    dashboard_groups,
     interpolate,
     load_dashboards,
     parse_range,
@@ -124,10 +125,10 @@ def test_rule_files(tmp_path: Path) -> None:
 def _results() -> list[GroupResult]:
     group = Group("GPU fleet", "dashboards/json/gpudash-fleet.json", (), 21600)
     rows = (
-        Result(Query("GPU fleet", "GPUs reporting", PANEL, "sum(cluster:gpu_count:count)"), 1, Status.OK),
-        Result(Query("GPU fleet", "Power: now and 1d ago", PANEL, "sum(p offset 1d)", False, "B"), 0,
+        Result(CheckQuery("GPU fleet", "GPUs reporting", PANEL, "sum(cluster:gpu_count:count)"), 1, Status.OK),
+        Result(CheckQuery("GPU fleet", "Power: now and 1d ago", PANEL, "sum(p offset 1d)", False, "B"), 0,
                Status.NEEDS_HISTORY, "returns data without offset 1d"),
-        Result(Query("GPU fleet", "Typo", PANEL, "DCGM_FI_DEV_GPU_UTILL"), 0, Status.EMPTY, "no series"),
+        Result(CheckQuery("GPU fleet", "Typo", PANEL, "DCGM_FI_DEV_GPU_UTILL"), 0, Status.EMPTY, "no series"),
     )
     return [GroupResult(Group(group.title, group.origin, tuple(r.query for r in rows), group.range_s), rows)]
 

@@ -13,7 +13,7 @@ import pytest
 from support.cli import gpudash
 from support.waiting import eventually
 
-from gpudash.catalog import BY_KEY, Source
+from gpudash.catalog import BY_KEY, Publisher
 from gpudash.errors import ExporterError
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller, keys_to_read
@@ -61,7 +61,7 @@ def test_real_gpus_read_in_dcgm_units() -> None:
         assert gpus and all(g.uuid.startswith("GPU-") and len(g.pci_bus_id) == 16 for g in gpus)
         wanted = keys_to_read(all_signals().keys)
         first = source.read(0, wanted, time.time())
-        defaults = {s.key for s in BY_KEY.values() if s.source is Source.DCGM_DEFAULT}
+        defaults = {s.key for s in BY_KEY.values() if s.publisher is Publisher.DCGM_DEFAULT}
 
         def complete() -> GpuReading | None:
             # GPM ratios need a window since the previous read: the first reads may have none or a short one

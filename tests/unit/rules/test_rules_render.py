@@ -237,7 +237,7 @@ def test_email_receiver_without_smarthost_is_one_clear_error(tmp_path: Path) -> 
     result = runner.invoke(cli, ["rules", "--out", str(tmp_path / "out"), "--thresholds",
                                  str(ROOT / "thresholds.yaml"), "--site", str(site)])
     assert result.exit_code != 0
-    assert f"{site}: receivers[0]: an email receiver needs from, smarthost" in str(result.exception)
+    assert f"{site}: receivers[0]: an email receiver needs from, smarthost" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -253,7 +253,7 @@ def test_cli_writes_then_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     (tmp_path / "gen" / SCRAPE_FILE).write_text("edited by hand\n")
     stale = runner.invoke(cli, ["rules", "--out", "gen", "--check"])
     assert stale.exit_code != 0
-    assert "gen/prometheus/scrape-gpu.yml" in str(stale.exception)
+    assert "gen/prometheus/scrape-gpu.yml" in stale.stderr
     assert (tmp_path / "gen" / SCRAPE_FILE).read_text() == "edited by hand\n"  # --check writes nothing
 
 
@@ -261,7 +261,7 @@ def test_cli_bad_thresholds_writes_nothing(tmp_path: Path, thresholds_copy: Call
     bad = thresholds_copy((("alerts", "memory_leak", "horizon"), "soon"))
     result = CliRunner().invoke(cli, ["rules", "--out", str(tmp_path / "gen"), "--thresholds", str(bad)])
     assert result.exit_code != 0
-    assert "alerts.memory_leak.horizon: expected a positive duration" in str(result.exception)
+    assert "alerts.memory_leak.horizon: expected a positive duration" in result.stderr
     assert not (tmp_path / "gen").exists()
 
 

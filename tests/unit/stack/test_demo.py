@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from gpudash.check.run import GroupResult, Result, Status
-from gpudash.check.targets import PANEL, Group, Query
+from gpudash.check.targets import PANEL, CheckQuery, Group
 from gpudash.stack.demo import FAULTS, GPUS, not_yet, nvml_gpu_count
 from gpudash.stack.demo_report import notification_line, render_brief
 
@@ -19,10 +19,10 @@ from gpudash.stack.demo_report import notification_line, render_brief
 
 def test_a_real_node_is_told_which_queries_need_more_history_and_how_far_back() -> None:
     rows = (
-        Result(Query("GPU node", "Utilization", PANEL, "x"), 1, Status.OK),
-        Result(Query("GPU node", "Power: now and 1d ago", PANEL, "y", ref="B"), 0, Status.NEEDS_HISTORY,
+        Result(CheckQuery("GPU node", "Utilization", PANEL, "x"), 1, Status.OK),
+        Result(CheckQuery("GPU node", "Power: now and 1d ago", PANEL, "y", ref="B"), 0, Status.NEEDS_HISTORY,
                "returns data without offset 1d; Prometheus holds less history than that"),
-        Result(Query("rules", "GPUMemoryPressure", PANEL, "z"), 0, Status.NEEDS_HISTORY,
+        Result(CheckQuery("rules", "GPUMemoryPressure", PANEL, "z"), 0, Status.NEEDS_HISTORY,
                "returns data without offset 10m, 5m; Prometheus holds less history than that"),
     )
     text = not_yet([GroupResult(Group("GPU node", "node.json", tuple(r.query for r in rows)), rows)], 41.6)
@@ -33,9 +33,9 @@ def test_a_real_node_is_told_which_queries_need_more_history_and_how_far_back() 
 
 def test_brief_report_lists_only_what_is_not_plainly_ok() -> None:
     rows = (
-        Result(Query("GPU node", "Utilization", PANEL, "x"), 8, Status.OK),
-        Result(Query("GPU node", "Power per GPU", PANEL, "y", ref="L"), 0, Status.OPTIONAL, "no LIMIT: optional"),
-        Result(Query("GPU node", "Typo", PANEL, "z"), 0, Status.EMPTY, "no series z"),
+        Result(CheckQuery("GPU node", "Utilization", PANEL, "x"), 8, Status.OK),
+        Result(CheckQuery("GPU node", "Power per GPU", PANEL, "y", ref="L"), 0, Status.OPTIONAL, "no LIMIT: optional"),
+        Result(CheckQuery("GPU node", "Typo", PANEL, "z"), 0, Status.EMPTY, "no series z"),
     )
     text = render_brief([GroupResult(Group("GPU node", "node.json", tuple(r.query for r in rows)), rows)])
     assert text.splitlines() == [

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+from support.paths import ROOT
+
 from gpudash.errors import GpudashError
-from gpudash.sync.watch import changed, snapshot, watch
+from gpudash.sync.watch import changed, regenerate, snapshot, watch
 
 
 def test_snapshot_sees_new_changed_and_removed_files(tmp_path: Path) -> None:
@@ -39,3 +42,14 @@ def test_watch_runs_once_then_after_each_change_and_survives_failures(tmp_path: 
     assert ran == 3 and cycles == ["sync"] * 3
     assert f"watch: {watched} changed" in lines
     assert "watch: dashboard 'A' (a): Grafana answered 500: down" in lines
+
+
+def test_regenerate_names_a_broken_definition_in_one_line(tmp_path: Path) -> None:
+    definitions = tmp_path / "dashboards"
+    definitions.mkdir()
+    (definitions / "broken.py").write_text("UID = 'x'\nundefined_name\n")
+    with pytest.raises(GpudashError) as caught:
+        regenerate(definitions, tmp_path / "json", ROOT / "thresholds.yaml", None)
+    assert caught.value.format_message() == (
+        "regenerating the dashboards failed: NameError: name 'undefined_name' is not defined")
+    assert not (tmp_path / "json").exists()
