@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Publisher
-from gpudash.exporter.sim.source import Fleet, GpuReading, fleet_from_specs, parse_fault
+from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
+from gpudash.exporter.sim.spec import parse_fault
+from gpudash.exporter.source import GpuReading
 
 STEP = 15  # seconds between samples and between rule evaluations
 CLUSTER = "sim"

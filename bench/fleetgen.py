@@ -34,7 +34,8 @@ from gpudash.catalog import (
     THERMAL_OR_BRAKE_REASONS,
     Profile,
 )
-from gpudash.exporter.sim.source import FAULTS, Fault, Fleet
+from gpudash.exporter.sim.fleet import Fleet
+from gpudash.exporter.sim.spec import FAULTS, Fault
 from gpudash.promql.builders import signals_in
 
 GPUS_PER_NODE = 8

@@ -15,7 +15,8 @@ from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
+from gpudash.exporter.sim.fleet import fleet_from_specs
+from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.exporter.source import Source
 from gpudash.exporter.webconfig import load_web_config
 

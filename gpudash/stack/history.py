@@ -23,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpudash.errors import RemoteError
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
-from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
+from gpudash.exporter.sim.fleet import fleet_from_specs
+from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.stack.process import PrometheusProcess
 
 DAY = 86400

@@ -9,7 +9,8 @@ from pathlib import Path
 from gpudash.catalog import SIGNALS
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
-from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
+from gpudash.exporter.sim.fleet import fleet_from_specs
+from gpudash.exporter.sim.source import SimulatedSource
 
 
 def _full_simulated_output() -> str:

@@ -1,6 +1,6 @@
 """The simulated node's spec strings: ``--workload IDX=NAME`` and ``--fault IDX=KIND[:ARG][@START][+DURATION]``.
 
-gpudash.exporter.sim.source documents what each workload and fault does; this module only parses them.
+gpudash.exporter.sim.fleet documents what each workload and fault does; this module only parses them.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from gpudash.catalog import BY_KEY, SIGNALS
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.render import Exposition, GpuView, Snapshot, number, render
-from gpudash.exporter.sim.source import SimulatedSource, fleet_from_specs
+from gpudash.exporter.sim.fleet import fleet_from_specs
+from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 
 NASTY = 'a "quoted" \\back\\slash\nnew line'

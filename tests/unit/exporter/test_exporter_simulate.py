@@ -8,7 +8,9 @@ import pytest
 
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
-from gpudash.exporter.sim.source import Fault, Fleet, SimulatedSource, fleet_from_specs, parse_fault
+from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
+from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.spec import Fault, parse_fault
 
 BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
 

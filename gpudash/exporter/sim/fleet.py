@@ -1,0 +1,399 @@
+"""A simulated GPU node: H200s running realistic workloads, with faults injected per GPU.
+
+Every reading is a pure function of (seed, configuration, t): nothing sleeps, nothing depends on call
+order, so hours of 15 s samples can be generated in a loop and come out identical on every run.
+
+API
+---
+``Fleet(gpus=8, seed=0, workloads={}, faults={}, epoch=0.0)`` is one node. ``t`` is seconds since the
+fleet's epoch (its job start); ``epoch`` is the Unix time of ``t = 0`` and only shows in XID timestamps.
+
+- ``fleet.identities``: one ``GpuIdentity`` per GPU (UUID, PCI bus id, model name), stable for a seed.
+- ``fleet.sample(t) -> list[GpuReading]``: every GPU at ``t``; ``fleet.sample_gpu(i, t)`` one of them.
+  ``GpuReading.values`` maps catalog keys (``gpudash.catalog``) to numbers in DCGM units; counters
+  (``energy`` in mJ, ``nvlink_bandwidth``) are integrals of the simulated rates, so ``rate()`` of them is
+  consistent with the gauges. A lost GPU reads ``up=False`` with no values.
+- ``fleet.xid_events(i) -> list[(t, code)]``: the XID errors a GPU will raise, for scenario authors.
+- ``SimulatedSource(fleet)`` (gpudash.exporter.sim.source) serves the fleet through the exporter's ``Source``
+  interface, reading the wall clock minus ``fleet.epoch`` as ``t``.
+- ``fleet_from_specs(n, seed, workloads=["3=idle"], faults=["2=leak"])`` builds one from CLI strings
+  (``epoch=None``: now); ``parse_fault``/``parse_workload`` (gpudash.exporter.sim.spec) parse one each.
+
+Counters are integrated from t = 0 (gpudash.exporter.sim.counters), so sample within 400 days of the
+epoch; a first read far from it costs about a second per simulated day. XID timestamps, the last XID
+code (held 5 minutes, as the exporter does) and per-code counts are in ``GpuReading.xid``.
+
+Workloads (``IDX=NAME``; default ``train`` on every GPU)
+- ``train``: one data-parallel job on all its GPUs. Warm-up ramp over the first 2-3 minutes (weights load,
+  utilization climbs), then 93-99 % utilization near the power cap with a sawtooth in framebuffer use (the
+  allocator grows over 2 minutes, then releases), data-loader stalls (10-40 s dips to 5-25 % at random,
+  seeded, about one every 10 minutes) and a checkpoint save every 30 minutes (45-75 s at a few percent
+  with PCIe TX at ~10 GB/s). Stalls and checkpoints hit all ``train`` GPUs of the node together.
+- ``inference``: model load to 97 % of memory over the first minute, then flat (a pre-allocated KV
+  cache); utilization follows an hourly request wave between roughly 20 and 70 %.
+- ``idle``: no process, ~0 MiB used, ~75 W, idle clocks with the ``gpu_idle`` clock event.
+
+Faults (``IDX=KIND[:ARG][@START][+DURATION]``, times as ``90``, ``90s``, ``5m``, ``1h30m``; START
+defaults to 60 s, DURATION to "until the end"; several per GPU allowed)
+- ``leak[:TIME_TO_OOM]``: framebuffer use grows linearly until memory is full (default 20m), then the job
+  dies with an out-of-memory error: memory drops to ~0, utilization to 0, the process is gone.
+- ``thermal[:PEAK_C]``: temperature climbs to PEAK (default 91 C) over ~3 minutes; above 87 C the
+  ``sw_thermal_slowdown`` event is on, above the 89 C slowdown threshold ``hw_thermal_slowdown`` and
+  ``hw_slowdown`` too, and the SM clock drops up to ~35 % with power. Cools down after DURATION.
+- ``stall``: the job hangs: memory stays allocated, utilization, tensor activity and power fall to idle.
+- ``xid[:CODE]``: XID CODE (default 13) once at START, and every minute while DURATION lasts.
+- ``lost``: XID 79, then the GPU falls off the bus (``up=False``); after DURATION it comes back reset
+  and idle (its job died with it).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpudash.catalog import CLOCK_EVENT_REASONS
+from gpudash.errors import UsageError
+from gpudash.exporter.sim.counters import Integral
+from gpudash.exporter.sim.spec import (
+    Fault,
+    parse_fault,
+    parse_workload,
+)
+from gpudash.exporter.source import (
+    GpuIdentity,
+    GpuReading,
+    ProcessUsage,
+    XidState,
+    xid_state,
+)
+
+XID_GPU_LOST = 79
+
+_BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
+_MASK = (1 << 64) - 1
+_BUSY_TEMP_C = 64.0  # what a training GPU settles at near its power cap
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """Hardware constants of the simulated part (an H200 SXM as measured with NVML)."""
+
+    name: str = "NVIDIA H200"
+    fb_total_mib: float = 143771.0
+    fb_reserved_mib: float = 520.0
+    power_limit_w: float = 700.0
+    idle_power_w: float = 75.0
+    sm_clock_max_mhz: float = 1980.0
+    sm_clock_idle_mhz: float = 345.0
+    mem_clock_mhz: float = 3201.0
+    sw_thermal_c: float = 87.0
+    slowdown_c: float = 89.0
+    shutdown_c: float = 95.0
+
+
+H200 = GpuModel()
+
+
+def _mix(x: int) -> int:
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _u(*parts: int) -> float:
+    """A uniform number in [0, 1) that depends only on its integer arguments."""
+    h = 0x9E3779B97F4A7C15
+    for part in parts:
+        h = _mix((h ^ (part & _MASK)) + 0x9E3779B97F4A7C15 & _MASK)
+    return h / 2.0**64
+
+
+def _smooth(t: float, period: float, *parts: int) -> float:
+    """Value noise in [0, 1): continuous in t, changing over about ``period`` seconds."""
+    k = math.floor(t / period)
+    f = t / period - k
+    f = f * f * (3 - 2 * f)
+    a, b = _u(*parts, k), _u(*parts, k + 1)
+    return a + (b - a) * f
+
+
+def _clamp(x: float, lo: float, hi: float) -> float:
+    return lo if x < lo else hi if x > hi else x
+
+
+# noise channels
+_CH_UTIL, _CH_FB, _CH_POWER, _CH_TEMP, _CH_HBM, _CH_PCIE, _CH_STALL, _CH_CKPT, _CH_ID = range(9)
+_HGX_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+
+
+@dataclass
+class _State:
+    """One GPU's instantaneous state before counters are added."""
+
+    util: float = 0.0
+    fb_used: float = 0.0
+    power_activity: float = 0.0  # 0..1 of the way from idle power to the cap
+    tensor: float = 0.0
+    dram: float = 0.0
+    pcie_tx: float = 1e5
+    pcie_rx: float = 1e5
+    nvlink_kib_s: float = 0.0
+    process: str | None = None
+    heat_excess: float = 0.0  # thermal fault: degrees above what the power draw explains
+
+
+@dataclass
+class Fleet:
+    """One simulated node of ``gpus`` GPUs; see the module docstring."""
+
+    gpus: int = 8
+    seed: int = 0
+    workloads: Mapping[int, str] = field(default_factory=dict)
+    faults: Mapping[int, Sequence[Fault]] = field(default_factory=dict)
+    epoch: float = 0.0
+    model: GpuModel = H200
+    driver_version: str = "580.159.04"
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise UsageError(f"--simulate {self.gpus}: need at least one GPU")
+        for where in (*self.workloads, *self.faults):
+            if not 0 <= where < self.gpus:
+                raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
+        self.identities = [self._identity(i) for i in range(self.gpus)]
+        self._energy0 = [1e9 * (5 + 50 * _u(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
+        self._integrals = [Integral(functools.partial(self._rates, i)) for i in range(self.gpus)]
+
+    def _identity(self, i: int) -> GpuIdentity:
+        h = "".join(f"{int(_u(self.seed, i, _CH_ID, k) * 2**32):08x}" for k in range(4))
+        uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+        bus = _HGX_BUSES[i] if i < len(_HGX_BUSES) else f"{(0x18 + 0x11 * i) % 0x100:02X}"
+        domain = i // len(_HGX_BUSES)
+        return GpuIdentity(i, uuid, f"{domain:08X}:{bus}:00.0", self.model.name, i)
+
+    def workload(self, i: int) -> str:
+        return self.workloads.get(i, "train")
+
+    def xid_events(self, i: int) -> list[tuple[float, int]]:
+        events: list[tuple[float, int]] = []
+        for fault in self.faults.get(i, ()):
+            if fault.kind == "lost":
+                events.append((fault.start, XID_GPU_LOST))
+            elif fault.kind == "xid":
+                code = int(fault.arg) if fault.arg is not None else 13
+                repeats = 1 if fault.duration is None else max(1, math.ceil(fault.duration / 60.0))
+                events.extend((fault.start + 60.0 * k, code) for k in range(repeats))
+        return sorted(events)
+
+    def sample(self, t: float) -> list[GpuReading]:
+        return [self.sample_gpu(i, t) for i in range(self.gpus)]
+
+    def sample_gpu(self, i: int, t: float) -> GpuReading:
+        t = max(0.0, t)
+        xid = self._xid(i, t)
+        if self._lost(i, t):
+            return GpuReading(i, up=False, xid=xid)
+        s = self._state(i, t)
+        m = self.model
+        power = m.idle_power_w + (m.power_limit_w - m.idle_power_w) * s.power_activity
+        power *= 0.98 + 0.04 * _smooth(t, 3.0, self.seed, i, _CH_POWER)
+        reasons = 0
+        sm_clock = m.sm_clock_max_mhz
+        if s.util < 1:
+            reasons |= _BIT["gpu_idle"]
+            sm_clock = m.sm_clock_idle_mhz
+        temp = 27.0 + 0.055 * power + 2.0 * _smooth(t, 20.0, self.seed, i, _CH_TEMP) + s.heat_excess
+        if temp >= m.sw_thermal_c:
+            reasons |= _BIT["sw_thermal_slowdown"]
+        if temp >= m.slowdown_c:
+            reasons |= _BIT["hw_thermal_slowdown"] | _BIT["hw_slowdown"]
+        heat = _clamp((temp - (m.sw_thermal_c - 2.0)) / 6.0, 0.0, 1.0)
+        if heat > 0:
+            sm_clock *= 1.0 - 0.35 * heat
+            power *= 1.0 - 0.3 * heat
+        elif power >= 0.97 * m.power_limit_w:
+            reasons |= _BIT["sw_power_cap"]
+            sm_clock -= 150.0 * _smooth(t, 5.0, self.seed, i, _CH_POWER, 1)
+        power = min(power, m.power_limit_w)
+        fb_used = _clamp(round(s.fb_used), 0.0, m.fb_total_mib - m.fb_reserved_mib)
+        energy, nvlink = self._counters(i, t)
+        values: dict[str, float] = {
+            "sm_clock": round(sm_clock),
+            "mem_clock": m.mem_clock_mhz,
+            "hbm_temp": round(temp + 3.0 + 2.0 * _smooth(t, 30.0, self.seed, i, _CH_HBM)),
+            "gpu_temp": round(temp),
+            "power": round(power, 3),
+            "energy": round(energy),
+            "pcie_replay": 0.0,
+            "gpu_util": round(s.util),
+            "mem_copy_util": round(s.util * 0.42),
+            "enc_util": 0.0,
+            "dec_util": 0.0,
+            "xid_last": float(xid.last_code),
+            "fb_free": m.fb_total_mib - m.fb_reserved_mib - fb_used,
+            "fb_used": fb_used,
+            "fb_reserved": m.fb_reserved_mib,
+            "nvlink_bandwidth": round(nvlink),
+            "remapped_rows_unc": 0.0,
+            "remapped_rows_cor": 0.0,
+            "row_remap_failure": 0.0,
+            "gr_engine_active": round(s.util / 100 * 0.97, 4),
+            "tensor_active": round(s.tensor, 4),
+            "dram_active": round(s.dram, 4),
+            "pcie_tx": round(s.pcie_tx),
+            "pcie_rx": round(s.pcie_rx),
+            "sm_active": round(s.util / 100 * 0.86, 4),
+            "sm_occupancy": round(s.util / 100 * 0.38, 4),
+            "fb_total": m.fb_total_mib,
+            "power_limit": m.power_limit_w,
+            "sm_clock_max": m.sm_clock_max_mhz,
+            "slowdown_temp": m.slowdown_c,
+            "shutdown_temp": m.shutdown_c,
+            "clock_event_reasons": float(reasons),
+        }
+        if xid.last_time is not None:
+            values["xid_last_time"] = xid.last_time
+        processes: tuple[ProcessUsage, ...] = ()
+        if s.process is not None:
+            pid = 4000 + 17 * i + int(1000 * _u(self.seed, _CH_ID, 99))
+            processes = (ProcessUsage(pid, s.process, max(0.0, fb_used - 510.0)),)
+        return GpuReading(i, True, values, frozenset({"vgpu_license"}), {}, xid, processes)
+
+    # -- the model ---------------------------------------------------------------------------------
+
+    def _lost(self, i: int, t: float) -> bool:
+        return any(f.kind == "lost" and f.active(t) for f in self.faults.get(i, ()))
+
+    def _xid(self, i: int, t: float) -> XidState:
+        """XID state in Unix time (the epoch plus fleet time), as a real source reports it."""
+        if i not in self.faults:
+            return XidState()
+        return xid_state(((self.epoch + w, code) for w, code in self.xid_events(i)), self.epoch + t)
+
+    def _dead_since(self, i: int) -> float:
+        """When this GPU's job died (OOM, or its GPU was lost and reset); inf if it never does."""
+        dead = math.inf
+        for f in self.faults.get(i, ()):
+            if f.kind == "leak":
+                dead = min(dead, f.start + (f.arg if f.arg is not None else 1200.0))
+            elif f.kind == "lost":
+                dead = min(dead, f.start)
+        return dead
+
+    def _state(self, i: int, t: float) -> _State:
+        workload = self.workload(i)
+        if workload == "idle" or t >= self._dead_since(i):
+            s = _State(fb_used=0.0)
+        elif workload == "inference":
+            s = self._inference(i, t)
+        else:
+            s = self._train(i, t)
+        for fault in self.faults.get(i, ()):
+            if fault.kind == "leak" and fault.start <= t < self._dead_since(i):
+                to_oom = fault.arg if fault.arg is not None else 1200.0
+                room = self.model.fb_total_mib - self.model.fb_reserved_mib - s.fb_used
+                s.fb_used += room * _clamp((t - fault.start) / to_oom, 0.0, 1.0)
+            elif fault.kind == "stall" and fault.active(t) and s.process is not None:
+                s.util, s.tensor, s.dram, s.power_activity = 0.0, 0.0, 0.0, 0.05
+                s.pcie_tx = s.pcie_rx = 1e5
+                s.nvlink_kib_s = 0.0
+            elif fault.kind == "thermal" and t >= fault.start:
+                # a cooling failure: the die runs this much hotter than its power alone explains
+                peak = fault.arg if fault.arg is not None else 91.0
+                rise = 1.0 - math.exp(-(t - fault.start) / 60.0)
+                fall = math.exp(-(t - fault.end) / 90.0) if t >= fault.end else 1.0
+                s.heat_excess = (peak - _BUSY_TEMP_C) * rise * fall
+        return s
+
+    def _job_phase(self, t: float) -> tuple[str, float]:
+        """The node-wide training job's phase at t: ('ckpt' | 'stall' | 'run', depth 0..1)."""
+        period = 1800.0
+        k = math.floor(t / period)
+        if k >= 1:
+            ckpt_len = 45.0 + 30.0 * _u(self.seed, _CH_CKPT, k)
+            if t - k * period < ckpt_len:
+                return "ckpt", 1.0
+        slot = 600.0
+        for j in (math.floor(t / slot), math.floor(t / slot) - 1):
+            if j < 0 or _u(self.seed, _CH_STALL, j) > 0.7:
+                continue
+            begin = j * slot + 200.0 + 350.0 * _u(self.seed, _CH_STALL, j, 1)
+            length = 10.0 + 30.0 * _u(self.seed, _CH_STALL, j, 2)
+            if begin <= t < begin + length:
+                return "stall", 0.5 + 0.5 * _u(self.seed, _CH_STALL, j, 3)
+        return "run", 0.0
+
+    def _train(self, i: int, t: float) -> _State:
+        m = self.model
+        ws = m.fb_total_mib * (0.74 + 0.04 * _u(self.seed, i, _CH_FB))
+        load = _clamp(t / (120.0 + 60.0 * _u(self.seed, _CH_FB, 1)), 0.0, 1.0)
+        saw = ((t + 13.0 * i) % 120.0) / 120.0
+        fb = ws * load * (0.97 + 0.03 * saw)
+        util = (93.0 + 6.0 * _smooth(t, 4.0, self.seed, i, _CH_UTIL)) * load**2
+        s = _State(util=util, fb_used=fb, process="python3")
+        s.tensor = (0.40 + 0.08 * _smooth(t, 6.0, self.seed, i, _CH_UTIL, 1)) * load**2
+        s.dram = (0.30 + 0.06 * _smooth(t, 6.0, self.seed, i, _CH_UTIL, 2)) * load**2
+        s.pcie_rx = 1.2e9 + 0.6e9 * _smooth(t, 8.0, self.seed, i, _CH_PCIE)
+        s.pcie_tx = 1.5e8 + 1e8 * _smooth(t, 8.0, self.seed, i, _CH_PCIE, 1)
+        s.nvlink_kib_s = 1.4e8 * util / 100.0
+        phase, depth = self._job_phase(t) if load >= 1.0 else ("run", 0.0)
+        if phase == "ckpt":
+            s.util = 2.0 + 6.0 * _smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
+            s.pcie_tx = 9e9 + 3e9 * _smooth(t, 5.0, self.seed, i, _CH_PCIE, 2)
+            s.pcie_rx = 2e8
+        elif phase == "stall":
+            s.util = 5.0 + 20.0 * (1.0 - depth)
+            s.pcie_rx = 3e9
+        if phase != "run":
+            s.tensor *= s.util / 100.0
+            s.dram *= s.util / 100.0
+            s.nvlink_kib_s = 1.4e8 * s.util / 100.0
+        s.power_activity = _clamp(s.util / 100.0 * (0.85 + 0.2 * s.tensor), 0.0, 1.05)
+        return s
+
+    def _inference(self, i: int, t: float) -> _State:
+        m = self.model
+        load = _clamp(t / 60.0, 0.0, 1.0)
+        fb = 0.97 * m.fb_total_mib * load
+        wave = 0.5 + 0.5 * math.sin(2 * math.pi * (t / 3600.0 + _u(self.seed, i, _CH_UTIL)))
+        util = (20.0 + 45.0 * wave + 8.0 * _smooth(t, 10.0, self.seed, i, _CH_UTIL)) * (1.0 if load >= 1 else 0.0)
+        s = _State(util=util, fb_used=fb, process="tritonserver")
+        s.tensor = 0.3 * util / 100.0
+        s.dram = 0.45 * util / 100.0
+        s.pcie_rx = 5e7 + 2e8 * util / 100.0
+        s.pcie_tx = 3e7 + 1e8 * util / 100.0
+        s.power_activity = 0.8 * util / 100.0
+        return s
+
+    def _rates(self, i: int, t: float) -> tuple[float, float]:
+        """What the counters integrate: power in mW (so energy comes out in mJ) and NVLink KiB/s."""
+        if self._lost(i, t):
+            return 0.0, 0.0
+        s = self._state(i, t)
+        m = self.model
+        power = m.idle_power_w + (m.power_limit_w - m.idle_power_w) * min(s.power_activity, 1.0)
+        return power * 1000.0, s.nvlink_kib_s
+
+    def _counters(self, i: int, t: float) -> tuple[float, float]:
+        """Energy (mJ since driver load) and NVLink (KiB) at t."""
+        energy, nvlink = self._integrals[i].at(t)
+        return self._energy0[i] + energy, nvlink
+
+
+def fleet_from_specs(
+    gpus: int,
+    seed: int = 0,
+    workloads: Iterable[str] = (),
+    faults: Iterable[str] = (),
+    epoch: float | None = None,
+) -> Fleet:
+    """Build a Fleet from ``--workload``/``--fault`` strings; bad specs raise UsageError naming the flag."""
+    chosen = dict(parse_workload(w) for w in workloads)
+    injected: dict[int, list[Fault]] = {}
+    for spec in faults:
+        index, fault = parse_fault(spec)
+        injected.setdefault(index, []).append(fault)
+    return Fleet(gpus, seed, chosen, injected, time.time() if epoch is None else epoch)
