@@ -23,6 +23,7 @@ from gpudash.check.run import failures, run_check
 from gpudash.check.targets import built_dashboards, dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
+from gpudash.config.options import config_options
 from gpudash.errors import CheckFailed, UsageError
 from gpudash.layout import DASHBOARDS_JSON_DIR, RULES_DIR
 
@@ -56,11 +57,7 @@ def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
               help="Seconds per query, the whole answer (a slow query fails alone; the run goes on).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--wide", is_flag=True, help="Show whole expressions instead of cutting them short.")
-@click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
-@click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
-                   "$GPUDASH_SITE).")
+@config_options()
 def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None, rule_paths: tuple[Path, ...],
           no_rules: bool, var_pairs: tuple[str, ...], range_text: str | None, timeout: float, fmt: str,
           wide: bool, thresholds: Path | None, site: Path | None) -> None:

@@ -8,6 +8,7 @@ import click
 
 from gpudash.catalog import PROFILES
 from gpudash.config.loading import load_settings
+from gpudash.config.options import config_options
 from gpudash.dashboards.build import build_all, check_all, write_all
 from gpudash.layout import DEFINITIONS_DIR, JSON_DIR_NAME
 
@@ -18,11 +19,7 @@ from gpudash.layout import DEFINITIONS_DIR, JSON_DIR_NAME
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write the JSON here instead of <definitions>/json.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming the files that are stale.")
-@click.option("--thresholds", type=click.Path(path_type=Path), default=None,
-              help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
-@click.option("--site", type=click.Path(path_type=Path), default=None,
-              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
-                   "$GPUDASH_SITE).")
+@config_options(dir_okay=True)
 @click.option("--profile", "profile_name", type=click.Choice(sorted(PROFILES)), default=None,
               help="Metric profile, overriding the site config: dcgm (dcgm-exporter and gpudash exporter) "
                    "or nvidia_smi (nvidia_gpu_exporter).")

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gpudash.config.loading import load_settings
+from gpudash.config.options import config_options
 from gpudash.errors import StaleOutputError
 from gpudash.layout import GENERATED_DIR
 from gpudash.rules.render import render_all, stale_files, write_files
@@ -16,11 +17,7 @@ from gpudash.rules.render import render_all, stale_files, write_files
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=GENERATED_DIR,
               show_default=True, help="Folder to write prometheus/ and alertmanager/ into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming every file that is stale.")
-@click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
-@click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
-                   "$GPUDASH_SITE).")
+@config_options()
 def rules(out: Path, check: bool, thresholds: Path | None, site: Path | None) -> None:
     """Render alerting and recording rules, alertmanager.yml and the scrape config.
 

@@ -34,6 +34,7 @@ from gpudash.check.run import GroupResult, Status, failures, run_check
 from gpudash.check.targets import dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings, load_settings
+from gpudash.config.options import config_options
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
@@ -273,11 +274,7 @@ def _while_stopping(signum: int, frame: FrameType | None) -> None:
 @click.option("--simulate/--nvml", "simulate", default=None,
               help="Force a simulated node, or this machine's GPUs (default: NVML when it finds GPUs).")
 @click.option("--verbose", "-v", is_flag=True, help="Print every query's row, not only those that are not ok.")
-@click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS).")
-@click.option("--site", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Site config file (gpudash.yaml) to read (default: ./gpudash.yaml when present, or "
-                   "$GPUDASH_SITE).")
+@config_options()
 def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | None, site: Path | None) -> None:
     """Run exporter, Prometheus and Alertmanager locally, check every query, summarise the fleet.
 

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from gpudash.config.loading import load_settings
+from gpudash.config.options import config_options
 from gpudash.errors import UsageError
 from gpudash.layout import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
 from gpudash.sync import diffing
@@ -84,11 +85,10 @@ def connection_options(command: F) -> F:
         click.option("--retries", type=click.IntRange(0, 10), default=None,
                      help="Retries of reads and of 5xx answers, with backoff (default 3)."),
         click.option("--org-id", type=int, default=None, help="Grafana organisation (default: $GRAFANA_ORG_ID)."),
-        click.option("--thresholds", type=click.Path(path_type=Path), default=None,
-                     help="thresholds.yaml (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS)."),
-        click.option("--site", type=click.Path(path_type=Path), default=None,
-                     help="Site config file (gpudash.yaml) with grafana.folder/folder_uid (default: "
-                          "./gpudash.yaml or $GPUDASH_SITE)."),
+        config_options(dir_okay=True, thresholds_help="thresholds.yaml (default: ./thresholds.yaml or "
+                                                      "$GPUDASH_THRESHOLDS).",
+                       site_help="Site config file (gpudash.yaml) with grafana.folder/folder_uid (default: "
+                                 "./gpudash.yaml or $GPUDASH_SITE)."),
         click.option("-v", "--verbose", count=True,
                      help="-v: each request, retries, unchanged dashboards; -vv: the HTTP libraries too."),
     ]
