@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from gpudash.sync.content import canonical, canonical_text
@@ -82,6 +83,11 @@ def _queries(panel: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _differing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, old value or None, new value or None) for every key whose value differs, by key."""
+    return [(key, old.get(key), new.get(key)) for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
 def _panel_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     notes: list[str] = []
     if old.get("title") != new.get("title"):
@@ -90,13 +96,13 @@ def _panel_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     if old_steps != new_steps:
         notes.append(f"thresholds {old_steps or 'none'} -> {new_steps or 'none'}")
     old_q, new_q = _queries(old), _queries(new)
-    for ref in sorted(set(old_q) | set(new_q)):
-        if ref not in new_q:
+    for ref, before, after in _differing(old_q, new_q):
+        if after is None:
             notes.append(f"query {ref} removed")
-        elif ref not in old_q:
-            notes.append(f"query {ref} added: {_short(new_q[ref])}")
-        elif old_q[ref] != new_q[ref]:
-            notes.append(f"query {ref}: {_short(old_q[ref], 60)} -> {_short(new_q[ref], 60)}")
+        elif before is None:
+            notes.append(f"query {ref} added: {_short(after)}")
+        else:
+            notes.append(f"query {ref}: {_short(before, 60)} -> {_short(after, 60)}")
     handled = {"title", "panels"}
     if old_steps != new_steps:
         handled.add("fieldConfig")
@@ -120,15 +126,13 @@ def summarize(remote: dict[str, Any], local: dict[str, Any]) -> list[str]:
     for key in sorted(set(old) | set(new)):
         if key not in _SKIP_TOP and old.get(key) != new.get(key):
             lines.append(f"  ~ {key}: {_short(old.get(key, '(none)'), 32)} -> {_short(new.get(key, '(none)'), 32)}")
-    old_vars, new_vars = _variables(old), _variables(new)
-    for name in sorted(set(old_vars) | set(new_vars)):
-        if name not in new_vars:
+    for name, before, after in _differing(_variables(old), _variables(new)):
+        if after is None:
             lines.append(f"  - variable ${name}")
-        elif name not in old_vars:
+        elif before is None:
             lines.append(f"  + variable ${name}")
-        elif old_vars[name] != new_vars[name]:
-            changed = sorted(k for k in set(old_vars[name]) | set(new_vars[name])
-                             if old_vars[name].get(k) != new_vars[name].get(k))
+        else:
+            changed = [key for key, _, _ in _differing(before, after)]
             lines.append(f"  ~ variable ${name}: {', '.join(changed)}")
     pairs, removed, added = _pair_panels(_flat_panels(old.get("panels")), _flat_panels(new.get("panels")))
     lines += [f"  - {_name(p)}" for p in removed]

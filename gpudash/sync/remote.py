@@ -48,17 +48,24 @@ class GrafanaRemote:
         self.server_version = str(info.get("version", "")).split("-")[0]
         return self.server_version
 
-    # ------------------------------------------------------------------ dashboards
-
-    def dashboard(self, uid: str, title: str = "") -> RemoteDashboard | None:
-        g, what = self.grafana, dashboard_label(uid, title)
+    def _found(self, what: str, path: str, request: Callable[[], Any]) -> dict[str, Any] | None:
+        """GET one object: its JSON object, or None when Grafana answers 404."""
+        g = self.grafana
         try:
-            body = g.call(what, "GET", f"/api/dashboards/uid/{uid}", lambda: g.api.dashboard.get_dashboard(uid))
+            body = g.call(what, "GET", path, request)
         except GrafanaFailure as exc:
             if exc.status == 404:
                 return None
             raise
-        body = g.expect(what, body, dict)
+        return dict(g.expect(what, body, dict))
+
+    # ------------------------------------------------------------------ dashboards
+
+    def dashboard(self, uid: str, title: str = "") -> RemoteDashboard | None:
+        g, what = self.grafana, dashboard_label(uid, title)
+        body = self._found(what, f"/api/dashboards/uid/{uid}", lambda: g.api.dashboard.get_dashboard(uid))
+        if body is None:
+            return None
         try:
             return RemoteDashboard.from_api(uid, body)
         except (ValueError, TypeError) as exc:
@@ -148,14 +155,8 @@ class GrafanaRemote:
     # ------------------------------------------------------------------ folders
 
     def folder(self, uid: str) -> dict[str, Any] | None:
-        g, what = self.grafana, f"folder {uid}"
-        try:
-            body = g.call(what, "GET", f"/api/folders/{uid}", lambda: g.api.folder.get_folder(uid))
-        except GrafanaFailure as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(g.expect(what, body, dict))
+        g = self.grafana
+        return self._found(f"folder {uid}", f"/api/folders/{uid}", lambda: g.api.folder.get_folder(uid))
 
     def create_folder(self, uid: str, title: str) -> dict[str, Any]:
         g, what = self.grafana, f"folder {title!r} ({uid})"
@@ -165,15 +166,9 @@ class GrafanaRemote:
     # ------------------------------------------------------------------ data sources
 
     def datasource(self, uid: str) -> dict[str, Any] | None:
-        g, what = self.grafana, f"data source {uid}"
-        try:
-            body = g.call(what, "GET", f"/api/datasources/uid/{uid}",
-                          lambda: g.api.datasource.get_datasource_by_uid(quote(uid, safe="")))
-        except GrafanaFailure as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(g.expect(what, body, dict))
+        g = self.grafana
+        return self._found(f"data source {uid}", f"/api/datasources/uid/{uid}",
+                           lambda: g.api.datasource.get_datasource_by_uid(quote(uid, safe="")))
 
     def create_datasource(self, body: dict[str, Any]) -> dict[str, Any]:
         g, what = self.grafana, f"data source {body.get('name')!r} ({body.get('uid')})"
