@@ -6,19 +6,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from support.exposition import full_simulated_output
+
 from gpudash.catalog import SIGNALS
-from gpudash.exporter.collectors import all_signals
-from gpudash.exporter.poller import Poller
-from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
-
-
-def _full_simulated_output() -> str:
-    fleet = fleet_from_specs(4, seed=2, faults=["1=xid:48@0+2m", "2=thermal@0"], epoch=0)
-    poller = Poller(SimulatedSource(fleet), all_signals().keys, slow_keys=(), hostname='we"ird\\host')
-    for loop in ("static", "fast"):
-        poller.sweep(loop, now=600.0)
-    return poller.exposition.body.decode()
 
 
 def test_promtool_check_metrics_finds_only_dcgm_exporter_naming(tmp_path: Path) -> None:
@@ -30,7 +20,7 @@ def test_promtool_check_metrics_finds_only_dcgm_exporter_naming(tmp_path: Path) 
     """
     promtool = shutil.which("promtool")
     assert promtool, "promtool not on PATH (apt install prometheus)"
-    text = _full_simulated_output().replace('modelName="', 'model_name="')
+    text = full_simulated_output().replace('modelName="', 'model_name="')
     done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     findings = sorted(set(done.stdout.splitlines() + done.stderr.splitlines()))
     dcgm_counters = {s.dcgm_name for s in SIGNALS if s.type == "counter" and s.dcgm_name.startswith("DCGM_")}

@@ -7,13 +7,10 @@ import re
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.exposition import full_simulated_output
 
 from gpudash.catalog import BY_KEY, SIGNALS
-from gpudash.exporter.collectors import all_signals
-from gpudash.exporter.poller import Poller
 from gpudash.exporter.render import Exposition, GpuView, Snapshot, number, render
-from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 
 NASTY = 'a "quoted" \\back\\slash\nnew line'
@@ -117,16 +114,8 @@ def test_gzip_body_is_the_same_bytes() -> None:
     assert exposition.gzipped() is exposition.gzipped()  # compressed once
 
 
-def _full_simulated_output() -> str:
-    fleet = fleet_from_specs(4, seed=2, faults=["1=xid:48@0+2m", "2=thermal@0"], epoch=0)
-    poller = Poller(SimulatedSource(fleet), all_signals().keys, slow_keys=(), hostname='we"ird\\host')
-    for loop in ("static", "fast"):
-        poller.sweep(loop, now=600.0)
-    return poller.exposition.body.decode()
-
-
 def test_every_catalog_signal_is_published_by_the_simulated_node() -> None:
-    names = {name for name, _, _ in _samples(_full_simulated_output())}
+    names = {name for name, _, _ in _samples(full_simulated_output())}
     published = {n[: -len("_total")] if n.endswith("_total") else n for n in names}
     expected = {s.dcgm_name.removesuffix("_total") for s in SIGNALS if s.key != "vgpu_license"}
     assert expected <= published
