@@ -4,10 +4,11 @@ A site string (cluster name, rack, scrape job, runbook URL, receiver option ...)
 function below turns arbitrary text into a token of its language that reads back as exactly that text.
 
 - `promql_string`: a PromQL string literal, for `label="..."` (Prometheus' lexer, then Go's strconv.Unquote).
-- `promql_regex`: a PromQL string literal holding an RE2 regex that matches exactly the text, for `=~`
-  (`re2_literal` and `re2_any` give the pattern itself, for a matcher built with `promql_matcher`).
+- `promql_matcher` with `re2_any` (or `re2_literal`): an `=~` matcher for exactly the texts given;
+  `promql_regex` is the same as one string literal.
 - `yaml_scalar`: a one-line YAML scalar, for the few lines of YAML written as text.
 - `am_matcher`: an Alertmanager matcher `label="value"` (0.25's parser; also valid for the 0.27+ parser).
+- `label_value`: a label value inside double quotes in the exposition format and in Alertmanager matchers.
 - `go_template_text`: text inside a Go template (Prometheus annotations, Alertmanager notifier fields).
 """
 
@@ -80,8 +81,15 @@ def am_matcher(label: str, value: str, op: str = "=") -> str:
     and 0.27's parser reads the quotes as a Go string: escaping just those three is right for both.
     """
     _check_matcher(label, op)
-    body = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'{label}{op}"{body}"'
+    return f'{label}{op}"{label_value(value)}"'
+
+
+def label_value(text: str) -> str:
+    """The text between the quotes of a label value: `\\`, `"` and a line break escaped, nothing else.
+
+    What the Prometheus exposition format and Alertmanager's matchers both read back as exactly `text`.
+    """
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def go_template_text(text: str) -> str:

@@ -108,6 +108,11 @@ def write_tree(out: Path, files: Mapping[str, bytes]) -> list[Path]:
     return [target for _, target in staged]
 
 
+def write_text_tree(out: Path, files: Mapping[str, str]) -> list[Path]:
+    """`write_tree` for text files (UTF-8): the generated rules, configs and provisioning YAML."""
+    return write_tree(out, {relative: text.encode("utf-8") for relative, text in files.items()})
+
+
 def read_record(folder: Path) -> dict[str, str] | None:
     """The record of files gpudash wrote in `folder`; None when there is none or it cannot be trusted."""
     try:

@@ -23,6 +23,7 @@ from gpudash.catalog import (
     EXPORTER_SWEEP_SECONDS,
     Signal,
 )
+from gpudash.escape import label_value
 from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -67,10 +68,6 @@ class Exposition:
         return self._gzipped
 
 
-def escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def escape_help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
@@ -90,15 +87,15 @@ def number(value: float) -> str:
 def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
     parts = [
         f'gpu="{identity.index}"',
-        f'UUID="{escape_label(identity.uuid)}"',
-        f'pci_bus_id="{escape_label(identity.pci_bus_id)}"',
-        f'device="{escape_label(identity.device)}"',
-        f'modelName="{escape_label(identity.model_name)}"',
+        f'UUID="{label_value(identity.uuid)}"',
+        f'pci_bus_id="{label_value(identity.pci_bus_id)}"',
+        f'device="{label_value(identity.device)}"',
+        f'modelName="{label_value(identity.model_name)}"',
     ]
     if snap.hostname is not None:
-        parts.append(f'{snap.hostname_label}="{escape_label(snap.hostname)}"')
+        parts.append(f'{snap.hostname_label}="{label_value(snap.hostname)}"')
     if snap.driver_version is not None:
-        parts.append(f'{DRIVER_VERSION_LABEL}="{escape_label(snap.driver_version)}"')
+        parts.append(f'{DRIVER_VERSION_LABEL}="{label_value(snap.driver_version)}"')
     return ",".join(parts)
 
 
@@ -145,7 +142,7 @@ def _processes(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
         if not view.up:
             continue
         for proc in view.processes:
-            name = escape_label(proc.name)
+            name = label_value(proc.name)
             yield f'{signal.dcgm_name}{{{labels},pid="{proc.pid}",process_name="{name}"}} {number(proc.fb_used_mib)}\n'
 
 
@@ -189,7 +186,7 @@ def render(snap: Snapshot) -> bytes:
         EXPORTER_ERRORS,
         "counter",
         "Failed reads since the exporter started, by field (NotSupported is not counted).",
-        [f'{EXPORTER_ERRORS}{{field="{escape_label(f)}"}} {n}\n' for f, n in sorted(snap.errors_total.items())],
+        [f'{EXPORTER_ERRORS}{{field="{label_value(f)}"}} {n}\n' for f, n in sorted(snap.errors_total.items())],
         out,
     )
     if snap.pending is not None:

@@ -9,8 +9,9 @@ import click
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import StaleOutputError
+from gpudash.files import write_text_tree
 from gpudash.layout import GENERATED_DIR
-from gpudash.rules.render import render_all, stale_files, write_files
+from gpudash.rules.render import render_all, stale_files
 
 
 @click.command("rules")
@@ -37,7 +38,7 @@ def rules(out: Path, check: bool, thresholds: Path | None, site: Path | None) ->
             raise StaleOutputError(f"stale generated files (run `gpudash rules`): {names}")
         click.echo(f"{len(files)} files in {out} are up to date")
         return
-    written = write_files(out, files)
+    written = write_text_tree(out, files)
     for path in written:
         click.echo(f"wrote {path}")
     click.echo(f"{len(written)} of {len(files)} files changed in {out}")

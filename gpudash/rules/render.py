@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpudash.config.loading import Settings
-from gpudash.files import write_tree
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import alertmanager_config
 from gpudash.rules.alerts import alert_groups
@@ -47,7 +46,3 @@ def stale_files(out: Path, files: Mapping[str, str]) -> list[str]:
             stale.append(rel)
     return stale
 
-
-def write_files(out: Path, files: Mapping[str, str]) -> list[Path]:
-    """Write the files that changed, all or nothing (OutputError when `out` cannot be written); return them."""
-    return write_tree(out, {rel: text.encode("utf-8") for rel, text in files.items()})

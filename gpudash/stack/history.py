@@ -21,6 +21,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpudash.errors import RemoteError
+from gpudash.escape import label_value
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
@@ -28,10 +29,6 @@ from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.stack.process import PrometheusProcess
 
 DAY = 86400
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def simulated_openmetrics(gpus: int, seed: int, times: Sequence[float], target: Mapping[str, str],
@@ -45,14 +42,14 @@ def simulated_openmetrics(gpus: int, seed: int, times: Sequence[float], target: 
     source = SimulatedSource(fleet)
     poller = Poller(source, all_signals().keys, slow_keys=source.costly_keys(), hostname=hostname)
     by_name: dict[str, list[str]] = {}
-    extra = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(target.items()))
+    extra = ",".join(f'{k}="{label_value(v)}"' for k, v in sorted(target.items()))
     for moment in times:
         for loop in ("static", "fast", "slow"):
             poller.sweep(loop, moment)
         text = poller.exposition.body.decode("utf-8")
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sample.labels.items() if k not in target)
+                labels = ",".join(f'{k}="{label_value(v)}"' for k, v in sample.labels.items() if k not in target)
                 joined = ",".join(part for part in (labels, extra) if part)
                 by_name.setdefault(sample.name, []).append(f"{sample.name}{{{joined}}} {sample.value!r} {moment:.3f}")
     # OpenMetrics wants each metric's samples together and in time order; no TYPE line makes each "unknown".

@@ -15,6 +15,7 @@ import click
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import UsageError
+from gpudash.files import write_text_tree
 from gpudash.layout import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
 from gpudash.sync import diffing
 from gpudash.sync.apply import Target, read_plan
@@ -22,7 +23,6 @@ from gpudash.sync.client import Connection, connection_from
 from gpudash.sync.local import load_local
 from gpudash.sync.plan import Action
 from gpudash.sync.provision import DEFAULT_DASHBOARDS_PATH, datasource_spec, provision_grafana, provisioning_files
-from gpudash.sync.provision import write_files as write_provisioning
 from gpudash.sync.session import Session, open_session, write_plan
 from gpudash.sync.watch import regenerate, watch
 
@@ -261,7 +261,7 @@ def provision(prometheus_url: str | None, files_dir: Path, no_files: bool, files
     spec = datasource_spec(site, prometheus_url)
     target = Target.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
     if not no_files and not dry_run:
-        for path in write_provisioning(files_dir, provisioning_files(spec, target, dashboards_path)):
+        for path in write_text_tree(files_dir, provisioning_files(spec, target, dashboards_path)):
             click.echo(f"wrote {path}")
     if files_only:
         return

@@ -16,7 +16,6 @@ import yaml
 from gpudash.config.loading import Settings
 from gpudash.config.site import Site
 from gpudash.errors import ConfigError
-from gpudash.files import write_tree
 from gpudash.sync.apply import Echo, Target
 from gpudash.sync.client import Connection, GrafanaFailure
 from gpudash.sync.remote import GrafanaRemote
@@ -132,7 +131,3 @@ def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: st
         "dashboards/gpudash.yaml": dump({"apiVersion": 1, "providers": [provider]}),
     }
 
-
-def write_files(out_dir: Path, files: dict[str, str]) -> list[Path]:
-    """Write the files that changed, all or nothing (OutputError when `out_dir` cannot be written); return them."""
-    return write_tree(out_dir, {relative: text.encode("utf-8") for relative, text in files.items()})

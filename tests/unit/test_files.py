@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,7 @@ from support.paths import ROOT
 
 from gpudash.cli import main
 from gpudash.errors import OutputError
-from gpudash.files import RECORD, write_owned, write_tree
-from gpudash.rules.render import write_files as write_rules
-from gpudash.sync.provision import write_files as write_provisioning
+from gpudash.files import RECORD, write_owned, write_text_tree, write_tree
 
 
 def tree(folder: Path) -> dict[str, bytes | None]:
@@ -43,19 +40,14 @@ def oserror(code: int) -> OSError:
     return OSError(code, os.strerror(code))
 
 
-Writer = Callable[[Path, dict[str, str]], list[Path]]
-WRITERS = {"rules": write_rules, "provision": write_provisioning}
-
-
-@pytest.mark.parametrize("writer", sorted(WRITERS))
 def test_a_failure_staging_the_second_file_leaves_the_folder_exactly_as_before(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "one.yml").write_text("old\n")
     before = tree(tmp_path)
     fail_on_call(monkeypatch, tempfile, "mkstemp", 2, oserror(errno.ENOSPC))
     with pytest.raises(OutputError) as info:
-        WRITERS[writer](tmp_path, {"a/one.yml": "new\n", "b/two.yml": "new\n"})
+        write_text_tree(tmp_path, {"a/one.yml": "new\n", "b/two.yml": "new\n"})
     assert info.value.format_message() == f"{tmp_path / 'b' / 'two.yml'}: cannot write: No space left on device"
     assert tree(tmp_path) == before  # no half-update, no temp file, no folder b/
 

@@ -18,11 +18,12 @@ from gpudash.catalog import SIGNALS
 from gpudash.cli import cli
 from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
+from gpudash.files import write_text_tree as write_files
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.promql.builders import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR
 from gpudash.rules.alerts import ALERT_NAMES
-from gpudash.rules.render import render_all, stale_files, write_files
+from gpudash.rules.render import render_all, stale_files
 
 
 @pytest.fixture
