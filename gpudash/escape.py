@@ -103,10 +103,6 @@ def go_template_text(text: str) -> str:
     return "{{ " + go_string(text) + " }}"
 
 
-class _OneLineDumper(yaml.SafeDumper):
-    """PyYAML's own choice of scalar style; a line break in the text makes it fall back to double quotes."""
-
-
 # YAML 1.1 line breaks besides \n: PyYAML writes them raw outside double quotes, and reads them back as a space.
 _UNICODE_BREAKS = re.compile("[\r\x85\u2028\u2029]")
 
@@ -121,14 +117,10 @@ def yaml_style(text: str) -> str | None:
 
 def yaml_scalar(text: str) -> str:
     """A YAML scalar on one line that loads back as the string `text`: plain when it can be, else quoted."""
-    style = yaml_style(text)
-    return _dump_value(text, '"' if style else None)
-
-
-def _dump_value(text: str, style: str | None) -> str:
-    # Dumped as a mapping's value, so PyYAML picks the style it would pick inside a generated file.
-    out: str = yaml.dump({"k": text}, Dumper=_OneLineDumper, width=sys.maxsize, allow_unicode=True,
-                         default_style=style)
+    # Dumped as a mapping's value, so PyYAML picks the style it would pick inside a generated file; any style
+    # other than its own (a line break in the text) falls back to double quotes, which read back exactly.
+    out: str = yaml.dump({"k": text}, Dumper=yaml.SafeDumper, width=sys.maxsize, allow_unicode=True,
+                         default_style='"' if yaml_style(text) else None)
     return out[out.index(": ") + 2:-1]
 
 

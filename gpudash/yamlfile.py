@@ -21,10 +21,9 @@ class YamlError(ValueError):
 
 class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise YamlError(f"{_where(event.start_mark)}aliases (*{event.anchor}) are not accepted in a config file")
         event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise YamlError(f"{_where(event.start_mark)}aliases (*{event.anchor}) are not accepted in a config file")
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
             raise YamlError(f"{_where(event.start_mark)}anchors (&{anchor}) are not accepted in a config file")

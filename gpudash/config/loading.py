@@ -13,7 +13,7 @@ from typing import Any
 from gpudash.config.site import Site, parse_site
 from gpudash.config.thresholds import Thresholds, parse_thresholds
 from gpudash.errors import ConfigError
-from gpudash.yamlfile import YamlError, parse_yaml
+from gpudash.yamlfile import YamlError, read_yaml
 
 DEFAULT_THRESHOLDS = Path("thresholds.yaml")
 DEFAULT_SITE = Path("gpudash.yaml")
@@ -28,15 +28,13 @@ class Settings:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        return read_yaml(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found (pass --thresholds PATH or run from the repository root)") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
-    try:
-        return parse_yaml(text)
     except YamlError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 

@@ -27,10 +27,7 @@ _NOT_IN_NAMES = ("Cc", "Cs", "Zl", "Zp")  # control characters, lone surrogates,
 
 def name_problem(value: str) -> str | None:
     """Why `value` cannot be a name in a generated file, or None when it can."""
-    if not value:
-        return "expected a non-empty string, got ''"
-    bad = next((c for c in value if unicodedata.category(c) in _NOT_IN_NAMES), None)
-    if bad is not None:
+    if any(unicodedata.category(c) in _NOT_IN_NAMES for c in value):
         return f"expected text without control characters or line breaks, got {value!r}"
     return None
 
@@ -164,9 +161,6 @@ class Reader:
             self.fail(f"expected a list, got {show(value)}", key)
         for index, item in enumerate(value):
             yield index, Reader(self.source, item, f"{self.where(key)}[{index}]")
-
-    def raw(self, key: str, default: Any = None) -> Any:
-        return self._get(key, default)
 
     def done(self) -> None:
         """Reject keys nobody asked for: a typo must not silently fall back to a default."""

@@ -20,6 +20,8 @@ from gpudash.escape import promql_matcher, re2_any
 from gpudash.promql.scanner import metric_names
 
 Matcher = tuple[str, str, str]  # (label, operator, value)
+# The clock-event reasons that mean the GPU is slowed by heat or a power brake (not idle, not a cap it chose).
+THROTTLE_REASONS: Matcher = ("clock_event", "=~", re2_any(THERMAL_OR_BRAKE_REASONS))
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class PromQL:
 
     def throttled(self) -> str:
         """1 per GPU while a thermal or power-brake clock event reason is set (bundled exporter only)."""
-        active = self.metric("clock_event_active", (("clock_event", "=~", re2_any(THERMAL_OR_BRAKE_REASONS)),))
+        active = self.metric("clock_event_active", (THROTTLE_REASONS,))
         return f"max by (cluster, instance, {self.gpu}) ({active})"
 
 

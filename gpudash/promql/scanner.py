@@ -58,11 +58,7 @@ def selectors(expr: str) -> list[Selector]:
         elif kind == "braces":
             found.append(Selector("", text))
         i += 1
-    unique: list[Selector] = []
-    for sel in found:
-        if sel not in unique:
-            unique.append(sel)
-    return unique
+    return list(dict.fromkeys(found))
 
 
 def metric_names(expr: str) -> list[str]:

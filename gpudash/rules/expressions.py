@@ -13,7 +13,7 @@ from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.durations import Duration, duration_text
 from gpudash.config.site import Site
 from gpudash.escape import promql_matcher, re2_any
-from gpudash.promql.builders import PromQL
+from gpudash.promql.builders import THROTTLE_REASONS, PromQL
 
 NODE_LOAD1 = "node_load1"
 NODE_CPU_SECONDS = "node_cpu_seconds_total"
@@ -106,9 +106,8 @@ class AlertExpressions:
         window = self.a.temperature.window
         forms = []
         if self.has("clock_event_active"):
-            active = self.q.profile.ref("clock_event_active").name
-            matcher = promql_matcher("clock_event", "=~", re2_any(THERMAL_OR_BRAKE_REASONS))
-            forms.append(self.per_gpu(f"max_over_time({active}{{{matcher}}}[{window}])"))
+            active = self.q.metric("clock_event_active", (THROTTLE_REASONS,))
+            forms.append(self.per_gpu(f"max_over_time({active}[{window}])"))
         if self.has("clock_event_reasons"):
             mask = self.q.profile.ref("clock_event_reasons").name
             bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
