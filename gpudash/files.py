@@ -71,6 +71,11 @@ def _stage(target: Path, data: bytes) -> Path:
     return temp
 
 
+def _changed(out: Path, files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The files (by path relative to `out`, sorted) whose bytes differ from what `out` holds now."""
+    return {rel: files[rel] for rel in sorted(files) if _current(out / rel) != files[rel]}
+
+
 def write_tree(out: Path, files: Mapping[str, bytes]) -> list[Path]:
     """Write the files (paths relative to `out`) that differ from what is there; return the paths written.
 
@@ -80,7 +85,7 @@ def write_tree(out: Path, files: Mapping[str, bytes]) -> list[Path]:
     for rel in files:
         if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
             raise ValueError(f"{rel!r}: generated files stay inside the output folder")
-    changed = {rel: files[rel] for rel in sorted(files) if _current(out / rel) != files[rel]}
+    changed = _changed(out, files)
     made: list[Path] = []
     staged: list[tuple[Path, Path]] = []
     try:
@@ -199,7 +204,7 @@ def write_owned(out: Path, files: Mapping[str, bytes], pattern: str) -> Outcome:
 
 def stale_owned(out: Path, files: Mapping[str, bytes], pattern: str) -> list[str]:
     """What `write_owned` would change in `out`: files to write or delete and the record; [] when current."""
-    stale = [str(out / name) for name, data in sorted(files.items()) if _current(out / name) != data]
+    stale = [str(out / name) for name in _changed(out, files)]
     plan = plan_cleanup(out, files, pattern)
     stale += [f"{out / name} (no definition)" for name in plan.remove]
     if _current(out / RECORD) != record_bytes(plan.record):

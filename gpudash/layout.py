@@ -7,6 +7,7 @@ what `sync --prune` looks for before it deletes anything.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 DEFINITIONS_DIR = Path("dashboards")  # one grafanalib definition (*.py) per dashboard
@@ -21,6 +22,8 @@ ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
 RULES_DIR = GENERATED_DIR / Path(ALERTS_FILE).parent  # where the rule files above lie
 PROVISIONING_DIR = GENERATED_DIR / "grafana-provisioning"  # `gpudash provision` output
 
+# What Grafana accepts as a uid; it also keeps <uid>.json a plain file name inside an output folder.
+GRAFANA_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 FLEET_UID = "gpudash-fleet"
 NODE_UID = "gpudash-node"
 

@@ -15,13 +15,13 @@ from typing import Any
 
 from gpudash.config.durations import DURATION_EXPECTED, Duration, parse_duration
 from gpudash.errors import ConfigError
+from gpudash.layout import GRAFANA_UID
 
 _HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?)"
 _HOST_PORT = re.compile(rf"{_HOST}:([0-9]{{1,5}})")
 _URL = re.compile(rf"https?://{_HOST}(?::[0-9]{{1,5}})?(?:[/?#][!-~]*)?")
 _PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_GRAFANA_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _NOT_IN_NAMES = ("Cc", "Cs", "Zl", "Zp")  # control characters, lone surrogates, line and paragraph separators
 
 
@@ -142,7 +142,7 @@ class Reader:
 
     def grafana_uid(self, key: str, default: str | None = None) -> str:
         value = self.string(key, default)
-        if not _GRAFANA_UID.fullmatch(value):
+        if not GRAFANA_UID.fullmatch(value):
             self.fail(f"expected a Grafana uid: 1 to 40 of letters, digits, '-' and '_', got {value!r}", key)
         return value
 

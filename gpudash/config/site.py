@@ -40,7 +40,8 @@ class Receiver:
         return dict(self.options).get(key, default)
 
 
-SITE_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,29}$")
+SITE_ID_TEXT = r"[a-z0-9][a-z0-9-]{0,29}"  # also how version messages name the site (gpudash.sync.local)
+SITE_ID = re.compile(SITE_ID_TEXT)
 
 
 def derived_site_id(clusters: tuple[Cluster, ...]) -> str:

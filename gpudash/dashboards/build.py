@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -25,10 +24,8 @@ from gpudash.config.loading import Settings
 from gpudash.dashboards.grafanalib_fixups import modernize
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import Outcome, stale_owned, write_owned
-from gpudash.layout import DEFINITIONS_DIR, TAG
+from gpudash.layout import DEFINITIONS_DIR, GRAFANA_UID, TAG
 from gpudash.promql.builders import PromQL, dashboard_scope
-
-UID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")  # also keeps <uid>.json a plain name inside --out
 
 
 @dataclass(frozen=True)
@@ -106,7 +103,7 @@ def build_all(settings: Settings, definitions: Path = DEFINITIONS_DIR, recorded:
         data = to_json(module.build(ctx))
         if data.get("uid") != module.UID:
             raise ConfigError(f"{path}: build() returned uid {data.get('uid')!r}, expected UID {module.UID!r}")
-        if not isinstance(module.UID, str) or not UID_PATTERN.fullmatch(module.UID):
+        if not isinstance(module.UID, str) or not GRAFANA_UID.fullmatch(module.UID):
             raise ConfigError(f"{path}: UID {module.UID!r}: expected 1-40 letters, digits, '-' or '_' (Grafana's rule)")
         name = f"{module.UID}.json"
         if name in built:

@@ -11,17 +11,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gpudash.files import RECORD
-
 
 def read_json_files(path: Path, unreadable: Callable[[Path, Exception], NoReturn]) -> Iterator[tuple[Path, Any]]:
     """(file, parsed JSON) of `path`, or of every *.json in it when it is a folder, sorted by file name.
 
-    The record of what gpudash wrote (gpudash.files.RECORD) lies beside the dashboards and is not one.
     Files are read one at a time, as the caller asks; for one that cannot be read, is not UTF-8 or is not
     JSON, `unreadable(file, error)` raises the caller's error.
     """
-    files = sorted(p for p in path.glob("*.json") if p.name != RECORD) if path.is_dir() else [path]
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     for file in files:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))

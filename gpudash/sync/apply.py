@@ -87,8 +87,9 @@ def _unmarked(found: RemoteDashboard) -> bool:
 def _for_local(remote: GrafanaRemote, local: dict[str, Any], found: RemoteDashboard,
                folder_uid: str) -> RemoteDashboard | None:
     """Grafana's copy of a local dashboard, with its history when the verdict depends on who wrote it."""
-    settled = same_content(local, found.dashboard) and found.folder_uid == folder_uid
-    return _evidenced(remote, found, _unmarked(found) and not settled)
+    # cheap tests first: canonicalising both dashboards is the costly part of a no-op sync
+    needed = _unmarked(found) and not (found.folder_uid == folder_uid and same_content(local, found.dashboard))
+    return _evidenced(remote, found, needed)
 
 
 def read_remote(remote: GrafanaRemote, local: dict[str, Any], folder_uid: str) -> RemoteDashboard | None:

@@ -17,6 +17,7 @@ from gpudash.config.options import config_options
 from gpudash.errors import UsageError
 from gpudash.files import write_text_tree
 from gpudash.layout import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
+from gpudash.redaction import redact
 from gpudash.sync import diffing
 from gpudash.sync.apply import Target, read_plan
 from gpudash.sync.client import Connection, connection_from
@@ -39,10 +40,7 @@ class _Redacting(logging.Filter):
         self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        record.msg, record.args = text, None
+        record.msg, record.args = redact(record.getMessage(), self.secrets), None
         return True
 
 
@@ -99,18 +97,20 @@ def connection_options(command: F) -> F:
 
 def _open(kwargs: dict[str, Any]) -> tuple[Session, list[dict[str, Any]]]:
     """Connection settings first (the most likely thing a new user lacks), then files, then one probe."""
-    connection = _connection(kwargs)
-    verbose = kwargs.pop("verbose")
-    _logging(verbose, connection.secrets)
+    connection, verbose = _connect(kwargs)
     settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
     return open_session(connection, settings, kwargs.pop("directory"), verbose, _echo)
 
 
-def _connection(kwargs: dict[str, Any]) -> Connection:
-    return connection_from(
+def _connect(kwargs: dict[str, Any]) -> tuple[Connection, int]:
+    """The connection from flags and environment, and -v's count, with logging set up to redact its secrets."""
+    connection = connection_from(
         os.environ, url=kwargs.pop("url"), user=kwargs.pop("user"), token_file=kwargs.pop("token_file"),
         password_file=kwargs.pop("password_file"), ca_file=kwargs.pop("ca_file"), timeout=kwargs.pop("timeout"),
         org_id=kwargs.pop("org_id"), retries=kwargs.pop("retries"))
+    verbose = int(kwargs.pop("verbose"))
+    _logging(verbose, connection.secrets)
+    return connection, verbose
 
 
 @click.command("push")
@@ -265,8 +265,6 @@ def provision(prometheus_url: str | None, files_dir: Path, no_files: bool, files
             click.echo(f"wrote {path}")
     if files_only:
         return
-    connection = _connection(kwargs)
-    verbose = kwargs.pop("verbose")
-    _logging(verbose, connection.secrets)
+    connection, verbose = _connect(kwargs)
     provision_grafana(connection, settings, spec, kwargs.pop("directory"), dry_run=dry_run, verbose=verbose,
                       echo=_echo)

@@ -108,15 +108,10 @@ def read_marker(dashboard: dict[str, Any]) -> Marker | None:
                   str(site) if site is not None else None, str(uid) if uid is not None else None)
 
 
-def marker_hash(dashboard: dict[str, Any]) -> str | None:
-    marker = read_marker(dashboard)
-    return marker.content_hash if marker is not None else None
-
-
 def provenance(remote: dict[str, Any], remote_canonical: dict[str, Any] | None = None) -> Provenance:
     """`pushed`: exactly what gpudash wrote; `edited`: written by gpudash, changed since; `unmarked`: neither."""
-    stored = marker_hash(remote)
-    if stored is None:
+    marker = read_marker(remote)
+    if marker is None:
         return "unmarked"
     body = canonical(remote) if remote_canonical is None else remote_canonical
-    return "pushed" if stored == hash_of_canonical(body) else "edited"
+    return "pushed" if marker.content_hash == hash_of_canonical(body) else "edited"

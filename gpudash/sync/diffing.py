@@ -108,7 +108,7 @@ def _panel_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         handled.add("fieldConfig")
     if old_q != new_q:
         handled.add("targets")
-    others = sorted(k for k in set(old) | set(new) if k not in handled and old.get(k) != new.get(k))
+    others = [key for key, _, _ in _differing(old, new) if key not in handled]
     if others:
         notes.append("also " + ", ".join(others))
     return notes

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from gpudash import __version__
+from gpudash.config.site import SITE_ID_TEXT
 from gpudash.dashboards.json_files import read_json_files
 from gpudash.errors import ConfigError
+from gpudash.layout import GRAFANA_UID
 
 MESSAGE_LIMIT = 500  # Grafana 11+ refuses longer version messages
-_UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 _SLUG = re.compile(r"[^a-z0-9]+")
-SITE_MESSAGE = re.compile(r"^gpudash \S+ for site ([a-z0-9][a-z0-9-]{0,29})(?: |$)")
+SITE_MESSAGE = re.compile(rf"^gpudash \S+ for site ({SITE_ID_TEXT})(?: |$)")
 
 
 def slug(title: str) -> str:
@@ -37,7 +38,7 @@ def _checked(path: Path, data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a dashboard (a JSON object), got {type(data).__name__}")
     uid, title = data.get("uid"), data.get("title")
-    if not isinstance(uid, str) or not _UID.match(uid):
+    if not isinstance(uid, str) or not GRAFANA_UID.fullmatch(uid):
         raise ConfigError(f"{path}: uid: expected 1-40 characters of A-Z a-z 0-9 _ -, got {uid!r}")
     if not isinstance(title, str) or not title.strip():
         raise ConfigError(f"{path}: title: expected a non-empty string, got {title!r}")

@@ -47,7 +47,6 @@ class History:
     sites: tuple[str, ...] = ()  # sites named by gpudash version messages, newest first
     legacy_message: bool = False  # a version message from a gpudash without sites
     oldest_marker: Marker | None = None  # the marker in the oldest version Grafana kept (what it was created as)
-    versions: int = 0
 
 
 @dataclass(frozen=True)

@@ -48,16 +48,19 @@ class GrafanaRemote:
         self.server_version = str(info.get("version", "")).split("-")[0]
         return self.server_version
 
-    def _found(self, what: str, path: str, request: Callable[[], Any]) -> dict[str, Any] | None:
-        """GET one object: its JSON object, or None when Grafana answers 404."""
-        g = self.grafana
+    def _get(self, what: str, path: str, request: Callable[[], Any]) -> Any:
+        """GET: the answer, or None when Grafana answers 404."""
         try:
-            body = g.call(what, "GET", path, request)
+            return self.grafana.call(what, "GET", path, request)
         except GrafanaFailure as exc:
             if exc.status == 404:
                 return None
             raise
-        return dict(g.expect(what, body, dict))
+
+    def _found(self, what: str, path: str, request: Callable[[], Any]) -> dict[str, Any] | None:
+        """GET one object: its JSON object, or None when Grafana answers 404."""
+        body = self._get(what, path, request)
+        return None if body is None else dict(self.grafana.expect(what, body, dict))
 
     # ------------------------------------------------------------------ dashboards
 
@@ -80,18 +83,15 @@ class GrafanaRemote:
         is a bare array up to 11.4 and {continueToken, versions} after; both are read.
         """
         g, what = self.grafana, dashboard_label(uid, title)
-        try:
-            listing = g.call(what, "GET", f"/api/dashboards/uid/{uid}/versions",
-                             lambda: g.api.dashboard_versions.get_dashboard_versions_by_uid(uid))
-        except GrafanaFailure as exc:
-            if exc.status == 404:
-                return None
-            raise
+        listing = self._get(what, f"/api/dashboards/uid/{uid}/versions",
+                            lambda: g.api.dashboard_versions.get_dashboard_versions_by_uid(uid))
+        if listing is None:
+            return None
         items = listing.get("versions") if isinstance(listing, dict) else listing
         versions = [v for v in items or [] if isinstance(v, dict) and isinstance(v.get("version"), int)]
         named = [message_site(str(v.get("message", ""))) for v in sorted(versions, key=lambda v: -v["version"])]
         sites = tuple(dict.fromkeys(site for site in named if site))
-        history = History(sites, "" in named, None, len(versions))
+        history = History(sites, "" in named)
         if sites or not versions:
             return history
         oldest = min(v["version"] for v in versions)

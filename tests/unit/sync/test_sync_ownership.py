@@ -42,7 +42,7 @@ def test_the_marker_names_the_site_and_the_uid() -> None:
     (marked(make_dashboard("a", "A"), "c", OURS), "copy-of-a", None, Owner.COPY, "a"),
     (legacy(make_dashboard("a", "A")), "a", None, Owner.LEGACY, ""),
     (make_dashboard("a", "A"), "a", None, Owner.UNPROVEN, ""),
-    (make_dashboard("a", "A"), "a", History(versions=4), Owner.UNPROVEN, ""),
+    (make_dashboard("a", "A"), "a", History(), Owner.UNPROVEN, ""),
     (make_dashboard("a", "A"), "a", History(sites=(OURS,)), Owner.THIS_SITE, ""),
     (make_dashboard("a", "A"), "a", History(sites=(THEIRS,)), Owner.OTHER_SITE, THEIRS),
     (make_dashboard("a", "A"), "a", History(oldest_marker=Marker("h", "c", OURS, "a")), Owner.THIS_SITE, ""),
@@ -77,7 +77,7 @@ def test_what_is_not_provably_ours_is_never_overwritten(force: bool) -> None:
     copy_of_b = remote(marked(make_dashboard("b", "B"), "c", OURS), uid="a")
     step = plan_dashboard(local, copy_of_b, "gpu", OURS, force=force)
     assert step.action is Action.CONFLICT and "was written for uid b" in step.reason
-    by_hand = remote(make_dashboard("a", "A"), history=History(versions=2))
+    by_hand = remote(make_dashboard("a", "A"), history=History())
     step = plan_dashboard(local, by_hand, "gpu", OURS, force=force)
     assert step.action is Action.CONFLICT
     assert f"no gpudash marker and no version gpudash wrote for site {OURS!r}" in step.reason
@@ -115,7 +115,7 @@ def test_prune_keeps_what_is_not_this_sites_and_says_why(force: bool) -> None:
         "copy": (remote(marked(old, "c", OURS), uid="copy"), "marker was written for uid old"),
         "legacy": (remote(legacy(old)), "marked by an older gpudash without a site identity: cannot tell which "
                                         "site pushed it; delete it in Grafana if it is yours"),
-        "by hand": (remote(old, history=History(versions=1)), "no gpudash marker and no version gpudash wrote"),
+        "by hand": (remote(old, history=History()), "no gpudash marker and no version gpudash wrote"),
         "their UI save": (remote(old, history=History(sites=(THEIRS,))), f"site {THEIRS!r}"),
     }
     for name, (candidate, why) in kept.items():

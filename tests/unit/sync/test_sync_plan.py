@@ -11,7 +11,7 @@ from gpudash.sync.content import MARKER_KEY, Marker, canonical, content_hash, ma
 from gpudash.sync.plan import Action, History, RemoteDashboard, plan_dashboard, plan_prune, plan_sync
 
 SITE = "lab-a1b2c3"
-OUR_HISTORY = History(oldest_marker=Marker("sha256:x", "abc", SITE, "a"), versions=2)
+OUR_HISTORY = History(oldest_marker=Marker("sha256:x", "abc", SITE, "a"))
 
 
 def stored(local: dict[str, Any], version: int = 1, folder: str = "gpu", pushed: bool = True, site: str = SITE,
@@ -89,10 +89,10 @@ def test_prune_only_with_proof_that_gpudash_wrote_it() -> None:
     edited.dashboard["description"] = "edited"
     assert plan_prune(edited, SITE).action is Action.KEEP
     assert plan_prune(edited, SITE, force=True).action is Action.PRUNE
-    by_hand = stored(local, pushed=False, history=History(versions=1))
+    by_hand = stored(local, pushed=False, history=History())
     assert plan_prune(by_hand, SITE).action is Action.KEEP
     assert plan_prune(by_hand, SITE, force=True).action is Action.KEEP
-    ui_saved = stored(local, pushed=False, history=History(sites=(SITE,), versions=3))
+    ui_saved = stored(local, pushed=False, history=History(sites=(SITE,)))
     assert plan_prune(ui_saved, SITE).action is Action.KEEP and "use --force" in plan_prune(ui_saved, SITE).reason
     assert plan_prune(ui_saved, SITE, force=True).action is Action.PRUNE
     provisioned = stored(local, provisioned=True)
