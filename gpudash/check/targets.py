@@ -57,7 +57,6 @@ class Interpolation:
 
     range_s: int
     scrape_interval_s: int = 15
-    variables: Mapping[str, str] | None = None  # name -> value; others are All
 
     @property
     def interval_s(self) -> int:
@@ -139,12 +138,17 @@ def _variable_query(var: dict[str, Any]) -> str:
     return str(query or var.get("definition") or "")
 
 
+def _own_range(dashboard: dict[str, Any]) -> int:
+    """The seconds of the dashboard's own default time range (`time.from`, 6 h when it has none)."""
+    return parse_range(str((dashboard.get("time") or {}).get("from") or "now-6h"))
+
+
 def dashboard_group(dashboard: dict[str, Any], origin: str, interp: Interpolation | None = None,
                     chosen: Mapping[str, str] | None = None) -> Group:
     """Every query of one dashboard's variables and panels, interpolated."""
     chosen = dict(chosen or {})
     if interp is None:
-        interp = Interpolation(parse_range(str((dashboard.get("time") or {}).get("from") or "now-6h")))
+        interp = Interpolation(_own_range(dashboard))
     values = {**_template_values(dashboard, chosen), **interp.builtins()}
     title = str(dashboard.get("title") or origin)
     queries: list[CheckQuery] = []
@@ -191,8 +195,8 @@ def dashboard_groups(dashboards: Sequence[tuple[dict[str, Any], str]], scrape_in
     """One group per dashboard; the range is each dashboard's own unless `range_s` is given."""
     groups = []
     for dashboard, origin in dashboards:
-        span = range_s or parse_range(str((dashboard.get("time") or {}).get("from") or "now-6h"))
-        groups.append(dashboard_group(dashboard, origin, Interpolation(span, scrape_interval_s, variables),
+        span = range_s or _own_range(dashboard)
+        groups.append(dashboard_group(dashboard, origin, Interpolation(span, scrape_interval_s),
                                       variables))
     return groups
 

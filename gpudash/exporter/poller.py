@@ -76,6 +76,7 @@ class Poller:
         self.static_keys = wanted & STATIC_KEYS
         self.slow_keys = (wanted & frozenset(slow_keys)) - self.static_keys
         self.fast_keys = wanted - self.static_keys - self.slow_keys
+        self._value_keys = wanted - {"process_fb_used"}  # read keys that give a value (processes give a list)
         self.interval = interval
         self.slow_interval = slow_interval
         self.clock = clock
@@ -177,8 +178,7 @@ class Poller:
 
     def _pending(self) -> int:
         """Fields this poller reads that have no value yet on a GPU that is up (not unsupported, not failing)."""
-        wanted = (self.fast_keys | self.slow_keys | self.static_keys) - {"process_fb_used"}  # a list, not a value
-        return sum(len(wanted - s.unsupported - s.failing - s.values.keys())
+        return sum(len(self._value_keys - s.unsupported - s.failing - s.values.keys())
                    for s in self._state.values() if s.up)
 
     # -- the loops ---------------------------------------------------------------------------------

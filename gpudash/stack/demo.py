@@ -25,20 +25,19 @@ from types import FrameType
 from typing import Any
 
 import click
-import yaml
 
 from gpudash.catalog import EXPORTER_PENDING, SIGNALS
 from gpudash.catalog import profile as catalog_profile
 from gpudash.check.report import summary
 from gpudash.check.run import GroupResult, Status, failures, run_check
 from gpudash.check.targets import dashboard_groups, load_dashboards, rule_groups
-from gpudash.config.durations import parse_duration
+from gpudash.config.durations import grafana_ms, parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
-from gpudash.promql.builders import RECORDING_BY_NAME
+from gpudash.promql.builders import RECORDING_BY_NAME, recording_rules
 from gpudash.stack.cluster import (
     ExporterProcess,
     NodeExporter,
@@ -54,6 +53,7 @@ from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_p
 
 CLUSTER = "demo"
 INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the production 15 s
+INTERVAL_S = parse_duration(INTERVAL).seconds
 GPUS = 8
 SEED = 7
 WORKLOADS = ("3=idle", "7=inference")
@@ -99,9 +99,8 @@ class DemoStack:
     receiver: WebhookReceiver
     rules_dir: Path
     simulated: bool
-    rendered: dict[str, str]
     node_exporter: NodeExporter | None = None
-    started: float = 0.0  # time.monotonic() when Prometheus was up
+    started: float = 0.0  # time.monotonic() just before Prometheus was started
 
 
 def _node_exporter(stack: ExitStack) -> NodeExporter | None:
@@ -149,8 +148,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     echo(f"  alertmanager:  {alertmanager.url} -> webhook {receiver.url}")
     if node is not None:
         echo(f"  node_exporter: {node.url}/metrics (this machine's CPU load, for GPUDataLoaderBottleneck)")
-    return DemoStack(local, exporter, prometheus, alertmanager, receiver, rules_dir, simulate, files, node,
-                     started)
+    return DemoStack(local, exporter, prometheus, alertmanager, receiver, rules_dir, simulate, node, started)
 
 
 @contextmanager
@@ -172,13 +170,6 @@ def _with_yesterday(config: str, files: dict[str, str], address: str, job: str,
 
 def _flags(flag: str, values: tuple[str, ...]) -> list[str]:
     return [part for value in values for part in (flag, value)]
-
-
-def _recording_rules(files: dict[str, str]) -> list[tuple[str, str]]:
-    """(record, expr) of every recording rule the demo's Prometheus evaluates."""
-    text = files[RECORDING_FILE]
-    return [(str(rule["record"]), str(rule["expr"])) for group in yaml.safe_load(text)["groups"]
-            for rule in group["rules"] if "record" in rule]
 
 
 def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = click.echo) -> float:
@@ -207,9 +198,9 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
         for counter in COUNTERS:  # rate() and increase() need two samples of a counter
             if prometheus.query(f"{counter}{scraped}"):
                 prometheus.wait_for(f"count_over_time({counter}{scraped}[5m]) > 1", timeout=left())
-        for record, expr in _recording_rules(demo.rendered):
+        for rule, expr in recording_rules(catalog_profile(demo.settings.site.profile), demo.settings.thresholds):
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
-                prometheus.wait_for(record, timeout=left())
+                prometheus.wait_for(rule.record, timeout=left())
     except RemoteError as exc:
         echo(f"  still waiting after {time.monotonic() - started:.0f} s ({exc.format_message()}); checking anyway")
     return time.monotonic() - started
@@ -221,7 +212,7 @@ def not_yet(results: Sequence[GroupResult], age_s: float) -> str:
     if not young:
         return ""
     listed = [part.strip() for r in young for found in _OFFSETS.findall(r.detail) for part in found.split(",")]
-    offsets = sorted(set(listed), key=lambda text: parse_duration(text).seconds)
+    offsets = sorted(set(listed), key=_seconds)
     reach = f" (offsets up to {offsets[-1]})" if offsets else ""
     return (f"not on this node yet: {len(young)} queries look further back than the {age_s:.0f} s of history "
             f"Prometheus holds{reach}: the now-against-yesterday row fills in after a day, the alert windows "
@@ -231,12 +222,20 @@ def not_yet(results: Sequence[GroupResult], age_s: float) -> str:
 _OFFSETS = re.compile(r"without offset ([^;]+);")
 
 
+def _seconds(offset: str) -> float:
+    """An offset's length, for ordering: Prometheus' d/h/m/s, or Grafana's units (1w) when it is not one."""
+    try:
+        return parse_duration(offset).seconds
+    except ValueError:
+        return (grafana_ms(offset) or 0) / 1000
+
+
 def check_demo(demo: DemoStack) -> list[GroupResult]:
     settings = demo.settings
-    groups = dashboard_groups(load_dashboards([DASHBOARDS_JSON_DIR]), int(float(INTERVAL.rstrip("s"))))
+    groups = dashboard_groups(load_dashboards([DASHBOARDS_JSON_DIR]), INTERVAL_S)
     groups += rule_groups([demo.rules_dir / Path(RECORDING_FILE).parent])
     return run_check(demo.prometheus.url, groups, catalog_profile(settings.site.profile),
-                     scrape_interval_s=int(float(INTERVAL.rstrip("s"))))
+                     scrape_interval_s=INTERVAL_S)
 
 
 def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings) -> None:

@@ -9,6 +9,7 @@ here, never appear in a message or a log record, and are scrubbed from any text 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
@@ -55,7 +56,7 @@ class Connection:
     backoff: float = 0.25  # seconds before the first retry; doubles each time, at most 4 s
     read_timeout: float | None = None  # seconds to wait for each read; None: `timeout`, the whole request's
 
-    @property
+    @functools.cached_property  # every redaction reads it: each spelling of the secrets, worked out once
     def secrets(self) -> tuple[str, ...]:
         return secret_forms(self.user, self.password, self.token)
 
