@@ -141,6 +141,7 @@ class Cleanup:
     remove: dict[str, str] = field(default_factory=dict)  # name -> recorded sha256: gpudash's and unchanged
     kept: list[tuple[Path, str]] = field(default_factory=list)  # (path, why it stays)
     record: dict[str, str] = field(default_factory=dict)  # the record once the run is done
+    foreign: list[Path] = field(default_factory=list)  # files a write would replace that gpudash never recorded
 
 
 def _why_kept(path: Path, recorded: str | None) -> str | None:
@@ -158,9 +159,12 @@ def _why_kept(path: Path, recorded: str | None) -> str | None:
 
 
 def plan_cleanup(out: Path, files: Mapping[str, bytes], pattern: str) -> Cleanup:
-    """Decide which files matching `pattern` in `out`, and not in `files`, are gpudash's to delete."""
+    """Decide which files matching `pattern` in `out`, and not in `files`, are gpudash's to delete, and which
+    files of `files` would replace one gpudash did not write (same name, other bytes, not in the record)."""
     previous = read_record(out)
     plan = Cleanup(previous is not None, record={name: sha256(data) for name, data in files.items()})
+    plan.foreign.extend(out / name for name, data in sorted(files.items())
+                        if name not in (previous or {}) and _current(out / name) not in (None, data))
     for path in sorted(out.glob(pattern) if out.is_dir() else []):
         if path.name in files:
             continue
@@ -185,8 +189,13 @@ class Outcome:
 
 def write_owned(out: Path, files: Mapping[str, bytes], pattern: str) -> Outcome:
     """Write `files` all or nothing, delete the recorded and unchanged files that `files` no longer holds,
-    then write the record."""
+    then write the record. OutputError, nothing written, when a write would replace a file gpudash did not
+    write (a same-named file that is not in the record)."""
     plan = plan_cleanup(out, files, pattern)
+    if plan.foreign:
+        more = f" (and {len(plan.foreign) - 1} more)" if len(plan.foreign) > 1 else ""
+        raise OutputError(f"{plan.foreign[0]}{more}: would be overwritten but was not written by gpudash (not in "
+                          f"{out / RECORD}); move or delete it, or write elsewhere with --out; nothing written")
     written = write_tree(out, files)
     removed, kept, record = [], list(plan.kept), dict(plan.record)
     for name, digest in plan.remove.items():

@@ -34,7 +34,8 @@ def dashboards(definitions: Path, out: Path | None, check: bool, thresholds: Pat
     when thresholds.yaml or a definition is invalid, or when the output folder cannot be written (exit 2).
 
     The folder keeps a record (.gpudash-files) of what gpudash wrote. A JSON file no definition produces
-    is removed only when it is in that record and unchanged; any other file is kept and named.
+    is removed only when it is in that record and unchanged; any other file is kept and named. A file
+    of the same name as a dashboard that is not in the record is never replaced: the run stops (exit 2).
 
     \b
     Examples:

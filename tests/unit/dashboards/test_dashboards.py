@@ -19,7 +19,7 @@ from gpudash.catalog import PROFILES
 from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all, check_all, render, write_all
 from gpudash.errors import ConfigError, OutputError, StaleOutputError
-from gpudash.files import RECORD
+from gpudash.files import RECORD, record_bytes, sha256
 from gpudash.promql.builders import RECORDING_BY_NAME
 from gpudash.promql.scanner import metric_names
 
@@ -335,16 +335,36 @@ def test_a_recorded_file_edited_by_hand_is_kept(tmp_path: Path, built: dict[str,
 
 
 def test_a_folder_without_record_loses_nothing(tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
-    (tmp_path / "gpudash-node.json").write_text("{}\n")  # an install from before the record
+    (tmp_path / "gpudash-node.json").write_text("{}\n")  # an install from before the record, or someone else's
     (tmp_path / "old.json").write_text("{}\n")
     with pytest.raises(StaleOutputError) as info:
         check_all(built, tmp_path)
     assert "old.json" not in info.value.format_message() and RECORD in info.value.format_message()
+    with pytest.raises(OutputError, match=r"gpudash-node\.json: would be overwritten but was not written by gpudash"):
+        write_all(built, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpudash-node.json", "old.json"]  # nothing written
+    assert (tmp_path / "gpudash-node.json").read_text() == "{}\n"
+    (tmp_path / "gpudash-node.json").unlink()  # what the message asks: move it away, then run again
     outcome = write_all(built, tmp_path)
     assert not outcome.recorded and outcome.removed == []
     assert (tmp_path / "old.json").read_text() == "{}\n"
     assert (tmp_path / "gpudash-node.json").read_bytes() == render(built["gpudash-node.json"])
     assert json.loads((tmp_path / RECORD).read_text()).keys() == set(built)
+
+
+def test_a_same_named_file_of_someone_else_beside_ours_is_never_replaced(
+        tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
+    write_all(built, tmp_path)  # ours, recorded
+    theirs = tmp_path / "their-team.json"
+    theirs.write_text('{"uid": "their-team"}\n')
+    record = json.loads((tmp_path / RECORD).read_text())
+    bigger = {**built, "their-team.json": {**built["gpudash-node.json"], "uid": "their-team"}}
+    with pytest.raises(OutputError, match=r"their-team\.json: would be overwritten but was not written by gpudash"):
+        write_all(bigger, tmp_path)
+    assert theirs.read_text() == '{"uid": "their-team"}\n' and json.loads((tmp_path / RECORD).read_text()) == record
+    (tmp_path / "gpudash-node.json").write_text("{}\n")  # ours, edited by hand: regenerated, as before
+    write_all(built, tmp_path)
+    assert (tmp_path / "gpudash-node.json").read_bytes() == render(built["gpudash-node.json"])
 
 
 def test_check_names_stale_files_and_a_stale_record(tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
@@ -368,6 +388,7 @@ def test_a_failure_staging_the_second_dashboard_leaves_the_folder_as_it_was(
         tmp_path: Path, built: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     for name in built:
         (tmp_path / name).write_text("{}\n")
+    (tmp_path / RECORD).write_bytes(record_bytes({name: sha256(b"{}\n") for name in built}))  # gpudash's, edited
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     real, calls = tempfile.mkstemp, []
 
