@@ -22,7 +22,6 @@ from gpudash.sync.remote import GrafanaRemote
 from gpudash.sync.session import open_session, write_plan
 
 DEFAULT_DASHBOARDS_PATH = "/var/lib/grafana/dashboards/gpudash"
-PROVIDER_NAME = "gpudash"
 
 
 @dataclass(frozen=True)
@@ -108,14 +107,19 @@ def ensure_datasource(remote: GrafanaRemote, spec: DatasourceSpec, dry_run: bool
 
 def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: str,
                        update_seconds: int = 30) -> dict[str, str]:
-    """Relative path -> YAML text for Grafana's provisioning/ directory."""
+    """Relative path -> YAML text for Grafana's provisioning/ directory.
+
+    Named for the site (`gpudash-<site_id>.yaml`, provider `gpudash-<site_id>`), so two sites provisioning one
+    Grafana write two files each and never replace the other's, and Grafana sees two providers, not a clash.
+    """
+    name = f"gpudash-{target.site_id}"
     datasource = {
         "apiVersion": 1,
         "datasources": [{**{k: v for k, v in spec.owned_fields().items()}, "orgId": 1, "isDefault": False,
                          "editable": False, "jsonData": spec.json_data}],
     }
     provider: dict[str, Any] = {
-        "name": PROVIDER_NAME, "orgId": 1, "type": "file", "disableDeletion": False,
+        "name": name, "orgId": 1, "type": "file", "disableDeletion": False,
         "updateIntervalSeconds": update_seconds, "allowUiUpdates": False,
         "options": {"path": dashboards_path, "foldersFromFilesStructure": False},
     }
@@ -123,11 +127,11 @@ def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: st
         provider.update(folder=target.folder_title, folderUid=target.folder_uid)
     else:
         provider["folder"] = ""
-    header = ("# Written by `gpudash provision --write-files`. Grafana reads it at start-up.\n"
+    header = ("# Written by `gpudash provision`. Grafana reads it at start-up.\n"
               "# Regenerate it rather than editing it by hand.\n")
     dump = lambda data: header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)  # noqa: E731
     return {
-        "datasources/gpudash.yaml": dump(datasource),
-        "dashboards/gpudash.yaml": dump({"apiVersion": 1, "providers": [provider]}),
+        f"datasources/{name}.yaml": dump(datasource),
+        f"dashboards/{name}.yaml": dump({"apiVersion": 1, "providers": [provider]}),
     }
 

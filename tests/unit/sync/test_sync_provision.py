@@ -9,6 +9,7 @@ import yaml
 from grafana_standin.testkit import THRESHOLDS, run_gpudash
 
 from gpudash.config.site import Site
+from gpudash.files import write_text_tree
 from gpudash.sync.apply import Target
 from gpudash.sync.provision import DatasourceSpec, provisioning_files
 
@@ -22,8 +23,9 @@ def test_files_only_needs_no_grafana(tmp_path: Path) -> None:
                           "--thresholds", THRESHOLDS, "--dashboards-path", "/srv/dash"],
                          {"GRAFANA_URL": None, "GRAFANA_TOKEN": None, "GPUDASH_SITE": None})
     assert result.code == 0, result.text
-    sources = yaml.safe_load((tmp_path / "datasources" / "gpudash.yaml").read_text())
-    providers = yaml.safe_load((tmp_path / "dashboards" / "gpudash.yaml").read_text())
+    name = f"gpudash-{Site().site_id}.yaml"  # named for the site: another site's files sit beside these
+    sources = yaml.safe_load((tmp_path / "datasources" / name).read_text())
+    providers = yaml.safe_load((tmp_path / "dashboards" / name).read_text())
     assert sources["apiVersion"] == 1
     assert sources["datasources"] == [{"uid": "gpudash-prometheus", "name": "Prometheus (gpudash)",
                                        "type": "prometheus", "access": "proxy", "url": PROM, "orgId": 1,
@@ -37,10 +39,22 @@ def test_files_only_needs_no_grafana(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+def test_two_sites_provision_one_folder_side_by_side(tmp_path: Path) -> None:
+    their = tmp_path / "datasources" / "gpudash-other-site.yaml"
+    their.parent.mkdir()
+    their.write_text("apiVersion: 1\n")  # another site's, provisioned into the same Grafana
+    spec = DatasourceSpec("u", "n", PROM, "15s")
+    files = provisioning_files(spec, Target.from_site("gpudash-lab", "GPU lab", "lab"), "/d")
+    assert sorted(files) == ["dashboards/gpudash-lab.yaml", "datasources/gpudash-lab.yaml"]
+    assert yaml.safe_load(files["dashboards/gpudash-lab.yaml"])["providers"][0]["name"] == "gpudash-lab"
+    write_text_tree(tmp_path, files)
+    assert their.read_text() == "apiVersion: 1\n"
+
+
 def test_root_folder_provider() -> None:
     root = Target.from_site("general", "General", "lab")
     files = provisioning_files(DatasourceSpec("u", "n", PROM, "15s"), root, "/d")
-    provider = yaml.safe_load(files["dashboards/gpudash.yaml"])["providers"][0]
+    provider = yaml.safe_load(files["dashboards/gpudash-lab.yaml"])["providers"][0]
     assert provider["folder"] == "" and "folderUid" not in provider
 
 
