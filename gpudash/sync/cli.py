@@ -23,7 +23,13 @@ from gpudash.sync.apply import Target, read_plan
 from gpudash.sync.client import Connection, connection_from
 from gpudash.sync.local import load_local
 from gpudash.sync.plan import Action
-from gpudash.sync.provision import DEFAULT_DASHBOARDS_PATH, datasource_spec, provision_grafana, provisioning_files
+from gpudash.sync.provision import (
+    DEFAULT_DASHBOARDS_PATH,
+    PROVISION_MARK,
+    datasource_spec,
+    provision_grafana,
+    provisioning_files,
+)
 from gpudash.sync.session import Session, open_session, write_plan
 from gpudash.sync.watch import regenerate, watch
 
@@ -261,7 +267,8 @@ def provision(prometheus_url: str | None, files_dir: Path, no_files: bool, files
     spec = datasource_spec(site, prometheus_url)
     target = Target.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
     if not no_files and not dry_run:
-        for path in write_text_tree(files_dir, provisioning_files(spec, target, dashboards_path)):
+        for path in write_text_tree(files_dir, provisioning_files(spec, target, dashboards_path),
+                                    PROVISION_MARK):
             click.echo(f"wrote {path}")
     if files_only:
         return

@@ -105,6 +105,9 @@ def ensure_datasource(remote: GrafanaRemote, spec: DatasourceSpec, dry_run: bool
     return True
 
 
+PROVISION_MARK = "# Written by `gpudash provision"  # how every file it writes begins (older ones too)
+
+
 def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: str,
                        update_seconds: int = 30) -> dict[str, str]:
     """Relative path -> YAML text for Grafana's provisioning/ directory.
@@ -127,7 +130,7 @@ def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: st
         provider.update(folder=target.folder_title, folderUid=target.folder_uid)
     else:
         provider["folder"] = ""
-    header = ("# Written by `gpudash provision`. Grafana reads it at start-up.\n"
+    header = (f"{PROVISION_MARK}`. Grafana reads it at start-up.\n"
               "# Regenerate it rather than editing it by hand.\n")
     dump = lambda data: header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)  # noqa: E731
     return {

@@ -25,7 +25,7 @@ from gpudash.escape import am_matcher, promql_string
 from gpudash.files import write_text_tree as write_files
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import CRITICAL_RECEIVER
-from gpudash.rules.render import render_all
+from gpudash.rules.render import MARK, render_all
 
 # What validation lets through: any text but control characters, lone surrogates and line separators.
 NAME = st.text(st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=16)
@@ -35,7 +35,7 @@ URL_TAIL = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude
 def render(tmp: Path, site: dict[str, Any], thresholds: Path = ROOT / "thresholds.yaml") -> Path:
     (tmp / "site.yaml").write_text(yaml.safe_dump(site, allow_unicode=True))
     out = tmp / "out"
-    write_files(out, render_all(load_settings(thresholds, tmp / "site.yaml")))
+    write_files(out, render_all(load_settings(thresholds, tmp / "site.yaml")), MARK)
     return out
 
 

@@ -18,7 +18,7 @@ from support.waiting import eventually
 from gpudash.config.loading import load_settings
 from gpudash.files import write_text_tree as write_files
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
-from gpudash.rules.render import render_all
+from gpudash.rules.render import MARK, render_all
 from gpudash.stack.process import free_port
 
 GENERATED = ROOT / "generated"
@@ -40,7 +40,7 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 def render_site(tmp_path: Path, site: dict[str, Any]) -> Path:
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
     out = tmp_path / "out"
-    write_files(out, render_all(load_settings(ROOT / "thresholds.yaml", tmp_path / "site.yaml")))
+    write_files(out, render_all(load_settings(ROOT / "thresholds.yaml", tmp_path / "site.yaml")), MARK)
     return out
 
 

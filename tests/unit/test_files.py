@@ -47,7 +47,7 @@ def test_a_failure_staging_the_second_file_leaves_the_folder_exactly_as_before(
     before = tree(tmp_path)
     fail_on_call(monkeypatch, tempfile, "mkstemp", 2, oserror(errno.ENOSPC))
     with pytest.raises(OutputError) as info:
-        write_text_tree(tmp_path, {"a/one.yml": "new\n", "b/two.yml": "new\n"})
+        write_text_tree(tmp_path, {"a/one.yml": "new\n", "b/two.yml": "new\n"}, "old")
     assert info.value.format_message() == f"{tmp_path / 'b' / 'two.yml'}: cannot write: No space left on device"
     assert tree(tmp_path) == before  # no half-update, no temp file, no folder b/
 

@@ -23,7 +23,7 @@ from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAP
 from gpudash.promql.builders import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR
 from gpudash.rules.alerts import ALERT_NAMES
-from gpudash.rules.render import render_all, stale_files
+from gpudash.rules.render import MARK, render_all, stale_files
 
 
 @pytest.fixture
@@ -269,11 +269,29 @@ def test_cli_bad_thresholds_writes_nothing(tmp_path: Path, thresholds_copy: Call
 def test_written_files_are_readable_by_everyone_and_rewritten_only_on_change(
         settings: Settings, tmp_path: Path) -> None:
     files = render_all(settings)
-    written = write_files(tmp_path, files)
+    written = write_files(tmp_path, files, MARK)
     assert sorted(written) == sorted(tmp_path / rel for rel in files)
     assert {oct(path.stat().st_mode & 0o777) for path in written} == {"0o644"}
-    assert write_files(tmp_path, files) == []
+    assert write_files(tmp_path, files, MARK) == []
     assert not [p for p in tmp_path.rglob(".*") if p.is_file()]  # no temp file left behind
+
+
+def test_a_same_named_file_of_another_tool_is_never_replaced(settings: Settings, tmp_path: Path) -> None:
+    theirs = tmp_path / "alertmanager" / "alertmanager.yml"  # a hand-written Alertmanager config in --out
+    theirs.parent.mkdir()
+    theirs.write_text("route: {receiver: ops}\n")
+    beside = tmp_path / "prometheus" / "team-rules.yml"
+    beside.parent.mkdir()
+    beside.write_text("groups: []\n")
+    result = CliRunner().invoke(cli, ["rules", "--out", str(tmp_path), "--thresholds", str(settings.thresholds_path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"gpudash: {theirs}: would be overwritten but was not written by gpudash")
+    assert theirs.read_text() == "route: {receiver: ops}\n" and beside.read_text() == "groups: []\n"
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["alertmanager.yml", "team-rules.yml"]
+    theirs.unlink()
+    assert CliRunner().invoke(cli, ["rules", "--out", str(tmp_path), "--thresholds",
+                                    str(settings.thresholds_path)]).exit_code == 0
+    assert beside.read_text() == "groups: []\n"  # written beside it, never touched
 
 
 # Site strings that would be syntax if written unescaped: a quote ends a PromQL or matcher string, `{{` starts

@@ -11,7 +11,7 @@ from grafana_standin.testkit import THRESHOLDS, run_gpudash
 from gpudash.config.site import Site
 from gpudash.files import write_text_tree
 from gpudash.sync.apply import Target
-from gpudash.sync.provision import DatasourceSpec, provisioning_files
+from gpudash.sync.provision import PROVISION_MARK, DatasourceSpec, provisioning_files
 
 pytest_plugins = ["grafana_standin.fixtures"]
 
@@ -47,7 +47,7 @@ def test_two_sites_provision_one_folder_side_by_side(tmp_path: Path) -> None:
     files = provisioning_files(spec, Target.from_site("gpudash-lab", "GPU lab", "lab"), "/d")
     assert sorted(files) == ["dashboards/gpudash-lab.yaml", "datasources/gpudash-lab.yaml"]
     assert yaml.safe_load(files["dashboards/gpudash-lab.yaml"])["providers"][0]["name"] == "gpudash-lab"
-    write_text_tree(tmp_path, files)
+    write_text_tree(tmp_path, files, PROVISION_MARK)
     assert their.read_text() == "apiVersion: 1\n"
 
 
