@@ -118,6 +118,12 @@ BY_DCGM_NAME: dict[str, Signal] = {s.dcgm_name: s for s in SIGNALS}
 # dcgm-exporter's label that carries the driver version (a "label" row of its counters CSV).
 DRIVER_VERSION_LABEL = "DCGM_FI_DRIVER_VERSION"
 
+# Job attribution labels, as dcgm-exporter publishes them: `hpc_job` from its HPC job-mapping files (one
+# copy of a GPU's series per job), `pod`/`namespace`/`container` from the kubelet's PodResources API.
+HPC_JOB_LABEL = "hpc_job"
+POD_LABELS = ("pod", "namespace", "container")
+ATTRIBUTION_LABELS = (HPC_JOB_LABEL, *POD_LABELS)
+
 # The bundled exporter's metrics about itself: not GPU signals, so no profile maps them.
 EXPORTER_SWEEP_SECONDS = "gpudash_exporter_collection_duration_seconds"
 EXPORTER_ERRORS = "gpudash_exporter_collection_errors_total"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudash.catalog import DCGM, PROFILES
+from gpudash.catalog import DCGM, HPC_JOB_LABEL, PROFILES
 from gpudash.config.durations import Duration, parse_duration
 from gpudash.config.reader import Reader
 
@@ -40,6 +40,9 @@ class Receiver:
         return dict(self.options).get(key, default)
 
 
+# A Prometheus label name that a site may name (not one of Prometheus' reserved `__` names).
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
 SITE_ID_TEXT = r"[a-z0-9][a-z0-9-]{0,29}"  # also how version messages name the site (gpudash.sync.local)
 SITE_ID = re.compile(SITE_ID_TEXT)
 
@@ -67,6 +70,9 @@ class Site:
     scrape_interval: Duration = field(default_factory=lambda: parse_duration("15s"))
     scrape_timeout: Duration = field(default_factory=lambda: parse_duration("10s"))
     node_job: str = "node"
+    # The series label that names a job: dcgm-exporter's (and gpudash's) `hpc_job` on Slurm; on Kubernetes a
+    # pod label the exporter publishes (e.g. training_kubeflow_org_job_name), or `namespace`.
+    job_label: str = HPC_JOB_LABEL
     clusters: tuple[Cluster, ...] = (Cluster("demo", (ScrapeTarget("127.0.0.1:9400", "rack-1"),)),)
     receivers: tuple[Receiver, ...] = (Receiver("default", "webhook", (("url", "http://127.0.0.1:9099/alerts"),)),)
 
@@ -116,6 +122,12 @@ def _parse_clusters(top: Reader) -> tuple[Cluster, ...]:
     return tuple(clusters)
 
 
+def _label_name_problem(value: str) -> str | None:
+    if not LABEL_NAME.fullmatch(value) or value.startswith("__"):
+        return f"expected a Prometheus label name (letters, digits, _; not starting with a digit or __), got {value!r}"
+    return None
+
+
 def _receiver_problem(kind: str, given: set[str]) -> str | None:
     """What a receiver of this kind lacks to be written out, or None."""
     if kind == "webhook" and not {"url", "url_file", "url_env"} & given:
@@ -148,6 +160,7 @@ def parse_site(source: str, data: Any) -> Site:
     defaults = Site()
     grafana = top.section("grafana", required=False)
     scrape = top.section("scrape", required=False)
+    jobs = top.section("jobs", required=False)
     clusters = _parse_clusters(top)
     receivers = _parse_receivers(top)
     site_id = top.string("site_id") if top.has("site_id") else ""
@@ -166,6 +179,7 @@ def parse_site(source: str, data: Any) -> Site:
         scrape_interval=scrape.duration("interval", defaults.scrape_interval.text),
         scrape_timeout=scrape.duration("timeout", defaults.scrape_timeout.text),
         node_job=scrape.string("node_job", defaults.node_job),
+        job_label=jobs.checked("label", jobs.string("label", defaults.job_label), _label_name_problem),
         clusters=clusters or defaults.clusters,
         receivers=receivers or defaults.receivers,
     )
@@ -175,5 +189,6 @@ def parse_site(source: str, data: Any) -> Site:
         scrape.fail(f"node_job ({site.node_job!r}) must not be the GPU exporters' job: the two are scraped apart")
     grafana.done()
     scrape.done()
+    jobs.done()
     top.done()
     return site

@@ -289,3 +289,16 @@ def test_every_string_a_site_may_hold_is_accepted(tmp_path: Path) -> None:
     }))
     loaded = load_site(site)
     assert loaded.clusters[0].name == odd and loaded.scrape_job == odd and loaded.receivers[0].option("to") == odd
+
+
+def test_job_label_defaults_to_hpc_job_and_is_a_label_name(tmp_path: Path) -> None:
+    from gpudash.config.site import Site, parse_site
+
+    assert Site().job_label == "hpc_job"
+    assert parse_site("s.yml", {"jobs": {"label": "training_kubeflow_org_job_name"}}).job_label == (
+        "training_kubeflow_org_job_name")
+    for bad in ("job-name", "1job", "__name__"):
+        with pytest.raises(ConfigError, match=r"s.yml: jobs.label: expected a Prometheus label name"):
+            parse_site("s.yml", {"jobs": {"label": bad}})
+    with pytest.raises(ConfigError, match=r"unknown key 'lable'"):
+        parse_site("s.yml", {"jobs": {"lable": "x"}})
