@@ -20,8 +20,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from gpudash.exporter.attribution import Attributor, Labels
 from gpudash.exporter.render import Exposition, GpuView, Snapshot, render
 from gpudash.exporter.source import GpuReading, ProcessUsage, Source, XidState
 
@@ -69,6 +70,7 @@ class Poller:
         interval: float = 1.0,
         slow_interval: float = 10.0,
         clock: Callable[[], float] = time.time,
+        attributor: Attributor | None = None,
     ) -> None:
         self.source = source
         self.published = tuple(published)
@@ -80,6 +82,8 @@ class Poller:
         self.interval = interval
         self.slow_interval = slow_interval
         self.clock = clock
+        self.attributor = attributor
+        self._attribution_failing = False
         self.gpus = list(source.gpus())
         self._labels = (hostname, hostname_label, source.driver_version() if driver_version_label else None)
         self._state = {g.index: _GpuState() for g in self.gpus}
@@ -115,6 +119,8 @@ class Poller:
                 log.error("GPU %d: reading failed: %s", gpu.index, exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 reading = GpuReading(gpu.index, up=False, xid=state.xid)
             self._merge(state, gpu.index, wanted, reading)
+        if loop == "fast":
+            self._refresh_attribution(now)
         with self._lock:
             self._durations[loop] = time.perf_counter() - started
             if clean and loop == "fast":
@@ -151,6 +157,37 @@ class Poller:
             if reading.processes is not None:
                 state.processes = reading.processes
 
+    def _refresh_attribution(self, now: float) -> None:
+        if self.attributor is None:
+            return
+        try:
+            self.attributor.refresh(self.gpus, now)
+        except Exception as exc:  # attribution is an extra: its failure never costs a sweep
+            self._attribution_failed(exc)
+
+    def _attribution_failed(self, exc: Exception) -> None:
+        self._count_error("attribution")
+        if not self._attribution_failing:
+            self._attribution_failing = True
+            log.warning("job attribution failed, series go out without its labels: %s (logged once)", exc)
+
+    def _attribution(self, views: list[GpuView]) -> list[GpuView]:
+        """The views with each GPU's copies and its processes' labels, or unchanged when that fails."""
+        attributor = self.attributor
+        if attributor is None:
+            return views
+        try:
+            out = []
+            for view in views:
+                procs: dict[int, Labels] = {p.pid: attributor.process_labels(p.pid) for p in view.processes}
+                out.append(replace(view, copies=attributor.gpu_copies(view.identity),
+                                   process_labels={pid: labels for pid, labels in procs.items() if labels}))
+        except Exception as exc:
+            self._attribution_failed(exc)
+            return views
+        self._attribution_failing = False
+        return out
+
     def _count_error(self, key: str) -> None:
         with self._lock:
             self._errors[key] = self._errors.get(key, 0) + 1
@@ -163,6 +200,8 @@ class Poller:
                 for g in self.gpus
                 for s in (self._state[g.index],)
             ]
+        views = self._attribution(views)
+        with self._lock:
             snap = Snapshot(
                 views,
                 self.published,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ from gpudash.catalog import (
     Signal,
 )
 from gpudash.escape import label_value
+from gpudash.exporter.attribution import Labels
 from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -38,6 +40,10 @@ class GpuView:
     values: Mapping[str, float] = field(default_factory=dict)
     xid: XidState = field(default_factory=XidState)
     processes: tuple[ProcessUsage, ...] = ()
+    # Job attribution (gpudash.exporter.attribution): one label set per copy of this GPU's series (empty: one
+    # copy, no extra labels), and the labels of each process's series by pid.
+    copies: tuple[Labels, ...] = ()
+    process_labels: Mapping[int, Labels] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,26 @@ def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
     return ",".join(parts)
 
 
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# Labels an attribution may not set: the fixed per-GPU ones and each signal's own.
+_RESERVED = frozenset({"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "Hostname",
+                       DRIVER_VERSION_LABEL, "clock_event", "xid", "pid", "process_name", "job", "instance"})
+
+
+def extra_labels(labels: Labels) -> str:
+    """`,name="value"` for each attribution label; names that are not label names or are reserved are left out."""
+    return "".join(f',{name}="{label_value(value)}"' for name, value in labels
+                   if name not in _RESERVED and not name.startswith("__") and _LABEL_NAME.fullmatch(name))
+
+
+def attributed(view: GpuView, snap: Snapshot) -> list[tuple[GpuView, str]]:
+    """The GPU's label text once per copy of its series."""
+    base = gpu_labels(view.identity, snap)
+    if not view.copies:
+        return [(view, base)]
+    return [(view, base + extra_labels(copy)) for copy in view.copies]
+
+
 Lines = Iterator[str]
 _Series = Callable[[Signal, Sequence[tuple[GpuView, str]]], Lines]
 
@@ -143,7 +169,9 @@ def _processes(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
             continue
         for proc in view.processes:
             name = label_value(proc.name)
-            yield f'{signal.dcgm_name}{{{labels},pid="{proc.pid}",process_name="{name}"}} {number(proc.fb_used_mib)}\n'
+            extra = extra_labels(view.process_labels.get(proc.pid, ()))
+            yield (f'{signal.dcgm_name}{{{labels}{extra},pid="{proc.pid}",process_name="{name}"}} '
+                   f'{number(proc.fb_used_mib)}\n')
 
 
 def _up(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
@@ -169,11 +197,13 @@ def _family(name: str, kind: str, help_: str, lines: list[str], out: list[str]) 
 
 
 def render(snap: Snapshot) -> bytes:
-    gpus = [(view, gpu_labels(view.identity, snap)) for view in snap.gpus]
+    gpus = [pair for view in snap.gpus for pair in attributed(view, snap)]
+    # A process belongs to one job: its series carries the GPU's labels and its own attribution, once.
+    bases = [(view, gpu_labels(view.identity, snap)) for view in snap.gpus]
     out: list[str] = []
     for key in snap.keys:
         signal = BY_KEY[key]
-        lines = list(_SPECIAL.get(key, _plain)(signal, gpus))
+        lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
     _family(
         EXPORTER_SWEEP_SECONDS,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from types import TracebackType
 
+from gpudash.exporter.attribution import Attributor
 from gpudash.exporter.collectors import Collectors, all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.render import Exposition
@@ -31,6 +32,7 @@ class Exporter:
         hostname: str | None = "",
         hostname_label: str = "hostname",
         web: WebConfig | None = None,
+        attributor: Attributor | None = None,
     ) -> None:
         """``hostname=""`` uses this machine's name; ``None`` leaves the host label out."""
         chosen = collectors or all_signals()
@@ -44,6 +46,7 @@ class Exporter:
             driver_version_label=chosen.driver_version_label,
             interval=interval,
             slow_interval=slow_interval,
+            attributor=attributor,
         )
         self.server = MetricsServer(self._exposition, listen, web)
         self._started = False
@@ -71,6 +74,8 @@ class Exporter:
             self.server.stop()
             self.poller.stop()
             self._started = False
+        if self.poller.attributor is not None:
+            self.poller.attributor.close()
         self.source.close()
 
     def __enter__(self) -> Exporter:

@@ -14,3 +14,14 @@ def full_simulated_output() -> str:
     for loop in ("static", "fast"):
         poller.sweep(loop, now=600.0)
     return poller.exposition.body.decode()
+
+
+def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Samples of a /metrics text by metric name: (labels, value), parsed by prometheus_client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return out
