@@ -96,6 +96,23 @@ class ExporterDownAlert:
 
 
 @dataclass(frozen=True)
+class JobStragglerAlert:
+    min_gpus: int  # jobs with fewer GPUs have no meaningful median
+    busy_above_percent: float  # the job's median utilization must be above this
+    clock_below_ratio: float  # SM clock this far below the job's median clock
+    activity_points: float  # SM activity (or utilization) this many points away from the job's median
+    window: Duration
+    for_: Duration
+
+
+@dataclass(frozen=True)
+class AllocatedIdleAlert:
+    util_below_percent: float  # a job's GPU under this is held idle (also the fleet's "GPU-hours idle")
+    window: Duration
+    for_: Duration
+
+
+@dataclass(frozen=True)
 class Alerts:
     temperature: TemperatureAlert
     throttling: ThrottlingAlert
@@ -105,6 +122,8 @@ class Alerts:
     data_loader: DataLoaderAlert
     xid: XidAlert
     exporter_down: ExporterDownAlert
+    job_straggler: JobStragglerAlert
+    allocated_idle: AllocatedIdleAlert
 
 
 @dataclass(frozen=True)
@@ -222,8 +241,19 @@ def _parse_alerts(alerts: Reader) -> Alerts:
     if down.lookback <= down.for_:
         r.fail(f"lookback ({down.lookback}) must be above for ({down.for_}), or a silent GPU never fires")
     r.done()
+    r = sub("job_straggler")
+    straggler = JobStragglerAlert(
+        r.integer("min_gpus", 2, 1 << 20), r.number("busy_above_percent", 0, 100),
+        r.number("clock_below_ratio", 0.01, 0.99), r.number("activity_points", 1, 100),
+        r.duration("window"), r.duration("for"),
+    )
+    r.done()
+    r = sub("allocated_idle")
+    allocated_idle = AllocatedIdleAlert(r.number("util_below_percent", 0, 100), r.duration("window"),
+                                        r.duration("for"))
+    r.done()
     alerts.done()
-    return Alerts(temperature, throttling, pressure, leak, stalled, loader, xid, down)
+    return Alerts(temperature, throttling, pressure, leak, stalled, loader, xid, down, straggler, allocated_idle)
 
 
 def _timing(r: Reader) -> NotificationTiming:

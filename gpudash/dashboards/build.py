@@ -39,7 +39,8 @@ class BuildContext:
         return self.settings.thresholds
 
     def promql(self, level: str) -> PromQL:
-        return PromQL(self.profile, self.settings.thresholds, dashboard_scope(self.profile, level), self.recorded)
+        return PromQL(self.profile, self.settings.thresholds, dashboard_scope(self.profile, level), self.recorded,
+                      self.settings.site.job_label)
 
     def variables(self, level: str) -> G.Templating:
         """$datasource, $cluster; on the node dashboard also $instance (by cluster) and $gpu (by instance)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpudash.catalog import BY_DCGM_NAME, BY_KEY, THERMAL_OR_BRAKE_REASONS, Profile, Signal
+from gpudash.catalog import BY_DCGM_NAME, BY_KEY, HPC_JOB_LABEL, THERMAL_OR_BRAKE_REASONS, Profile, Signal
 from gpudash.config.thresholds import Thresholds
 from gpudash.escape import promql_matcher, re2_any
 from gpudash.promql.scanner import metric_names
@@ -62,14 +62,19 @@ class Recording:
 
 class PromQL:
     def __init__(self, profile: Profile, thresholds: Thresholds, scope: Scope = NO_SCOPE,
-                 recorded: bool = True) -> None:
+                 recorded: bool = True, job_label: str = HPC_JOB_LABEL) -> None:
         self.profile = profile
         self.thresholds = thresholds
         self.scope = scope
         self.recorded = recorded
+        self.job_label = job_label  # the site's label that names a job (gpudash.yaml jobs.label)
 
     def with_scope(self, scope: Scope) -> PromQL:
-        return PromQL(self.profile, self.thresholds, scope, self.recorded)
+        return PromQL(self.profile, self.thresholds, scope, self.recorded, self.job_label)
+
+    def in_job(self, key: str) -> str:
+        """One signal on the GPUs that a job holds (their job label set)."""
+        return self.metric(key, ((self.job_label, "!=", ""),))
 
     def has(self, *keys: str) -> bool:
         return all(self.profile.has(k) for k in keys)
@@ -120,6 +125,39 @@ def _fleet_bands(q: PromQL) -> str:
     return f'count_values {_by("cluster")} ("band", {band})'
 
 
+def _per_job(record: str, key: str, how: str, help_: str) -> Recording:
+    """A job-level recording: `how` (count, sum, median, min, max) of one signal over each job's GPUs."""
+
+    def build(q: PromQL) -> str:
+        by = _by("cluster", q.job_label)
+        if how == "median":
+            return f"quantile {by} (0.5, {q.in_job(key)})"
+        return f"{how} {by} ({q.in_job(key)})"
+
+    return Recording(record, (key,), build, help_)
+
+
+def _job_idle(q: PromQL) -> str:
+    level = q.thresholds.alerts.allocated_idle.util_below_percent
+    return f"sum {_by('cluster', q.job_label)} ({q.in_job('gpu_util')} < bool {level:g})"
+
+
+# Per job (the site's job label, gpudash.yaml jobs.label): what the job dashboard and the job alerts read, so
+# a 1,024-GPU job costs one series per statistic, not 1,024.
+JOB_RECORDINGS: tuple[Recording, ...] = (
+    _per_job("cluster_job:gpu_count:count", "gpu_util", "count", "GPUs a job holds (its size), per job."),
+    *(_per_job(f"cluster_job:gpu_utilization:{how}", "gpu_util", how, f"The {word} GPU utilization (%) of a job.")
+      for how, word in (("median", "median"), ("min", "lowest"), ("max", "highest"))),
+    *(_per_job(f"cluster_job:gpu_sm_active:{how}", "sm_active", how, f"The {word} SM activity (ratio) of a job.")
+      for how, word in (("median", "median"), ("min", "lowest"), ("max", "highest"))),
+    _per_job("cluster_job:gpu_tensor_active:median", "tensor_active", "median",
+             "The median tensor-core activity (ratio) of a job."),
+    _per_job("cluster_job:gpu_sm_clock_mhz:median", "sm_clock", "median", "The median SM clock (MHz) of a job."),
+    _per_job("cluster_job:gpu_power_watts:sum", "power", "sum", "Power draw (W) of a job's GPUs."),
+    Recording("cluster_job:gpu_idle:count", ("gpu_util",), _job_idle,
+              "A job's GPUs under alerts.allocated_idle.util_below_percent utilization (held idle)."),
+)
+
 RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance_gpu:gpu_fb_used:ratio", ("fb_used", "fb_free"),
               lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU."),
@@ -159,14 +197,16 @@ RECORDINGS: tuple[Recording, ...] = (
               "Mean GPU utilization (%), per node."),
     Recording("cluster_instance:gpu_power_watts:sum", ("power",),
               lambda q: f"sum {_by('cluster', 'instance')} ({q.metric('power')})", "Power draw (W), per node."),
+    *JOB_RECORDINGS,
 )
 
 RECORDING_BY_NAME: dict[str, Recording] = {r.record: r for r in RECORDINGS}
 
 
-def recording_rules(profile: Profile, thresholds: Thresholds) -> list[tuple[Recording, str]]:
+def recording_rules(profile: Profile, thresholds: Thresholds,
+                    job_label: str = HPC_JOB_LABEL) -> list[tuple[Recording, str]]:
     """Every recording rule this profile can fill, with its expression as it goes into a rule file."""
-    q = PromQL(profile, thresholds, NO_SCOPE, recorded=False)
+    q = PromQL(profile, thresholds, NO_SCOPE, recorded=False, job_label=job_label)
     return [(rec, rec.build(q)) for rec in RECORDINGS if q.has(*rec.needs)]
 
 

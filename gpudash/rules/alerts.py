@@ -59,7 +59,7 @@ class AlertRule:
 def alert_rules(settings: Settings) -> list[AlertRule]:
     """Every alerting rule the site's metric profile can evaluate, in a stable order."""
     prof = catalog_profile(settings.site.profile)
-    q = PromQL(prof, settings.thresholds)
+    q = PromQL(prof, settings.thresholds, job_label=settings.site.job_label)
     x = AlertExpressions(q, settings.site)
     t, a = settings.thresholds, settings.thresholds.alerts
     where = _WHERE % q.gpu

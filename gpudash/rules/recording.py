@@ -13,7 +13,7 @@ GROUP_NAME = "gpudash-gpu-recording"
 
 def recording_rule_file(settings: Settings) -> str:
     """The rule file text; each rule is preceded by a comment with its help line."""
-    rules = recording_rules(catalog_profile(settings.site.profile), settings.thresholds)
+    rules = recording_rules(catalog_profile(settings.site.profile), settings.thresholds, settings.site.job_label)
     lines = ["groups:", f"  - name: {yaml_scalar(GROUP_NAME)}", "    rules:"]
     for rec, expr in rules:
         lines.append(f"      # {rec.help}")

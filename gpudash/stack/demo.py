@@ -198,7 +198,8 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
         for counter in COUNTERS:  # rate() and increase() need two samples of a counter
             if prometheus.query(f"{counter}{scraped}"):
                 prometheus.wait_for(f"count_over_time({counter}{scraped}[5m]) > 1", timeout=left())
-        for rule, expr in recording_rules(catalog_profile(demo.settings.site.profile), demo.settings.thresholds):
+        for rule, expr in recording_rules(catalog_profile(demo.settings.site.profile), demo.settings.thresholds,
+                                         demo.settings.site.job_label):
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
                 prometheus.wait_for(rule.record, timeout=left())
     except RemoteError as exc:

@@ -60,7 +60,7 @@ def fleet_summary(prometheus: PrometheusProcess, settings: Settings, receiver: W
                   one_line: bool = False) -> str:
     """GPUs, utilization, memory, power, the hottest GPU and the alerts, from the recording rules."""
     prof = catalog_profile(settings.site.profile)
-    q = PromQL(prof, settings.thresholds)
+    q = PromQL(prof, settings.thresholds, job_label=settings.site.job_label)
     count = f"sum({q.use('cluster:gpu_count:count')})"
     gpus = _value(prometheus, count)
     idle = _value(prometheus, f"sum({q.use('cluster:gpu_idle:count')})")
