@@ -112,3 +112,45 @@ def test_a_wrong_id_type_shows_in_the_kinds_it_never_matches() -> None:
     assert unmatched_kinds(gke, "uid") == {"device-name"}
     assert unmatched_kinds(gke, "device-name") == frozenset()
     assert unmatched_kinds([_alloc("a", "p", MIG)], "device-name") == {"mig-uuid"}
+
+
+class FakeNvml:
+    """The few pynvml calls the MIG lookup makes, over a fixed MIG layout."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, parents: dict[str, str]) -> None:
+        self.parents, self.calls, self.initialised = parents, 0, 0
+
+    def nvmlInit(self) -> None:
+        self.initialised += 1
+
+    def nvmlShutdown(self) -> None:
+        self.initialised -= 1
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        self.calls += 1
+        if uuid not in self.parents:
+            raise self.NVMLError("Not Found")
+        return uuid
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: str) -> str:
+        return self.parents[handle]
+
+    def nvmlDeviceGetUUID(self, handle: str) -> str:
+        return handle
+
+
+def test_the_nvml_mig_lookup_asks_once_per_device_and_warns_once_per_unknown(caplog: pytest.LogCaptureFixture) -> None:
+    from gpudash.exporter.attribution.mig import NvmlMigLookup
+
+    nv = FakeNvml({MIG: f"GPU-{U1}"})
+    lookup = NvmlMigLookup(nv)
+    assert nv.initialised == 1
+    assert [lookup(MIG), lookup(MIG)] == [f"GPU-{U1}", f"GPU-{U1}"] and nv.calls == 1
+    gone = "MIG-ffffffff-0000-4000-8000-000000000009"
+    assert lookup(gone) is None and lookup(gone) is None
+    assert caplog.text.count("NVML does not know this MIG device") == 1
+    lookup.close()
+    assert nv.initialised == 0
