@@ -168,8 +168,8 @@ class KubeletAttributor:
             log.info("kubelet PodResources answers again: pod labels are back")
         self._warn_id_type(found)
         migs = {a.device.key: self._mig_parent(a.device.key) for a in found if a.device.kind == "mig-uuid"}
+        self._poll_pods(now, found)  # first, so a new pod's labels come with its first allocation
         self._answer = _Answer(now, found, migs)
-        self._poll_pods(now, found)
 
     def _warn_id_type(self, found: Sequence[Allocation]) -> None:
         for kind in sorted(unmatched_kinds(found, self.config.id_type) - self._warned_kinds):

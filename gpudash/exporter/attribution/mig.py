@@ -40,7 +40,7 @@ class NvmlMigLookup:
         try:
             mig = nv.nvmlDeviceGetHandleByUUID(mig_uuid)
             parent = str(nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)))
-        except nv.NVMLError as exc:
+        except Exception as exc:  # NVMLError, or a pynvml too old for MIG: this id labels nothing
             with self._lock:
                 if mig_uuid not in self._failed:
                     self._failed.add(mig_uuid)
