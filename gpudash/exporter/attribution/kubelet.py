@@ -57,6 +57,7 @@ class KubeletConfig:
     id_type: str = "uid"  # or "device-name" (GKE)
     resource_names: tuple[str, ...] = ()  # besides nvidia.com/gpu and nvidia.com/mig-*
     pod_labels: bool = False
+    pod_uid: bool = False
     label_allowlist: tuple[str, ...] = ()
     interval: float = 5.0
     timeout: float = 10.0
@@ -236,7 +237,9 @@ class KubeletAttributor:
 
     def _holder_labels(self, holder: Holder, pods: Mapping[tuple[str, str], PodInfo]) -> Labels:
         own: Labels = (("pod", holder.pod), ("namespace", holder.namespace), ("container", holder.container))
-        return (*own, *self._pod_labels(pods.get((holder.namespace, holder.pod))))
+        pod = pods.get((holder.namespace, holder.pod))
+        uid: Labels = (("pod_uid", pod.uid),) if self.config.pod_uid and pod is not None else ()
+        return (*own, *uid, *self._pod_labels(pod))
 
     def _pod_labels(self, pod: PodInfo | None) -> Labels:
         return self._labels.labels(pod.labels) if self.config.pod_labels and pod is not None else ()

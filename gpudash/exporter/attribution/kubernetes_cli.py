@@ -46,6 +46,8 @@ _OPTIONS = (
                  help="Also copy the pod's labels onto its GPUs' series, every character outside [a-zA-Z0-9_] "
                       "made _ (training.kubeflow.org/job-name -> training_kubeflow_org_job_name). Reads the API "
                       "server: needs NODE_NAME and RBAC list on pods."),
+    click.option("--kubernetes-enable-pod-uid", is_flag=True, envvar="DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
+                 help="Also add pod_uid (from the API server) to the series of held GPUs."),
     click.option("--kubernetes-pod-label-allowlist-regex", default="", metavar="REGEXES",
                  envvar="DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
                  help="Comma list of regexes matched against the raw label key (^training\\.kubeflow\\.org/.*); "
@@ -63,8 +65,9 @@ _OPTIONS = (
                  default=SERVICE_ACCOUNT_DIR, show_default=True, help="Where the token and ca.crt are."),
 )
 _NAMES = ("kubernetes", "pod_resources_kubelet_socket", "kubernetes_gpu_id_type", "nvidia_resource_names",
-          "kubernetes_enable_pod_labels", "kubernetes_pod_label_allowlist_regex", "pod_resources_interval",
-          "pod_resources_timeout", "node_name", "kubernetes_api_url", "kubernetes_service_account_dir")
+          "kubernetes_enable_pod_labels", "kubernetes_enable_pod_uid", "kubernetes_pod_label_allowlist_regex",
+          "pod_resources_interval", "pod_resources_timeout", "node_name", "kubernetes_api_url",
+          "kubernetes_service_account_dir")
 
 
 def kubernetes_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,6 +117,7 @@ def kubelet_config(ctx: click.Context, **values: Any) -> KubeletConfig | None:
         id_type=values["kubernetes_gpu_id_type"],
         resource_names=_comma_list(values["nvidia_resource_names"]),
         pod_labels=values["kubernetes_enable_pod_labels"],
+        pod_uid=values["kubernetes_enable_pod_uid"],
         label_allowlist=allowlist,
         interval=_seconds("--pod-resources-interval", values["pod_resources_interval"]),
         timeout=_seconds("--pod-resources-timeout", values["pod_resources_timeout"]),

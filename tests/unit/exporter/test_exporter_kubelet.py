@@ -138,6 +138,19 @@ def test_pod_labels_come_sanitised_and_allowlisted_and_finished_pods_label_nothi
     assert "pod" not in series["1"]  # an older kubelet still lists a finished pod's devices
 
 
+def test_pod_uid_is_added_when_asked_and_the_api_server_knows_the_pod() -> None:
+    kubelet = Kubelet([_gpu("w-0", UUIDS[0]), _gpu("unknown", UUIDS[1])])
+    pods = [PodInfo("1a2b3c4d-0000-4000-8000-00000000000a", "w-0", "ml", "Running", {"app": "x"})]
+    attributor = _attributor(kubelet, KubeletConfig(pod_uid=True), pod_lister=lambda timeout: pods)
+    attributor.poll(0.0)
+    series = _series(attributor, 1.0)
+    assert series["0"]["pod_uid"] == pods[0].uid and "app" not in series["0"]
+    assert series["1"]["pod"] == "unknown" and "pod_uid" not in series["1"]
+    plain = _attributor(kubelet, pod_lister=lambda timeout: pods)
+    plain.poll(0.0)
+    assert "pod_uid" not in _series(plain, 1.0)["0"]
+
+
 def test_without_pod_labels_enabled_the_api_still_names_pods_by_uid() -> None:
     pods = [PodInfo("1a2b3c4d-0000-4000-8000-00000000000a", "w-0", "ml", "Running", {"app": "x"})]
     attributor = _attributor(Kubelet([_gpu("w-0", UUIDS[0])]), pod_lister=lambda timeout: pods)
