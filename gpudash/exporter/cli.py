@@ -13,6 +13,9 @@ import click
 from gpudash.catalog import SIGNALS
 from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
+from gpudash.exporter.attribution import Attributor, combined
+from gpudash.exporter.attribution.kubelet import KubeletConfig
+from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kubernetes_options
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
@@ -71,6 +74,7 @@ def _fields_table() -> str:
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 @click.option("--list-fields", is_flag=True, help="Print every field the exporter can publish and exit.")
+@kubernetes_options
 def exporter(
     listen: str,
     interval: str,
@@ -86,6 +90,7 @@ def exporter(
     web_config: Path | None,
     log_level: str,
     list_fields: bool,
+    kubernetes: KubeletConfig | None,
 ) -> None:
     """Run the GPU exporter: NVML read in the background, dcgm-exporter compatible /metrics.
 
@@ -95,6 +100,7 @@ def exporter(
       gpudash exporter -f default-counters.csv          # only the fields a dcgm-exporter CSV names
       gpudash exporter --simulate 8 --fault 2=leak --fault 5=thermal --seed 7
       gpudash exporter --web-config web-config.yml      # TLS and basic auth
+      gpudash exporter --kubernetes                     # pod/namespace/container from the kubelet
     """
     if list_fields:
         click.echo(_fields_table())
@@ -112,7 +118,10 @@ def exporter(
         from gpudash.exporter.nvml import NvmlSource
 
         source = NvmlSource()
+    attributors: list[Attributor] = []
     try:
+        if kubernetes is not None:
+            attributors.append(kubelet_attributor(kubernetes, simulated=simulate is not None))
         service = Exporter(
             source,
             collectors=chosen,
@@ -122,8 +131,11 @@ def exporter(
             hostname=None if no_hostname else hostname,
             hostname_label="Hostname" if legacy_hostname_label else "hostname",
             web=web,
+            attributor=combined(attributors),
         )
     except BaseException:
+        for attributor in attributors:
+            attributor.close()
         source.close()
         raise
     _serve(service, chosen, simulate)
