@@ -13,6 +13,9 @@ import click
 from gpudash.catalog import SIGNALS
 from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
+from gpudash.exporter.attribution import Attributor, combined
+from gpudash.exporter.attribution.hpc import HpcJobMapping
+from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
@@ -63,6 +66,23 @@ def _fields_table() -> str:
     "--legacy-hostname-label", is_flag=True,
     help="Spell the host label 'Hostname', as dcgm-exporter did before it was renamed 'hostname'.",
 )
+# -- job attribution (docs/jobs.md): which job or pod each GPU and each GPU process belongs to -----------
+@click.option(
+    "--hpc-job-mapping-dir", envvar="DCGM_HPC_JOB_MAPPING_DIR", show_envvar=True, metavar="DIR",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Slurm job attribution, dcgm-exporter's contract: DIR holds one file per GPU, named by its index "
+    "(the gpu label: 0, 1, ...), one job id per line; each job gets its own copy of that GPU's series with "
+    "hpc_job=\"<id>\". deploy/slurm/ has the prolog and epilog that write them (GPU Operator default: "
+    "/var/lib/dcgm-exporter/job-mapping). Read every sweep; a missing DIR is logged, never fatal. Also "
+    "labels each GPU process with its job, from /proc/<pid>/cgroup.",
+)
+@click.option(
+    "--proc-root", default=Path("/proc"), show_default=True, metavar="DIR",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the host's /proc is seen, for per-process attribution (e.g. /host/proc in a container; "
+    "GPU processes are host pids).",
+)
+# -- end of job attribution ---------------------------------------------------------------------------
 @click.option(
     "--web-config", "--web.config.file", "web_config", type=click.Path(path_type=Path, dir_okay=False),
     help="exporter-toolkit web config: TLS and basic auth.",
@@ -83,6 +103,8 @@ def exporter(
     hostname: str,
     no_hostname: bool,
     legacy_hostname_label: bool,
+    hpc_job_mapping_dir: Path | None,
+    proc_root: Path,
     web_config: Path | None,
     log_level: str,
     list_fields: bool,
@@ -95,6 +117,7 @@ def exporter(
       gpudash exporter -f default-counters.csv          # only the fields a dcgm-exporter CSV names
       gpudash exporter --simulate 8 --fault 2=leak --fault 5=thermal --seed 7
       gpudash exporter --web-config web-config.yml      # TLS and basic auth
+      gpudash exporter --hpc-job-mapping-dir /var/lib/dcgm-exporter/job-mapping   # hpc_job labels (Slurm)
     """
     if list_fields:
         click.echo(_fields_table())
@@ -112,6 +135,7 @@ def exporter(
         from gpudash.exporter.nvml import NvmlSource
 
         source = NvmlSource()
+    attributor = _attribution(hpc_job_mapping_dir, proc_root, simulated=simulate is not None)
     try:
         service = Exporter(
             source,
@@ -122,11 +146,25 @@ def exporter(
             hostname=None if no_hostname else hostname,
             hostname_label="Hostname" if legacy_hostname_label else "hostname",
             web=web,
+            attributor=attributor,
         )
     except BaseException:
         source.close()
         raise
     _serve(service, chosen, simulate)
+
+
+def _attribution(hpc_job_mapping_dir: Path | None, proc_root: Path, *, simulated: bool) -> Attributor | None:
+    """The attributors the flags ask for; per-process attribution comes with any of them."""
+    parts: list[Attributor] = []
+    sluid_lookup = None
+    if hpc_job_mapping_dir is not None:
+        hpc = HpcJobMapping(hpc_job_mapping_dir)
+        parts.append(hpc)
+        sluid_lookup = hpc.job_for_sluid
+    if parts and not simulated:  # simulated processes have made-up pids: /proc would name someone else's
+        parts.append(ProcessAttribution(proc_root, sluid_lookup=sluid_lookup))
+    return combined(parts)
 
 
 def _serve(service: Exporter, chosen: Collectors, simulate: int | None) -> None:
