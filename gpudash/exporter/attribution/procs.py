@@ -22,7 +22,9 @@ An answer that depends on a hook or a SLUID file that did not know it yet is ask
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,8 @@ from pathlib import Path
 from gpudash.catalog import HPC_JOB_LABEL
 from gpudash.exporter.attribution import Labels
 from gpudash.exporter.source import GpuIdentity
+
+log = logging.getLogger("gpudash.exporter")
 
 PodLookup = Callable[[str], Labels | None]  # pod UID -> its labels (pod, namespace, ...), None: not known
 ContainerLookup = Callable[[str], Labels | None]  # container id -> labels (pod, namespace, container)
@@ -117,12 +121,15 @@ class ProcessAttribution:
         self.container_lookup = container_lookup
         self._cache: dict[tuple[int, int], _Known] = {}
         self._asked: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()  # the fast and the slow sweep both render, so both ask
+        self._hook_failing = False
         self.reads = 0  # cgroup files read since start
 
     def refresh(self, gpus: Sequence[GpuIdentity], now: float) -> None:
         """Forget processes not asked about since the last refresh, and answers that were not final."""
-        self._cache = {key: known for key, known in self._cache.items() if key in self._asked and known.final}
-        self._asked = set()
+        with self._lock:
+            self._cache = {key: known for key, known in self._cache.items() if key in self._asked and known.final}
+            self._asked = set()
 
     def gpu_copies(self, gpu: GpuIdentity) -> tuple[Labels, ...]:
         return ()
@@ -132,14 +139,16 @@ class ProcessAttribution:
         if started is None:
             return ()
         key = (pid, started)
-        self._asked.add(key)
-        known = self._cache.get(key)
-        if known is None:
-            known = self._cache[key] = self._resolve(pid)
+        with self._lock:
+            self._asked.add(key)
+            known = self._cache.get(key)
+            if known is None:
+                known = self._cache[key] = self._resolve(pid)
         return known.labels
 
     def close(self) -> None:
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def _start_time(self, pid: int) -> int | None:
         """Field 22 of /proc/<pid>/stat (clock ticks after boot): with the pid, it names one process."""
@@ -167,12 +176,22 @@ class ProcessAttribution:
 
     def _pod(self, owner: CgroupOwner) -> _Known:
         hooks = self.container_lookup is not None or self.pod_lookup is not None
-        if owner.container_id is not None and self.container_lookup is not None:
-            labels = self.container_lookup(owner.container_id)
-            if labels:
-                return _Known(labels, True)
-        if owner.pod_uid is not None and self.pod_lookup is not None:
-            labels = self.pod_lookup(owner.pod_uid)
+        for lookup, key in ((self.container_lookup, owner.container_id), (self.pod_lookup, owner.pod_uid)):
+            labels = self._ask(lookup, key)
             if labels:
                 return _Known(labels, True)
         return _Known((), not hooks)
+
+    def _ask(self, lookup: Callable[[str], Labels | None] | None, key: str | None) -> Labels | None:
+        """A hook's answer; one that raises costs this process its labels until the next refresh, not the sweep."""
+        if lookup is None or key is None:
+            return None
+        try:
+            labels = lookup(key)
+        except Exception as exc:
+            if not self._hook_failing:
+                log.warning("per-process attribution: a pod lookup failed: %s (logged once)", exc)
+            self._hook_failing = True
+            return None
+        self._hook_failing = False
+        return labels

@@ -178,3 +178,21 @@ def test_a_process_that_exits_between_its_stat_and_its_cgroup_gets_no_labels(pro
 def test_the_job_label_follows_the_constructor(proc: FakeProc) -> None:
     proc.add(100, SLURM_V2)
     assert ProcessAttribution(proc.root, job_label="slurm_job").process_labels(100) == (("slurm_job", "3385"),)
+
+
+def test_a_failing_hook_costs_that_process_its_labels_until_the_next_refresh(proc: FakeProc) -> None:
+    proc.add(300, K8S_SYSTEMD)
+    proc.add(100, SLURM_V2)
+    failing = [True]
+
+    def pods(uid: str) -> Labels | None:
+        if failing[0]:
+            raise ConnectionError("kubelet restarting")
+        return (("pod", "p"),)
+
+    attribution = ProcessAttribution(proc.root, pod_lookup=pods)
+    assert attribution.process_labels(300) == ()
+    assert attribution.process_labels(100) == (("hpc_job", "3385"),)
+    failing[0] = False
+    attribution.refresh([], 0.0)
+    assert attribution.process_labels(300) == (("pod", "p"),)
