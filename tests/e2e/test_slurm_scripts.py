@@ -8,8 +8,10 @@ is /dev/nvidia2): Slurm's index is the rank of the minor, so the scripts must go
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +27,7 @@ from gpudash.exporter.attribution.hpc import HpcJobMapping
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.stack.process import free_port
 
 SCRIPTS = ROOT / "deploy" / "slurm"
 PROLOG = SCRIPTS / "prolog.d" / "50-gpudash-job-mapping.sh"
@@ -230,6 +233,31 @@ def test_the_exporter_publishes_what_the_prolog_wrote_and_drops_it_after_the_epi
         node.epilog(200)
         eventually(lambda: util_jobs() == [("0", None), ("1", "100"), ("2", None), ("3", None)], 10,
                    what="the job's copies gone after its Epilog")
+
+
+def test_gpudash_exporter_takes_the_directory_from_dcgm_exporters_variable(node: Node) -> None:
+    node.prolog(48213, SLURM_JOB_GPUS="0")
+    (node.mapping / "2").write_text('odd"job\\id\n')  # a quote and a backslash: escaped, the scrape still parses
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudash", "exporter", "--simulate", "4", "--listen", f"127.0.0.1:{port}",
+         "--interval", "100ms"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DCGM_HPC_JOB_MAPPING_DIR": str(node.mapping)})
+    try:
+        def util_jobs() -> list[tuple[str, str | None]]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                series = parse_exposition(response.read().decode())["DCGM_FI_DEV_GPU_UTIL"]
+            return sorted((labels["gpu"], labels.get("hpc_job")) for labels, _ in series)
+
+        expected = [("0", None), ("1", "48213"), ("2", 'odd"job\\id'), ("3", None)]
+        eventually(lambda: util_jobs() == expected, 30, what="hpc_job from DCGM_HPC_JOB_MAPPING_DIR",
+                   ignoring=(OSError,))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 0, stderr
+    assert f"HPC job mapping: reading {node.mapping} on every sweep" in stderr
 
 
 def test_the_scripts_are_executable_and_the_prolog_and_epilog_are_the_same_file() -> None:
