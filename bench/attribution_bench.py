@@ -117,6 +117,12 @@ def bench(gpus: int, sweeps: int, scratch: Path) -> None:
     cold = _median_ms(lambda: HpcJobMapping(one).refresh(identities, 0.0), 50)
     print(f"  {gpus:3d} GPUs  mapping refresh alone: unchanged {unchanged * 1000:6.1f} us (stats only), "
           f"first read {cold * 1000:6.1f} us (list, read and parse every file)")
+    procs = ProcessAttribution(proc)
+    pids = [int(p.name) for p in proc.iterdir()]
+    per_render = _median_ms(lambda: [procs.process_labels(pid) for pid in pids], sweeps)
+    print(f"  {gpus:3d} GPUs  per-process labels of {len(pids)} processes, cached: {per_render * 1000:6.1f} us "
+          f"a render ({per_render * 1000 / max(1, len(pids)):.1f} us each: the start-time check; "
+          f"{procs.reads} cgroup reads)")
 
 
 def main() -> None:
