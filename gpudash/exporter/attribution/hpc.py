@@ -134,8 +134,7 @@ class HpcJobMapping:
     def refresh(self, gpus: Sequence[GpuIdentity], now: float) -> None:
         names = self._names()
         if names is None:
-            self._files.clear()
-            self._copies = {}
+            self._files, self._copies = {}, {}  # replaced, not cleared: a render may be reading them
             return
         files: dict[str, _Parsed] = {}
         for name in names:
