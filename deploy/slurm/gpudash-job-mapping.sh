@@ -31,6 +31,7 @@
 #                              nvml: Slurm index = NVML index (only if you checked it on this node type)
 #   GPUDASH_NVIDIA_DRIVER_DIR  default /proc/driver/nvidia/gpus
 #   GPUDASH_NVIDIA_SMI         default nvidia-smi
+#   GPUDASH_JOB_MAPPING_SYSLOG 1 (default): log to syslog as well as stderr; 0: stderr only
 
 PATH=${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin  # Slurm runs Prologs without a PATH
 MAPPING_DIR=${GPUDASH_JOB_MAPPING_DIR:-/var/lib/dcgm-exporter/job-mapping}
@@ -43,7 +44,8 @@ TAG=gpudash-job-mapping
 log() {
     local message="job ${SLURM_JOB_ID:-?}: $*"
     echo "$TAG: $message" >&2
-    command -v logger >/dev/null 2>&1 && logger -t "$TAG" -- "$message" 2>/dev/null
+    [[ ${GPUDASH_JOB_MAPPING_SYSLOG:-1} == 1 ]] && command -v logger >/dev/null 2>&1 \
+        && logger -t "$TAG" -- "$message" 2>/dev/null
     return 0
 }
 

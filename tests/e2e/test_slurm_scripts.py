@@ -79,7 +79,8 @@ class Node:
                 f"Model: \t\t NVIDIA H200\nIRQ:   \t\t 150\nGPU UUID: \t {g.uuid}\nVideo BIOS: \t 96.00.af.00.01\n"
                 f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDevice Minor: \t {g.minor}\nBus Location: \t {g.bus[4:]}\n")
         self.env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SMI_CSV": str(root / "smi.csv"),
-                    "GPUDASH_JOB_MAPPING_DIR": str(self.mapping), "GPUDASH_NVIDIA_DRIVER_DIR": str(self.driver)}
+                    "GPUDASH_JOB_MAPPING_DIR": str(self.mapping), "GPUDASH_NVIDIA_DRIVER_DIR": str(self.driver),
+                    "GPUDASH_JOB_MAPPING_SYSLOG": "0"}  # the tests' problems stay out of this machine's syslog
 
     def run(self, script: Path, job: int | str, *, context: str | None = None,
             **env: str) -> subprocess.CompletedProcess[str]:
