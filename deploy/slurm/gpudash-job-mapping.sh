@@ -217,7 +217,6 @@ prolog() {
 
 epilog() {  # every file that names the job, whatever the environment says: nothing is left behind
     local job=$1 file
-    [[ -d $MAPPING_DIR ]] || return 0
     for file in "$MAPPING_DIR"/[0-9]*; do
         [[ -f $file && $(basename "$file") =~ ^[0-9]+(\.[0-9]+)?$ ]] || continue
         remove_job "$file" "$job" || log "cannot update $file"
@@ -244,10 +243,14 @@ main() {
     fi
     case $mode in
         add)
+            [[ -n ${SLURM_JOB_GPUS:-}${CUDA_VISIBLE_DEVICES:-}${SLURM_JOB_SLUID:-} ]] || return 0  # no GPU here
             mkdir -p -m 0755 -- "$MAPPING_DIR" || { log "cannot create $MAPPING_DIR"; return 0; }
             locked prolog "$job"
             ;;
-        remove) locked epilog "$job" ;;
+        remove)
+            [[ -d $MAPPING_DIR ]] || return 0
+            locked epilog "$job"
+            ;;
         *) log "run as a Prolog or an Epilog, or with 'add' or 'remove'; nothing done" ;;
     esac
 }

@@ -155,6 +155,13 @@ def test_the_epilog_clears_every_file_naming_the_job_whatever_its_environment(no
     assert node.files() == {"3": "77\n"}
 
 
+def test_jobs_without_gpus_leave_no_trace_and_no_log(node: Node) -> None:
+    done = node.prolog(9)  # a CPU-only job: no GPU variable, no SLUID
+    assert done.stderr == "" and not node.mapping.exists()
+    done = node.epilog(9)
+    assert done.stderr == "" and not node.mapping.exists()
+
+
 def test_concurrent_prologs_on_one_gpu_lose_no_job(node: Node) -> None:
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda job: node.prolog(job, SLURM_JOB_GPUS="0"), range(1000, 1016)))
