@@ -14,8 +14,10 @@ from gpudash.catalog import SIGNALS
 from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 from gpudash.exporter.attribution import Attributor, combined
+from gpudash.exporter.attribution.hpc import HpcJobMapping
 from gpudash.exporter.attribution.kubelet import KubeletConfig
 from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kubernetes_options
+from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
@@ -66,6 +68,23 @@ def _fields_table() -> str:
     "--legacy-hostname-label", is_flag=True,
     help="Spell the host label 'Hostname', as dcgm-exporter did before it was renamed 'hostname'.",
 )
+# -- job attribution (docs/jobs.md): which job or pod each GPU and each GPU process belongs to -----------
+@click.option(
+    "--hpc-job-mapping-dir", envvar="DCGM_HPC_JOB_MAPPING_DIR", show_envvar=True, metavar="DIR",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Slurm job attribution, dcgm-exporter's contract: DIR holds one file per GPU, named by its index "
+    "(the gpu label: 0, 1, ...), one job id per line; each job gets its own copy of that GPU's series with "
+    "hpc_job=\"<id>\". deploy/slurm/ has the prolog and epilog that write them (GPU Operator default: "
+    "/var/lib/dcgm-exporter/job-mapping). Read every sweep; a missing DIR is logged, never fatal. Also "
+    "labels each GPU process with its job, from /proc/<pid>/cgroup.",
+)
+@click.option(
+    "--proc-root", default=Path("/proc"), show_default=True, metavar="DIR",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Where the host's /proc is seen, for per-process attribution (e.g. /host/proc in a container; "
+    "GPU processes are host pids).",
+)
+# -- end of job attribution ---------------------------------------------------------------------------
 @click.option(
     "--web-config", "--web.config.file", "web_config", type=click.Path(path_type=Path, dir_okay=False),
     help="exporter-toolkit web config: TLS and basic auth.",
@@ -87,6 +106,8 @@ def exporter(
     hostname: str,
     no_hostname: bool,
     legacy_hostname_label: bool,
+    hpc_job_mapping_dir: Path | None,
+    proc_root: Path,
     web_config: Path | None,
     log_level: str,
     list_fields: bool,
@@ -101,6 +122,7 @@ def exporter(
       gpudash exporter --simulate 8 --fault 2=leak --fault 5=thermal --seed 7
       gpudash exporter --web-config web-config.yml      # TLS and basic auth
       gpudash exporter --kubernetes                     # pod/namespace/container from the kubelet
+      gpudash exporter --hpc-job-mapping-dir /var/lib/dcgm-exporter/job-mapping   # hpc_job labels (Slurm)
     """
     if list_fields:
         click.echo(_fields_table())
@@ -120,8 +142,7 @@ def exporter(
         source = NvmlSource()
     attributors: list[Attributor] = []
     try:
-        if kubernetes is not None:
-            attributors.append(kubelet_attributor(kubernetes, simulated=simulate is not None))
+        attributors = _attribution(hpc_job_mapping_dir, proc_root, kubernetes, simulated=simulate is not None)
         service = Exporter(
             source,
             collectors=chosen,
@@ -139,6 +160,25 @@ def exporter(
         source.close()
         raise
     _serve(service, chosen, simulate)
+
+
+def _attribution(hpc_job_mapping_dir: Path | None, proc_root: Path, kubernetes: KubeletConfig | None, *,
+                 simulated: bool) -> list[Attributor]:
+    """The attributors the flags ask for; per-process attribution comes with any of them."""
+    parts: list[Attributor] = []
+    sluid_lookup = None
+    pod_lookup = None
+    if hpc_job_mapping_dir is not None:
+        hpc = HpcJobMapping(hpc_job_mapping_dir)
+        parts.append(hpc)
+        sluid_lookup = hpc.job_for_sluid
+    if kubernetes is not None:
+        kubelet = kubelet_attributor(kubernetes, simulated=simulated)
+        parts.append(kubelet)
+        pod_lookup = kubelet.pod_by_uid
+    if parts and not simulated:  # simulated processes have made-up pids: /proc would name someone else's
+        parts.append(ProcessAttribution(proc_root, sluid_lookup=sluid_lookup, pod_lookup=pod_lookup))
+    return parts
 
 
 def _serve(service: Exporter, chosen: Collectors, simulate: int | None) -> None:

@@ -1,0 +1,1 @@
+../gpudash-job-mapping.sh
