@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo apt-missing dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
-        demo exporter bench bench-exporter bench-exporter-real bench-sync bench-alerts bench-scale e2e-grafana clean
+        demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync bench-alerts bench-scale e2e-grafana clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -97,6 +97,12 @@ bench-exporter: venv ## exporter scrape latency, CPU and memory
 
 bench-exporter-real: venv ## on a GPU node: NVML sweep cost against raw NVML, values against nvidia-smi
 	$(BIN)/python bench/exporter_bench.py --real
+
+bench-attribution: venv ## what job attribution costs a sweep and /metrics (simulated GPUs)
+	$(BIN)/python bench/attribution_bench.py
+
+bench-attribution-real: venv ## on a GPU node: job attribution on NVML, a CUDA process in a Slurm-like cgroup
+	$(BIN)/python bench/attribution_real.py
 
 bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stand-in
 	$(BIN)/python bench/sync_bench.py
