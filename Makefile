@@ -47,14 +47,14 @@ dashboards: venv ## regenerate dashboards/json/*.json from dashboards/*.py, then
 	$(GPUDASH) dashboards --check
 
 rules: venv ## regenerate generated/ (alert + recording rules, alertmanager.yml, scrape config)
-	$(GPUDASH) rules
-	$(GPUDASH) rules --check
+	$(GPUDASH) rules --format all
+	$(GPUDASH) rules --format all --check
 
 generate: dashboards rules ## regenerate every committed artifact
 
 check-generated: venv ## fail when committed dashboards or rules are stale
 	$(GPUDASH) dashboards --check
-	$(GPUDASH) rules --check
+	$(GPUDASH) rules --format all --check
 
 lint: venv ## ruff and mypy
 	$(BIN)/ruff check gpudash dashboards tests bench

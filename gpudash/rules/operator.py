@@ -1,0 +1,211 @@
+"""The Prometheus Operator's resources, from the same rules and routes as the plain files.
+
+kube-prometheus-stack runs Prometheus and Alertmanager from resources, not files: rules as `PrometheusRule`,
+routes and inhibitions as `AlertmanagerConfig`, scrape targets as a `ServiceMonitor`. The rule groups here
+are the plain rule files read back, so the two formats cannot hold different rules; the routes are
+alertmanager.yml's, with each matcher written as the resource's {name, value, matchType}. Receivers'
+secrets live in one Kubernetes Secret (`kubernetes.receivers_secret`), one key per receiver and option,
+never in the resources. The dashboards go alongside as ConfigMaps for Grafana's sidecar
+(gpudash.kube.dashboards). Names, namespace and the labels the operator selects on come from the site
+config's `kubernetes:` section (gpudash.config.kubernetes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from gpudash.config.kubernetes import KubeSite
+from gpudash.config.loading import Settings
+from gpudash.config.site import Cluster, Receiver
+from gpudash.errors import ConfigError
+from gpudash.kube.dashboards import dashboard_config_maps
+from gpudash.kube.resources import documents, metadata, slug
+from gpudash.layout import ALERTS_FILE, RECORDING_FILE
+from gpudash.rules.alertmanager import alertmanager_config
+
+API_V1 = "monitoring.coreos.com/v1"
+API_V1ALPHA1 = "monitoring.coreos.com/v1alpha1"
+
+OPERATOR_DIR = "kubernetes"  # beside prometheus/ and alertmanager/ in the output folder
+RULES_FILE = f"{OPERATOR_DIR}/prometheus-rules.yaml"
+ALERTMANAGER_CONFIG_FILE = f"{OPERATOR_DIR}/alertmanager-config.yaml"
+MONITORS_FILE = f"{OPERATOR_DIR}/service-monitors.yaml"
+DASHBOARDS_FILE = f"{OPERATOR_DIR}/grafana-dashboards.yaml"
+
+# alertmanager.yml's matcher text, as gpudash.escape.am_matcher writes it.
+_MATCHER = re.compile(r'(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>=~|!~|!=|=)"(?P<value>(?:[^"\\]|\\.)*)"')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_TIMING = {"group_wait": "groupWait", "group_interval": "groupInterval", "repeat_interval": "repeatInterval",
+           "group_by": "groupBy"}
+
+
+def _rule_groups(text: str) -> list[Any]:
+    groups = yaml.safe_load(text)["groups"]
+    assert isinstance(groups, list)
+    return groups
+
+
+def prometheus_rules(kube: KubeSite, plain: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One PrometheusRule for the alerts and one for the recording rules, read back from the plain files."""
+    return [
+        {"apiVersion": API_V1, "kind": "PrometheusRule",
+         "metadata": metadata(kube, f"{kube.name_prefix}-{what}", kube.rule_labels),
+         "spec": {"groups": _rule_groups(plain[rel])}}
+        for what, rel in (("gpu-recording", RECORDING_FILE), ("gpu-alerts", ALERTS_FILE))
+    ]
+
+
+def matcher(text: str) -> dict[str, str]:
+    """`cluster="a\\"b"` as the resource's {name, value, matchType}."""
+    found = _MATCHER.fullmatch(text)
+    if found is None:
+        raise ValueError(f"not an Alertmanager matcher: {text!r}")
+    value = re.sub(r"\\.", lambda m: _UNESCAPE.get(m.group(0), m.group(0)[1]), found["value"])
+    return {"name": found["name"], "value": value, "matchType": found["op"]}
+
+
+def _route(route: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in route.items():
+        if key == "matchers":
+            out["matchers"] = [matcher(m) for m in value]
+        elif key == "routes":
+            out["routes"] = [_route(child) for child in value]
+        else:
+            out[_TIMING.get(key, key)] = value
+    return out
+
+
+def secret_key(receiver: Receiver, option: str) -> str:
+    """The key of one receiver secret in the receivers' Secret: `<receiver>-<option>`, as a Secret key."""
+    return re.sub(r"[^-._a-zA-Z0-9]+", "-", f"{receiver.name}-{option.replace('_', '-')}")
+
+
+def _secret(kube: KubeSite, receiver: Receiver, option: str) -> dict[str, str]:
+    return {"name": kube.receivers_secret, "key": secret_key(receiver, option)}
+
+
+def _notifier(kube: KubeSite, receiver: Receiver) -> tuple[str, dict[str, Any]]:
+    """The resource's notifier for one site receiver; a secret (given by file or variable) is a Secret key."""
+    if receiver.kind == "webhook":
+        target = {"url": receiver.option("url")} if receiver.option("url") else \
+            {"urlSecret": _secret(kube, receiver, "url")}
+        return "webhookConfigs", {**target, "sendResolved": True}
+    if receiver.kind == "slack":
+        config: dict[str, Any] = {"apiURL": _secret(kube, receiver, "api_url")}
+        if receiver.option("channel"):
+            config["channel"] = receiver.option("channel")
+        return "slackConfigs", {**config, "sendResolved": True}
+    config = {"to": receiver.option("to"), "from": receiver.option("from"), "smarthost": receiver.option("smarthost")}
+    if receiver.option("auth_username"):
+        config["authUsername"] = receiver.option("auth_username")
+        if receiver.option("auth_password_file") or receiver.option("auth_password_env"):
+            config["authPassword"] = _secret(kube, receiver, "auth_password")
+    return "emailConfigs", {**config, "sendResolved": True}
+
+
+def _receivers(kube: KubeSite, plain: list[dict[str, Any]], site_receivers: tuple[Receiver, ...]) -> list[Any]:
+    out = []
+    for named in plain:
+        receiver: dict[str, Any] = {"name": named["name"]}
+        for site_receiver in site_receivers:
+            kind, config = _notifier(kube, site_receiver)
+            receiver.setdefault(kind, []).append(config)
+        out.append(receiver)
+    return out
+
+
+def receiver_secret_keys(settings: Settings) -> list[str]:
+    """The keys the receivers' Secret must hold, in site order (what docs/adopt.md has you create)."""
+    keys = []
+    for receiver in settings.site.receivers:
+        for option in ("url", "api_url", "auth_password"):
+            if receiver.option(f"{option}_file") or receiver.option(f"{option}_env"):
+                keys.append(secret_key(receiver, option))
+    return keys
+
+
+def alertmanager_resource(settings: Settings) -> dict[str, Any]:
+    """alertmanager.yml's route tree, inhibitions and receivers as one AlertmanagerConfig."""
+    kube = settings.site.kubernetes
+    plain = alertmanager_config(settings)
+    inhibit = [
+        {"sourceMatch": [matcher(m) for m in rule["source_matchers"]],
+         "targetMatch": [matcher(m) for m in rule["target_matchers"]],
+         "equal": rule["equal"]}
+        for rule in plain["inhibit_rules"]
+    ]
+    return {
+        "apiVersion": API_V1ALPHA1, "kind": "AlertmanagerConfig",
+        "metadata": metadata(kube, f"{kube.name_prefix}-alerts", kube.alertmanager_config_labels),
+        "spec": {"route": _route(plain["route"]), "inhibitRules": inhibit,
+                 "receivers": _receivers(kube, plain["receivers"], settings.site.receivers)},
+    }
+
+
+def _relabel(target: str, replacement: str) -> dict[str, Any]:
+    return {"action": "replace", "targetLabel": target, "replacement": replacement}
+
+
+def service_monitor(settings: Settings, cluster: Cluster) -> dict[str, Any]:
+    """The exporters of one cluster, labelled as the plain scrape config labels them (cluster, job)."""
+    site = settings.site
+    kube = site.kubernetes
+    endpoint = {
+        "port": kube.exporter_port,
+        "scheme": kube.exporter_scheme,
+        "interval": str(site.scrape_interval),
+        "scrapeTimeout": str(site.scrape_timeout),
+        # The exporter's own pod/namespace labels (job attribution) win over the target's.
+        "honorLabels": True,
+        "relabelings": [
+            _relabel("cluster", cluster.name),
+            _relabel("job", site.scrape_job),
+            # One series per node, named as the node is, not by the pod's changing address.
+            {"action": "replace", "sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"},
+        ],
+    }
+    return {
+        "apiVersion": API_V1, "kind": "ServiceMonitor",
+        "metadata": metadata(kube, f"{kube.name_prefix}-exporter-{slug(cluster.name)}", kube.monitor_labels),
+        "spec": {
+            "selector": {"matchLabels": dict(kube.exporter_selector)},
+            "namespaceSelector": {"matchNames": [kube.namespace]},
+            "endpoints": [endpoint],
+        },
+    }
+
+
+def _monitors(settings: Settings) -> list[dict[str, Any]]:
+    monitors = [service_monitor(settings, cluster) for cluster in settings.site.clusters]
+    names: dict[str, str] = {}
+    for cluster, monitor in zip(settings.site.clusters, monitors, strict=True):
+        name = monitor["metadata"]["name"]
+        if name in names:
+            raise ConfigError(f"clusters {names[name]!r} and {cluster.name!r} both give the ServiceMonitor name "
+                              f"{name!r}: rename one")
+        names[name] = cluster.name
+    return monitors
+
+
+def operator_files(settings: Settings, plain: Mapping[str, str], dashboards: Mapping[str, str],
+                   header: str) -> dict[str, str]:
+    """The operator's files by path relative to the output folder, each starting with `header`.
+
+    `plain` is the plain rendering (gpudash.rules.render.render_all), `dashboards` the dashboard JSON by
+    file name. Every cluster has its own ServiceMonitor: apply the one of the cluster a Prometheus runs in.
+    """
+    kube = settings.site.kubernetes
+    apply = f"# kubectl apply --server-side -f <this file>   (namespace {kube.namespace})\n"
+    return {
+        RULES_FILE: header + apply + documents(prometheus_rules(kube, plain)),
+        ALERTMANAGER_CONFIG_FILE: header + apply + documents([alertmanager_resource(settings)]),
+        MONITORS_FILE: header + "# One ServiceMonitor per cluster: apply the one of the cluster it runs in.\n"
+        + documents(_monitors(settings)),
+        DASHBOARDS_FILE: header + "# ConfigMaps for Grafana's dashboard sidecar, one per dashboard JSON.\n"
+        + documents(dashboard_config_maps(settings, dashboards)),
+    }
