@@ -8,14 +8,19 @@ so a site starts from exactly what this version of gpudash generates and tests.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from gpudash import __version__
 from gpudash.errors import OutputError
 from gpudash.files import write_tree
+
+if sys.version_info >= (3, 11):
+    from importlib.resources.abc import Traversable
+else:  # pragma: no cover - Python 3.10
+    from importlib.abc import Traversable
 
 VERSION_MARK = "@GPUDASH_VERSION@"
 # destination in the site repository -> file in the template (a dotted name would not survive packaging)
