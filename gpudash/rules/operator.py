@@ -33,7 +33,7 @@ API_V1ALPHA1 = "monitoring.coreos.com/v1alpha1"
 OPERATOR_DIR = "kubernetes"  # beside prometheus/ and alertmanager/ in the output folder
 RULES_FILE = f"{OPERATOR_DIR}/prometheus-rules.yaml"
 ALERTMANAGER_CONFIG_FILE = f"{OPERATOR_DIR}/alertmanager-config.yaml"
-MONITORS_FILE = f"{OPERATOR_DIR}/service-monitors.yaml"
+MONITOR_FILE = OPERATOR_DIR + "/service-monitor-{cluster}.yaml"  # one per cluster: each Prometheus applies its own
 DASHBOARDS_FILE = f"{OPERATOR_DIR}/grafana-dashboards.yaml"
 
 # alertmanager.yml's matcher text, as gpudash.escape.am_matcher writes it.
@@ -180,16 +180,19 @@ def service_monitor(settings: Settings, cluster: Cluster) -> dict[str, Any]:
     }
 
 
-def _monitors(settings: Settings) -> list[dict[str, Any]]:
-    monitors = [service_monitor(settings, cluster) for cluster in settings.site.clusters]
+def _monitors(settings: Settings, header: str) -> dict[str, str]:
+    """One file per cluster, named by the cluster's slug; two clusters with one slug are refused."""
+    files: dict[str, str] = {}
     names: dict[str, str] = {}
-    for cluster, monitor in zip(settings.site.clusters, monitors, strict=True):
-        name = monitor["metadata"]["name"]
-        if name in names:
-            raise ConfigError(f"clusters {names[name]!r} and {cluster.name!r} both give the ServiceMonitor name "
-                              f"{name!r}: rename one")
-        names[name] = cluster.name
-    return monitors
+    for cluster in settings.site.clusters:
+        key = slug(cluster.name)
+        if key in names:
+            raise ConfigError(f"clusters {names[key]!r} and {cluster.name!r} both give the ServiceMonitor name "
+                              f"{settings.site.kubernetes.name_prefix}-exporter-{key}: rename one")
+        names[key] = cluster.name
+        note = f"# The ServiceMonitor of cluster {cluster.name!r}: apply it where that cluster's Prometheus runs.\n"
+        files[MONITOR_FILE.format(cluster=key)] = header + note + documents([service_monitor(settings, cluster)])
+    return files
 
 
 def operator_files(settings: Settings, plain: Mapping[str, str], dashboards: Mapping[str, str],
@@ -197,15 +200,14 @@ def operator_files(settings: Settings, plain: Mapping[str, str], dashboards: Map
     """The operator's files by path relative to the output folder, each starting with `header`.
 
     `plain` is the plain rendering (gpudash.rules.render.render_all), `dashboards` the dashboard JSON by
-    file name. Every cluster has its own ServiceMonitor: apply the one of the cluster a Prometheus runs in.
+    file name. Every cluster has its own ServiceMonitor file: apply the one of the cluster a Prometheus runs in.
     """
     kube = settings.site.kubernetes
     apply = f"# kubectl apply --server-side -f <this file>   (namespace {kube.namespace})\n"
     return {
         RULES_FILE: header + apply + documents(prometheus_rules(kube, plain)),
         ALERTMANAGER_CONFIG_FILE: header + apply + documents([alertmanager_resource(settings)]),
-        MONITORS_FILE: header + "# One ServiceMonitor per cluster: apply the one of the cluster it runs in.\n"
-        + documents(_monitors(settings)),
         DASHBOARDS_FILE: header + "# ConfigMaps for Grafana's dashboard sidecar, one per dashboard JSON.\n"
         + documents(dashboard_config_maps(settings, dashboards)),
+        **_monitors(settings, header),
     }

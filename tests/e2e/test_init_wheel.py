@@ -14,12 +14,20 @@ import shutil
 import site
 import subprocess
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from support.paths import ROOT
 
 _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
                                      ".bench", ".demo", "generated", "json")
+
+
+def _setuptools_major() -> int:
+    try:
+        return int(version("setuptools").split(".")[0])
+    except PackageNotFoundError:
+        return 0
 
 
 def _run(*args: str | Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -34,8 +42,10 @@ def test_wheel_init_generate_and_check_with_nothing_from_the_checkout(tmp_path: 
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, symlinks=True, ignore=_NOT_SOURCE)
-    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp_path / "dist", source,
-         cwd=tmp_path, env=env)
+    # Offline when this environment has a setuptools that builds it; else pip fetches one (build isolation).
+    isolation = ["--no-build-isolation"] if _setuptools_major() >= 77 else []
+    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", *isolation, "--wheel-dir", tmp_path / "dist",
+         source, cwd=tmp_path, env=env)
     (wheel,) = (tmp_path / "dist").glob("gpudash-*.whl")
 
     venv = tmp_path / "venv"

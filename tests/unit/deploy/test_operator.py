@@ -20,7 +20,7 @@ from gpudash.rules.cli import render
 from gpudash.rules.operator import (
     ALERTMANAGER_CONFIG_FILE,
     DASHBOARDS_FILE,
-    MONITORS_FILE,
+    MONITOR_FILE,
     RULES_FILE,
     matcher,
     receiver_secret_keys,
@@ -92,7 +92,7 @@ def test_names_namespace_and_selector_labels_come_from_the_site_config(site_sett
     assert all(r["metadata"]["labels"]["release"] == "kps" for r in rules)
     (am,) = _docs(files, ALERTMANAGER_CONFIG_FILE)
     assert am["metadata"]["labels"]["alertmanagerConfig"] == "gpu"
-    monitors = _docs(files, MONITORS_FILE)
+    monitors = [doc for key in ("prod-a", "prod-b") for doc in _docs(files, MONITOR_FILE.format(cluster=key))]
     assert [m["metadata"]["name"] for m in monitors] == ["gd-exporter-prod-a", "gd-exporter-prod-b"]
     for monitor, cluster in zip(monitors, ("prod-a", "Prod B"), strict=True):
         assert monitor["metadata"]["labels"]["team"] == "ml"
@@ -103,7 +103,8 @@ def test_names_namespace_and_selector_labels_come_from_the_site_config(site_sett
         relabel = {r["targetLabel"]: r.get("replacement") for r in endpoint["relabelings"]}
         assert relabel["cluster"] == cluster  # the cluster label, as the plain scrape config attaches it
         assert relabel["job"] == site_settings.site.scrape_job  # what GPUExporterDown and `check` look for
-    assert set(files) == {RULES_FILE, ALERTMANAGER_CONFIG_FILE, MONITORS_FILE, DASHBOARDS_FILE}
+    assert set(files) == {RULES_FILE, ALERTMANAGER_CONFIG_FILE, DASHBOARDS_FILE, MONITOR_FILE.format(cluster="prod-a"),
+                          MONITOR_FILE.format(cluster="prod-b")}
 
 
 def test_alertmanager_config_keeps_alertmanager_yml_routes_and_inhibitions(site_settings: Settings) -> None:
@@ -168,7 +169,7 @@ def test_every_committed_and_shipped_resource_passes_the_schemas() -> None:
     generated = sorted((ROOT / "generated" / "kubernetes").glob("*.yaml"))
     shipped = [p for p in sorted((ROOT / "deploy" / "kubernetes").glob("*.y*ml"))
                if p.name not in ("kustomization.yaml", "web-config.yml")]
-    assert len(generated) == 4 and len(shipped) >= 5
+    assert len(generated) == 4 and len(shipped) >= 5  # rules, alertmanager config, dashboards, the demo's monitor
     assert file_problems(generated + shipped) == {}
 
 
@@ -193,6 +194,18 @@ def test_the_committed_operator_files_are_current(tmp_path: Path, monkeypatch: p
 def test_plain_format_is_unchanged_by_the_operator_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = _settings(tmp_path, monkeypatch, None)
     assert render(settings, "plain", JSON_DIR) == render_all(settings)
+
+
+def test_two_clusters_with_one_kubernetes_name_are_refused(tmp_path: Path) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(yaml.safe_dump({"clusters": [{"name": "Prod A", "targets": [{"address": "a:1"}]},
+                                                 {"name": "prod-a", "targets": [{"address": "b:1"}]}]}))
+    ran = gpudash("rules", "--format", "prometheus-operator", "--out", str(tmp_path / "out"), "--dashboards-json",
+                  str(JSON_DIR), "--thresholds", str(ROOT / "thresholds.yaml"), "--site", str(site), cwd=tmp_path)
+    assert ran.code == 2
+    assert ran.err.strip() == ("gpudash: clusters 'Prod A' and 'prod-a' both give the ServiceMonitor name "
+                               "gpudash-exporter-prod-a: rename one")
+    assert not (tmp_path / "out").exists()
 
 
 def test_operator_format_without_dashboard_json_is_one_line_exit_2(tmp_path: Path) -> None:
