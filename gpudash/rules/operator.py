@@ -89,32 +89,36 @@ def _secret(kube: KubeSite, receiver: Receiver, option: str) -> dict[str, str]:
     return {"name": kube.receivers_secret, "key": secret_key(receiver, option)}
 
 
-def _notifier(kube: KubeSite, receiver: Receiver) -> tuple[str, dict[str, Any]]:
-    """The resource's notifier for one site receiver; a secret (given by file or variable) is a Secret key."""
-    if receiver.kind == "webhook":
-        target = {"url": receiver.option("url")} if receiver.option("url") else \
-            {"urlSecret": _secret(kube, receiver, "url")}
-        return "webhookConfigs", {**target, "sendResolved": True}
-    if receiver.kind == "slack":
-        config: dict[str, Any] = {"apiURL": _secret(kube, receiver, "api_url")}
-        if receiver.option("channel"):
-            config["channel"] = receiver.option("channel")
-        return "slackConfigs", {**config, "sendResolved": True}
-    config = {"to": receiver.option("to"), "from": receiver.option("from"), "smarthost": receiver.option("smarthost")}
-    if receiver.option("auth_username"):
-        config["authUsername"] = receiver.option("auth_username")
-        if receiver.option("auth_password_file") or receiver.option("auth_password_env"):
-            config["authPassword"] = _secret(kube, receiver, "auth_password")
-    return "emailConfigs", {**config, "sendResolved": True}
+# alertmanager.yml's notifier keys -> the resource's; a `*_file` secret becomes a key of the receivers' Secret.
+_NOTIFIER_KEYS = {"send_resolved": "sendResolved", "auth_username": "authUsername"}
+_SECRET_KEYS = {"url_file": ("urlSecret", "url"), "api_url_file": ("apiURL", "api_url"),
+                "auth_password_file": ("authPassword", "auth_password")}
+_KINDS = {"webhook_configs": ("webhook", "webhookConfigs"), "slack_configs": ("slack", "slackConfigs"),
+          "email_configs": ("email", "emailConfigs")}
+
+
+def _notifier(kube: KubeSite, receiver: Receiver, plain: Mapping[str, Any]) -> dict[str, Any]:
+    """One notifier of alertmanager.yml in the resource's spelling, its secret file as a Secret reference."""
+    out: dict[str, Any] = {}
+    for key, value in plain.items():
+        if key in _SECRET_KEYS:
+            field, option = _SECRET_KEYS[key]
+            out[field] = _secret(kube, receiver, option)
+        else:
+            out[_NOTIFIER_KEYS.get(key, key)] = value
+    return out
 
 
 def _receivers(kube: KubeSite, plain: list[dict[str, Any]], site_receivers: tuple[Receiver, ...]) -> list[Any]:
+    """alertmanager.yml's receivers; its notifiers of each kind are the site's receivers of that kind, in order."""
     out = []
     for named in plain:
         receiver: dict[str, Any] = {"name": named["name"]}
-        for site_receiver in site_receivers:
-            kind, config = _notifier(kube, site_receiver)
-            receiver.setdefault(kind, []).append(config)
+        for plain_key, (kind, key) in _KINDS.items():
+            of_kind = [r for r in site_receivers if r.kind == kind]
+            configs = named.get(plain_key, [])
+            if configs:
+                receiver[key] = [_notifier(kube, r, c) for r, c in zip(of_kind, configs, strict=True)]
         out.append(receiver)
     return out
 

@@ -145,6 +145,12 @@ def test_receiver_secrets_are_secret_references_never_values(site_settings: Sett
     assert receiver["slackConfigs"][0]["apiURL"] == {"name": secret, "key": "team-api-url"}
     assert receiver["emailConfigs"][0]["authPassword"] == {"name": secret, "key": "mail-auth-password"}
     assert receiver_secret_keys(site_settings) == ["oncall-url", "team-api-url", "mail-auth-password"]
+    # Everything else as alertmanager.yml has it: the Slack message templates, the channel, the mail headers.
+    plain = yaml.safe_load(render_all(site_settings)[ALERTMANAGER_FILE])["receivers"][0]
+    slack, theirs = receiver["slackConfigs"][0], plain["slack_configs"][0]
+    assert (slack["title"], slack["text"], slack["channel"]) == (theirs["title"], theirs["text"], theirs["channel"])
+    mail = receiver["emailConfigs"][0]
+    assert (mail["to"], mail["from"], mail["authUsername"]) == ("a@b.c", "g@b.c", "g")
 
 
 @pytest.mark.parametrize("text", ['cluster="a\\"b\\\\c\\nd"', 'alertname=~"GPU.+"', 'gpu=""', 'x!~"y"'])
