@@ -9,7 +9,8 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo apt-missing dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
-        demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync bench-alerts bench-scale e2e-grafana clean
+        demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync \
+        bench-alerts bench-scale e2e-grafana kubernetes-example clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -22,8 +23,8 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv and install gpudash with its dev tools
 
-deps: ## install Prometheus, promtool, Alertmanager, node_exporter, VictoriaMetrics from Debian when missing
-	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS) victoria-metrics:victoria-metrics openssl:openssl"
+deps: ## install Prometheus, promtool, Alertmanager, node_exporter, VictoriaMetrics, kubectl from Debian when missing
+	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS) victoria-metrics:victoria-metrics openssl:openssl kubectl:kubernetes-client"
 
 deps-demo: ## install what `make demo` runs (Prometheus, promtool, Alertmanager, node_exporter) when missing
 	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS)"
@@ -47,14 +48,14 @@ dashboards: venv ## regenerate dashboards/json/*.json from dashboards/*.py, then
 	$(GPUDASH) dashboards --check
 
 rules: venv ## regenerate generated/ (alert + recording rules, alertmanager.yml, scrape config)
-	$(GPUDASH) rules
-	$(GPUDASH) rules --check
+	$(GPUDASH) rules --format all
+	$(GPUDASH) rules --format all --check
 
 generate: dashboards rules ## regenerate every committed artifact
 
 check-generated: venv ## fail when committed dashboards or rules are stale
 	$(GPUDASH) dashboards --check
-	$(GPUDASH) rules --check
+	$(GPUDASH) rules --format all --check
 
 lint: venv ## ruff and mypy
 	$(BIN)/ruff check gpudash dashboards tests bench
@@ -116,6 +117,10 @@ bench-scale: venv deps ## dashboard load time against fleet size (first run ~1 h
 e2e-grafana: venv ## run the sync tests against a real Grafana (GRAFANA_URL, GRAFANA_TOKEN)
 	@[ -n "$$GRAFANA_URL" ] || { echo "set GRAFANA_URL (and GRAFANA_TOKEN) to a Grafana you can write to"; exit 2; }
 	$(BIN)/pytest -q tests -k sync --real-grafana $(PYTEST_ARGS)
+
+kubernetes-example: ## re-render deploy/kubernetes/rendered.example.yaml with `kubectl kustomize` (tests compare it)
+	@{ head -3 deploy/kubernetes/rendered.example.yaml; kubectl kustomize deploy/kubernetes; } > deploy/kubernetes/.rendered.tmp
+	@mv deploy/kubernetes/.rendered.tmp deploy/kubernetes/rendered.example.yaml
 
 clean: ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

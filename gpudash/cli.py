@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "provision": ("gpudash.sync.cli", "provision", "Bring an empty Grafana to a working state."),
     "check": ("gpudash.check.cli", "check", "Run every panel and rule query against a live Prometheus."),
     "demo": ("gpudash.stack.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
+    "init": ("gpudash.init.cli", "init", "Create a site repository (configs, dashboards, Makefile, CI) in DIR."),
 }
 
 

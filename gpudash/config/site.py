@@ -13,6 +13,7 @@ from typing import Any
 
 from gpudash.catalog import DCGM, HPC_JOB_LABEL, PROFILES
 from gpudash.config.durations import Duration, parse_duration
+from gpudash.config.kubernetes import KubeSite, parse_kubernetes
 from gpudash.config.reader import Reader
 
 
@@ -75,6 +76,7 @@ class Site:
     job_label: str = HPC_JOB_LABEL
     clusters: tuple[Cluster, ...] = (Cluster("demo", (ScrapeTarget("127.0.0.1:9400", "rack-1"),)),)
     receivers: tuple[Receiver, ...] = (Receiver("default", "webhook", (("url", "http://127.0.0.1:9099/alerts"),)),)
+    kubernetes: KubeSite = field(default_factory=KubeSite)  # the Prometheus Operator resources
 
     def __post_init__(self) -> None:
         # Frozen: the derived values are set once here, so Site() and a parsed site agree.
@@ -182,6 +184,7 @@ def parse_site(source: str, data: Any) -> Site:
         job_label=jobs.checked("label", jobs.string("label", defaults.job_label), _label_name_problem),
         clusters=clusters or defaults.clusters,
         receivers=receivers or defaults.receivers,
+        kubernetes=parse_kubernetes(top.section("kubernetes", required=False)),
     )
     if site.scrape_timeout > site.scrape_interval:
         scrape.fail(f"timeout ({site.scrape_timeout}) must not be above interval ({site.scrape_interval})")

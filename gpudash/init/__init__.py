@@ -1,0 +1,1 @@
+"""`gpudash init`: a site repository from the installed package, without forking gpudash."""
