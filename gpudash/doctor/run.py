@@ -1,0 +1,75 @@
+"""Walking the chain: fetch each server once, then judge every link in the order data flows through them.
+
+Prometheus is read first because it tells which exporters it scrapes (checked when none were given) and
+whether a target this machine cannot reach is scraped fine all the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpudash.doctor.alerting import alertmanager_findings, prometheus_alerting
+from gpudash.doctor.expect import Expectations
+from gpudash.doctor.exporter import exporter_findings
+from gpudash.doctor.fetch import DEFAULT_TIMEOUT_S, PrometheusView, read_alertmanager, read_prometheus, scrape_exporter
+from gpudash.doctor.findings import Finding, Link, fail
+from gpudash.doctor.grafana import grafana_findings, read_grafana
+from gpudash.doctor.labels import label_findings, label_metrics, label_queries
+from gpudash.doctor.physics import physics_findings, physics_queries
+from gpudash.doctor.rules import loaded_expressions, rule_findings
+from gpudash.doctor.targets import site_targets, target_findings
+from gpudash.sync.client import Connection
+
+
+@dataclass(frozen=True)
+class Given:
+    """What to check; None (or empty) leaves that link out. `grafana_problem` says why Grafana cannot be asked."""
+
+    exporters: tuple[str, ...] = ()
+    prometheus: str | None = None
+    alertmanager: str | None = None
+    grafana: Connection | None = None
+    grafana_problem: str = ""
+
+    @property
+    def anything(self) -> bool:
+        return bool(self.exporters or self.prometheus or self.alertmanager or self.grafana or self.grafana_problem)
+
+
+def _scraped(view: PrometheusView | None, job: str) -> Mapping[str, bool]:
+    """scrape URL -> whether Prometheus' last scrape of it worked."""
+    if view is None or view.error:
+        return {}
+    return {str(t.get("scrapeUrl", "")): t.get("health") == "up" for t in site_targets(view, job)}
+
+
+def diagnose(given: Given, expect: Expectations, timeout: float = DEFAULT_TIMEOUT_S) -> list[Finding]:
+    view = None
+    if given.prometheus:
+        queries = {**label_queries(expect), **physics_queries(expect)}
+        view = read_prometheus(given.prometheus, queries, label_metrics(expect), loaded_expressions(expect), timeout)
+    scraped = _scraped(view, expect.settings.site.scrape_job)
+    findings: list[Finding] = []
+    if given.exporters:
+        pages = [scrape_exporter(url, timeout) for url in given.exporters]
+    else:  # the ones Prometheus scrapes, seen from here
+        pages = [scrape_exporter(url, timeout, discovered=True) for url in scraped]
+    for page in pages:
+        findings += exporter_findings(page, expect, scraped.get(page.url, False))
+    if view is not None:
+        findings += target_findings(view, expect)
+        findings += label_findings(view, expect)
+        findings += rule_findings(view, expect)
+        findings += prometheus_alerting(view, given.alertmanager)
+    if given.alertmanager:
+        findings += alertmanager_findings(read_alertmanager(given.alertmanager, timeout), expect)
+    if given.grafana is not None:
+        findings += grafana_findings(read_grafana(given.grafana, expect), expect, given.prometheus)
+    elif given.grafana_problem:
+        findings.append(fail(Link.GRAFANA, "grafana", f"cannot log in: {given.grafana_problem}",
+                             fix="set GRAFANA_TOKEN (a service-account token with Viewer rights), or "
+                                 "GRAFANA_USER and GRAFANA_PASSWORD"))
+    if view is not None:
+        findings += physics_findings(view, expect)
+    return findings
