@@ -14,6 +14,8 @@ from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
 STALE_SWEEP_S = 60.0
 NO_NVML = ("the exporter found no GPU: the NVIDIA driver is not loaded here, or the container has no GPUs "
            "(NVIDIA Container Toolkit, `docker run --gpus all`)")
+# Series that exist only once something happened (an XID, a process on the GPU): absent is not missing.
+ON_EVENT = frozenset({"xid_total", "process_fb_used"})
 NVML_FIX = "run `nvidia-smi` on the node; fix the driver or the container's GPU access, then restart the exporter"
 
 
@@ -87,7 +89,8 @@ def _nvml(page: ExporterPage, subject: str) -> Finding:
 
 
 def _fields(page: ExporterPage, expect: Expectations, subject: str, kind: str) -> Finding:
-    missing = [BY_KEY[key] for key in expect.used_by if expect.profile.ref(key).name not in page.samples]
+    missing = [BY_KEY[key] for key in expect.used_by
+               if key not in ON_EVENT and expect.profile.ref(key).name not in page.samples]
     if not missing:
         return ok(Link.EXPORTER, subject, f"every field the dashboards and rules read ({len(expect.used_by)})")
     needed = [s for s in missing if not s.optional]

@@ -58,7 +58,7 @@ def _differences(view: PrometheusView, wanted: list[ExpectedRule], loaded: list[
         spare.remove(match)
         parts = []
         if not _same_expr(view, rule.expr, match.expr):
-            parts.append(f"expr `{snippet(match.expr, 80)}` loaded, `{snippet(rule.expr, 80)}` generated")
+            parts.append(f"expr `{snippet(match.expr, 160)}` loaded, `{snippet(rule.expr, 160)}` generated")
         if rule.for_s != match.for_s:
             parts.append(f"for {duration_text(match.for_s)} loaded, {duration_text(rule.for_s)} generated")
         if parts:

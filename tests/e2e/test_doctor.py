@@ -1,0 +1,226 @@
+"""`gpudash doctor` against real Prometheus and Alertmanager, a simulated exporter and the Grafana stand-in:
+a healthy stack first, then one broken link at a time, each asserting the line doctor prints for it.
+
+One exporter, one Alertmanager and one healthy Prometheus are shared by the module; a test that breaks
+Prometheus' side starts its own Prometheus (about a second) with the one change it needs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from grafana_standin import StandIn
+from support.cli import Ran, gpudash
+from support.e2e import gpudash_rules, site_yaml
+from support.paths import ROOT
+from support.waiting import eventually
+
+from gpudash.layout import ALERTMANAGER_FILE
+from gpudash.stack.cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+
+CLUSTER = "doctor"
+LINKS = ("exporter", "targets", "labels", "rules", "alerting", "grafana", "physics")
+GRAFANA_ENV = ("GRAFANA_URL", "GRAFANA_TOKEN", "GRAFANA_USER", "GRAFANA_PASSWORD", "PROMETHEUS_URL",
+               "ALERTMANAGER_URL", "GPUDASH_SITE", "GPUDASH_THRESHOLDS")
+
+
+class Stack:
+    def __init__(self, tmp: Path, exporter: ExporterProcess, hook: WebhookReceiver) -> None:
+        self.tmp = tmp
+        self.exporter = exporter
+        self.site = site_yaml(tmp / "gpudash.yaml", CLUSTER, [exporter.address], webhook=hook.url)
+        self.files = gpudash_rules(tmp / "generated", self.site)
+
+    def thresholds(self, name: str, changes: dict[tuple[str, ...], Any]) -> Path:
+        data = yaml.safe_load((ROOT / "thresholds.yaml").read_text())
+        for path, value in changes.items():
+            node = data
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+        target = self.tmp / f"{name}.thresholds.yaml"
+        target.write_text(yaml.safe_dump(data, sort_keys=False))
+        return target
+
+    def rendered(self, thresholds: Path) -> dict[str, str]:
+        return gpudash_rules(self.tmp / f"generated-{thresholds.stem}", self.site, thresholds)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with WebhookReceiver() as hook, ExporterProcess(["--simulate", "2", "--seed", "7"]) as exporter:
+        yield Stack(tmp_path_factory.mktemp("doctor"), exporter, hook)
+
+
+@pytest.fixture(scope="module")
+def alertmanager(stack: Stack) -> Iterator[AlertmanagerProcess]:
+    with AlertmanagerProcess(stack.files[ALERTMANAGER_FILE]) as am:
+        yield am
+
+
+@contextmanager
+def prometheus(stack: Stack, alertmanager: AlertmanagerProcess | None, *, files: dict[str, str] | None = None,
+               rules: bool = True, jobs: Sequence[dict[str, Any]] | None = None) -> Iterator[PrometheusProcess]:
+    """A Prometheus scraping the exporter at 1 s, ready once it has scraped and (with rules) evaluated them."""
+    files = files or stack.files
+    loaded = rule_files(files) if rules else {}
+    config = prometheus_config(jobs if jobs is not None else scrape_jobs(files), rule_files=list(loaded),
+                               interval="1s", alertmanager=alertmanager.address if alertmanager else None)
+    with PrometheusProcess(config, loaded) as prom:
+        prom.wait_for(f'up{{instance="{stack.exporter.address}"}} == 1')
+        prom.wait_for("gpudash_exporter_fields_pending == 0")
+        if rules:
+            eventually(lambda: all(g.get("lastEvaluation", "").startswith("2") and not
+                                   g["lastEvaluation"].startswith("0001")
+                                   for g in prom.get_json("/api/v1/rules")["data"]["groups"]),
+                       what="every rule group evaluated once")
+        yield prom
+
+
+@pytest.fixture(scope="module")
+def healthy(stack: Stack, alertmanager: AlertmanagerProcess) -> Iterator[PrometheusProcess]:
+    with prometheus(stack, alertmanager) as prom:
+        yield prom
+
+
+def doctor(stack: Stack, *args: str, thresholds: Path | None = None, env: dict[str, str] | None = None) -> Ran:
+    extra = ["--thresholds", str(thresholds)] if thresholds else []
+    quiet: dict[str, str | None] = {name: None for name in GRAFANA_ENV}
+    ran = gpudash("doctor", "--site", str(stack.site), *extra, *args, cwd=ROOT, env={**quiet, **(env or {})})
+    print(ran.out)  # the lines the README's troubleshooting section shows (pytest -s)
+    return ran
+
+
+def lines(ran: Ran, verdict: str, link: str) -> list[str]:
+    return [line for line in ran.out.splitlines() if re.match(rf"{re.escape(verdict)}\s+{link}\s", line)]
+
+
+def test_a_healthy_stack_holds_at_every_link(stack: Stack, alertmanager: AlertmanagerProcess,
+                                             healthy: PrometheusProcess) -> None:
+    with StandIn("11.6.0") as grafana:
+        env = {"GRAFANA_URL": grafana.url, "GRAFANA_TOKEN": grafana.token}
+        done = gpudash("provision", "--prometheus-url", healthy.url, "--no-files", "--site", str(stack.site),
+                       cwd=ROOT, env=env)
+        assert done.code == 0, done.out + done.err
+        ran = doctor(stack, "--prometheus", healthy.url, "--alertmanager", alertmanager.url, env=env)
+    assert ran.code == 0, ran.out + ran.err
+    assert not [line for line in ran.out.splitlines() if line.startswith("FAIL")]
+    for link in LINKS:
+        assert lines(ran, "ok", link), f"no ok line for {link}:\n{ran.out}"
+    assert f"ok    exporter  {stack.exporter.address}: gpudash exporter: 2 GPUs (0, 1)" in ran.out
+    assert "ok    grafana   Grafana 11.6.0: 2 of 2 dashboards as generated" in ran.out
+    assert ran.out.rstrip().endswith("every link checked holds")
+
+
+def test_no_rule_files_loaded(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
+    with prometheus(stack, alertmanager, rules=False) as prom:
+        ran = doctor(stack, "--prometheus", prom.url)
+    assert ran.code == 1
+    assert lines(ran, "FAIL", "rules") == [
+        "FAIL  rules     rule groups: none of gpudash's rule groups is loaded (gpudash-gpu-alerts, "
+        "gpudash-gpu-recording); it has no rules at all; why: prometheus.yml has no rule_files naming the "
+        "generated files, or they are not on its host; fix: copy generated/prometheus/{gpu-alerts.rules.yml, "
+        "gpu-recording.rules.yml} beside prometheus.yml, add rule_files: [gpu-alerts.rules.yml, "
+        f"gpu-recording.rules.yml], then curl -X POST {prom.url}/-/reload (needs --web.enable-lifecycle) or "
+        "restart Prometheus"]
+    assert "doctor: 1 broken (links: rules)" in ran.err
+
+
+def test_rules_from_an_older_thresholds_file(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
+    older = stack.thresholds("older", {("temperature", "gpu_warning_celsius"): 75,
+                                       ("alerts", "temperature", "for"): "10m"})
+    with prometheus(stack, alertmanager, files=stack.rendered(older)) as prom:
+        ran = doctor(stack, "--prometheus", prom.url)
+    assert ran.code == 1
+    (line,) = lines(ran, "FAIL", "rules")
+    assert line.startswith("FAIL  rules     gpudash-gpu-alerts: differs from `gpudash rules` in 5 rules: "
+                           "GPUHighTemperature (gpu, warning): expr `max by (cluster, instance, gpu) "
+                           "(quantile_over_time(0.5, DCGM_FI_DEV_GPU_TEMP[2m])) > 75` loaded, `max by (cluster, "
+                           "instance, gpu) (quantile_over_time(0.5, DCGM_FI_DEV_GPU_TEMP[2m])) > 80` generated; "
+                           "for 10m loaded, 3m generated"), line
+    assert "why: Prometheus holds rule files rendered from another thresholds.yaml" in line
+    assert "ok    rules     gpudash-gpu-recording: 15 rules loaded as generated" in ran.out
+
+
+def test_no_alerting_section(stack: Stack) -> None:
+    with prometheus(stack, None) as prom:
+        ran = doctor(stack, "--prometheus", prom.url)
+    assert ran.code == 1
+    assert lines(ran, "FAIL", "alerting") == [
+        "FAIL  alerting  prometheus: Prometheus has no active Alertmanager: rules fire, nobody is told; why: "
+        "prometheus.yml has no alerting.alertmanagers section, or its targets cannot be resolved; fix: "
+        "prometheus.yml: alerting: {alertmanagers: [{static_configs: [{targets: ['ALERTMANAGER:9093']}]}]}, "
+        f"then curl -X POST {prom.url}/-/reload (needs --web.enable-lifecycle) or restart Prometheus"]
+
+
+@pytest.fixture(scope="module")
+def dead_target(stack: Stack, alertmanager: AlertmanagerProcess) -> Iterator[tuple[PrometheusProcess, str, Path]]:
+    """A second target whose exporter never started, under rules with a 2 h `for:` on GPUExporterDown."""
+    patient = stack.thresholds("patient", {("alerts", "exporter_down", "for"): "2h",
+                                           ("alerts", "exporter_down", "lookback"): "3h"})
+    files = stack.rendered(patient)
+    jobs = scrape_jobs(files)
+    dead = f"127.0.0.1:{free_port()}"
+    jobs[0]["static_configs"].append({"targets": [dead], "labels": {"cluster": CLUSTER, "rack": "rack-2"}})
+    with prometheus(stack, alertmanager, files=files, jobs=jobs) as prom:
+        prom.wait_for('ALERTS{alertname="GPUExporterDown",alertstate="pending"}')
+        yield prom, dead, patient
+
+
+def test_a_target_down(stack: Stack, dead_target: tuple[PrometheusProcess, str, Path]) -> None:
+    prom, dead, patient = dead_target
+    ran = doctor(stack, "--prometheus", prom.url, thresholds=patient)
+    assert ran.code == 1
+    assert lines(ran, "FAIL", "targets") == [
+        f'FAIL  targets   {dead}: target DOWN: Get "http://{dead}/metrics": dial tcp {dead}: connect: connection '
+        "refused; why: the exporter is not running there, the address or port is wrong, or a firewall stops "
+        f"Prometheus; fix: `curl http://{dead}/metrics` from the Prometheus host; fix the target address in the "
+        "scrape config"]
+    assert "ok    targets   job gpu-exporter: 1 of 2 targets up" in ran.out
+    # Prometheus names its targets, and the exporter that does not answer is the first broken link.
+    assert f"FAIL  exporter  {dead}: cannot read /metrics: connection refused" in ran.out
+
+
+def test_an_alert_pending_with_the_time_left(stack: Stack, dead_target: tuple[PrometheusProcess, str, Path]) -> None:
+    prom, dead, patient = dead_target
+    ran = doctor(stack, "--prometheus", prom.url, thresholds=patient)
+    (line,) = [line for line in lines(ran, "hint", "rules") if "GPUExporterDown" in line]
+    match = re.fullmatch(rf"hint  rules     GPUExporterDown: pending for (\d+)s \(cluster={CLUSTER}, "
+                         rf"instance={re.escape(dead)}\): fires in 1h59m(\d+)s if it holds \(for: 2h\); why: an alert "
+                         r"fires only after its condition has held for its whole `for:`", line)
+    assert match, line
+    assert int(match[1]) + int(match[2]) in (59, 60, 61)  # held + left = the 2 h `for:` (to the second)
+
+
+def test_series_without_the_cluster_label(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
+    jobs = scrape_jobs(stack.files)
+    for static in jobs[0]["static_configs"]:
+        static.pop("labels", None)
+    with prometheus(stack, alertmanager, jobs=jobs) as prom:
+        ran = doctor(stack, "--prometheus", prom.url)
+    assert ran.code == 1
+    failed = lines(ran, "FAIL", "labels")
+    assert ("FAIL  labels    DCGM_FI_DEV_GPU_UTIL: label 'cluster' is on no series; it has "
+            "DCGM_FI_DRIVER_VERSION, UUID, __name__, device, gpu, hostname, instance, job and 2 more; why: the "
+            "dashboards and rules select on 'cluster': their panels show No data; fix: give each scrape target "
+            "`labels: {cluster: NAME}` (the scrape config `gpudash rules` renders does), or set "
+            "global.external_labels.cluster on each cluster's Prometheus") in failed, "\n".join(failed)
+
+
+def test_a_data_source_uid_grafana_does_not_have(stack: Stack, healthy: PrometheusProcess) -> None:
+    with StandIn("11.6.0") as grafana:
+        ran = doctor(stack, "--prometheus", healthy.url, "--grafana", grafana.url,
+                     env={"GRAFANA_TOKEN": grafana.token})
+    assert ran.code == 1
+    assert lines(ran, "FAIL", "grafana")[0] == (
+        "FAIL  grafana   data source gpudash-prometheus: Grafana has no data source with uid 'gpudash-prometheus'; "
+        "it has no Prometheus data source; why: the dashboards' queries go to a data source that is not there: "
+        f"every panel errors; fix: `gpudash provision --prometheus-url {healthy.url}` creates it")
+    assert grafana.token not in ran.out + ran.err
