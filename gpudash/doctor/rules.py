@@ -177,7 +177,7 @@ def _pending(view: PrometheusView, rule: Mapping[str, Any], alert: Mapping[str, 
         return hold, name, hint(Link.RULES, name, f"pending ({where}); for: {duration_text(int(hold))}")
     held = max(0.0, view.now - since)
     left = max(0.0, hold - held)
-    finding = hint(Link.RULES, name, f"pending for {duration_text(int(held))} ({where}): fires in "
+    finding = hint(Link.RULES, name, f"pending for {duration_text(round(held))} ({where}): fires in "
                                      f"{duration_text(round(left))} if it holds (for: {duration_text(int(hold))})",
                    why="an alert fires only after its condition has held for its whole `for:`")
     return left, name, finding
