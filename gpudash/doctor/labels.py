@@ -77,12 +77,14 @@ def label_findings(view: PrometheusView, expect: Expectations) -> list[Finding]:
     wanted = {metric: sorted({*CORE, expect.profile.gpu_label, *expect.selector_labels.get(metric, ())})}
     for name in label_metrics(expect)[1:]:
         wanted[name] = sorted(expect.selector_labels[name])
+    reported: set[str] = set()  # a label missing everywhere is named once, on the GPU series
     for name, labels in wanted.items():
-        present = view.labels.get(name, ())
+        present = [label for label in view.labels.get(name, ()) if label != "__name__"]
         if not present:
             continue  # a metric with no series: the exporter link says which fields are missing
         for label in labels:
-            if label not in present:
+            if label not in present and label not in reported:
+                reported.add(label)
                 near = nearest(label, present)
                 seen = f"; nearest: {near}" if near else f"; it has {listed(list(present), 8)}"
                 findings.append(fail(Link.LABELS, name, f"label {label!r} is on no series{seen}",
