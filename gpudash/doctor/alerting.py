@@ -21,8 +21,9 @@ _INTEGRATIONS = ("webhook_configs", "slack_configs", "email_configs", "pagerduty
 
 
 def _host(url: str) -> str:
+    """`host:port` of a URL or an address, never its credentials."""
     parts = urlsplit(url if "://" in url else f"http://{url}")
-    return parts.netloc
+    return parts.netloc.rpartition("@")[2]
 
 
 def prometheus_alerting(view: PrometheusView, alertmanager_url: str | None) -> list[Finding]:

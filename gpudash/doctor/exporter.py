@@ -5,7 +5,7 @@ self-metrics; DCGM's health is its own).
 
 from __future__ import annotations
 
-from gpudash.catalog import BY_KEY, EXPORTER_ERRORS, EXPORTER_LAST_SWEEP, EXPORTER_PENDING
+from gpudash.catalog import BY_KEY, EXPORTER_ERRORS, EXPORTER_LAST_SWEEP, EXPORTER_PENDING, Publisher
 from gpudash.doctor.expect import Expectations
 from gpudash.doctor.fetch import ExporterPage
 from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
@@ -89,8 +89,10 @@ def _nvml(page: ExporterPage, subject: str) -> Finding:
 
 
 def _fields(page: ExporterPage, expect: Expectations, subject: str, kind: str) -> Finding:
+    own = kind == "gpudash exporter"  # gpudash's extras are not expected of another exporter
     missing = [BY_KEY[key] for key in expect.used_by
-               if key not in ON_EVENT and expect.profile.ref(key).name not in page.samples]
+               if key not in ON_EVENT and expect.profile.ref(key).name not in page.samples
+               and (own or BY_KEY[key].publisher is not Publisher.GPUDASH)]
     if not missing:
         return ok(Link.EXPORTER, subject, f"every field the dashboards and rules read ({len(expect.used_by)})")
     needed = [s for s in missing if not s.optional]

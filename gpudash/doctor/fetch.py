@@ -173,9 +173,9 @@ def read_prometheus(url: str, queries: Mapping[str, str], label_metrics: Sequenc
     try:
         client.probe()
         now = client.now()
-        targets = client.api("targets", state="active").get("activeTargets") or []
-        groups = client.api("rules").get("groups") or []
-        managers = client.api("alertmanagers").get("activeAlertmanagers") or []
+        targets = _listed(client.api("targets", state="active"), "activeTargets")
+        groups = _listed(client.api("rules"), "groups")
+        managers = _listed(client.api("alertmanagers"), "activeAlertmanagers")
     except GpudashError as exc:
         client.close()
         return PrometheusView(client.url, error=exc.format_message())
@@ -205,6 +205,16 @@ def read_prometheus(url: str, queries: Mapping[str, str], label_metrics: Sequenc
                           tuple(str(m.get("url", "")) for m in managers), labels, results, failed, formatted)
 
 
+def _listed(data: Any, key: str) -> list[Mapping[str, Any]]:
+    """The list of objects under `key` of an API answer's data; QueryError when the answer has another shape."""
+    items = data.get(key) if isinstance(data, dict) else None
+    if items is None:
+        return []
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise QueryError(f"its {key} are not a list of objects")
+    return items
+
+
 def _formatted(client: PrometheusStatus, exprs: Sequence[str]) -> dict[str, str]:
     """Each expression as Prometheus prints it (/api/v1/format_query, 2.38+): equal text means equal rules.
 
@@ -229,7 +239,7 @@ class AlertmanagerView:
     url: str
     error: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)  # the configuration it has loaded
-    notifications: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # integration -> (sent, failed)
+    notifications: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # integration: (sent, failed)
 
 
 def read_alertmanager(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> AlertmanagerView:
@@ -248,18 +258,28 @@ def read_alertmanager(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> Alertmana
         config = yaml.safe_load(original) or {}
     except yaml.YAMLError:
         return AlertmanagerView(http.url, error="its status API holds a configuration that is not YAML")
-    notifications: dict[str, tuple[float, float]] = {}
-    if metrics.status_code == 200:
-        samples = parse_exposition(metrics.text)
-        for sample in samples.get("alertmanager_notifications_total", ()):
-            integration = sample.labels.get("integration", "")
-            notifications[integration] = (sample.value, notifications.get(integration, (0.0, 0.0))[1])
-        for sample in samples.get("alertmanager_notifications_failed_total", ()):
-            integration = sample.labels.get("integration", "")
-            sent = notifications.get(integration, (0.0, 0.0))[0]
-            notifications[integration] = (sent, notifications.get(integration, (0.0, 0.0))[1] + sample.value)
+    notifications = notification_counts(parse_exposition(metrics.text)) if metrics.status_code == 200 else {}
     return AlertmanagerView(http.url, config=config if isinstance(config, dict) else {},
                             notifications=notifications)
+
+
+def notification_counts(samples: Samples) -> dict[str, tuple[float, float]]:
+    """(sent, failed) per integration, or per receiver and integration where Alertmanager counts so."""
+    counts: dict[str, tuple[float, float]] = {}
+    for index, name in enumerate(("alertmanager_notifications_total", "alertmanager_notifications_failed_total")):
+        for sample in samples.get(name, ()):
+            key = _integration(sample.labels)
+            pair = list(counts.get(key, (0.0, 0.0)))
+            pair[index] += sample.value  # failures come per reason on newer Alertmanagers
+            counts[key] = (pair[0], pair[1])
+    return counts
+
+
+def _integration(labels: Mapping[str, str]) -> str:
+    """`webhook`, or `gpudash-critical/webhook` where Alertmanager counts per receiver (0.27 and later)."""
+    integration = labels.get("integration", "")
+    receiver = labels.get("receiver_name", "")
+    return f"{receiver}/{integration}" if receiver else integration
 
 
 def finite(value: Any) -> float | None:

@@ -95,10 +95,9 @@ def label_findings(view: PrometheusView, expect: Expectations) -> list[Finding]:
         findings.append(fail(Link.LABELS, metric, f"{total - with_cluster} of {total} GPU series have no 'cluster'",
                              why="one scrape job or one Prometheus does not attach the cluster label",
                              fix=_relabel_fix("cluster", None)))
-    present = view.labels.get(metric, ())
     if not any(f.failed for f in findings):
         findings.append(ok(Link.LABELS, metric, f"{total} GPU series carry {', '.join(wanted[metric])}"))
-    findings += _identity(present, expect, metric)
+    findings += _identity(view.labels.get(metric, ()), expect, metric)
     findings.append(_job_label(view, expect, total))
     return findings
 

@@ -7,6 +7,7 @@ Prometheus' side starts its own Prometheus (about a second) with the one change 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ import pytest
 import yaml
 from grafana_standin import StandIn
 from support.cli import Ran, gpudash
-from support.e2e import gpudash_rules, site_yaml
+from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml
 from support.paths import ROOT
 from support.waiting import eventually
 
@@ -226,3 +227,16 @@ def test_a_data_source_uid_grafana_does_not_have(stack: Stack, healthy: Promethe
         "it has no Prometheus data source; why: the dashboards' queries go to a data source that is not there: "
         f"every panel errors; fix: `gpudash provision --prometheus-url {healthy.url}` creates it")
     assert grafana.token not in ran.out + ran.err
+
+
+@pytest.mark.parametrize("host_label", ["hostname", "Hostname"])
+def test_a_dcgm_exporter_target(stack: Stack, reference: Path, host_label: str) -> None:
+    with StaticMetrics(dcgm_shaped(reference, host_label)) as dcgm:
+        ran = doctor(stack, "--exporter", dcgm.address, "--format", "json")
+    assert ran.code == 0, ran.out + ran.err
+    found = json.loads(ran.out)["findings"]
+    assert [(f["verdict"], f["what"].split(":")[0]) for f in found] == [
+        ("ok", "dcgm-exporter"), ("hint", "missing optional fields DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "
+                                          "DCGM_FI_DEV_ENFORCED_POWER_LIMIT, DCGM_FI_DEV_SLOWDOWN_TEMP, "
+                                          "DCGM_FI_DEV_MAX_SM_CLOCK")]
+    assert "dcgm-exporter's counters file" in found[1]["fix"]

@@ -20,12 +20,20 @@ from gpudash.config.loading import load_settings
 from gpudash.doctor.alerting import alertmanager_findings, config_differences, prometheus_alerting
 from gpudash.doctor.expect import Expectations, build
 from gpudash.doctor.exporter import exporter_findings
-from gpudash.doctor.fetch import AlertmanagerView, ExporterPage, PrometheusView, metrics_url, parse_exposition
+from gpudash.doctor.fetch import (
+    AlertmanagerView,
+    ExporterPage,
+    PrometheusView,
+    metrics_url,
+    notification_counts,
+    parse_exposition,
+)
 from gpudash.doctor.findings import Finding, Link, Verdict
 from gpudash.doctor.grafana import GrafanaView, grafana_findings
 from gpudash.doctor.labels import GPU_SERIES, WITH_CLUSTER, WITH_JOB, label_findings, nearest
 from gpudash.doctor.physics import CLOCK, GPUS_NOW, GPUS_PEAK, HOT, MAX_CLOCK, REASONS, physics_findings
 from gpudash.doctor.rules import rule_findings
+from gpudash.doctor.run import exporters_findings
 from gpudash.doctor.targets import target_findings
 from gpudash.sync.plan import Action
 
@@ -135,6 +143,14 @@ def test_dcgm_exporter_gets_no_nvml_line_and_a_counters_fix(expect: Expectations
         "dcgm-exporter", "missing optional fields DCGM_FI_DEV_MAX_SM_CLOCK"]
     assert found[1].verdict is Verdict.HINT and "counters file" in found[1].fix
     assert "GPU node / SM clock" in found[1].why
+
+
+def test_many_exporters_without_news_are_one_line(expect: Expectations) -> None:
+    pages = [page(exposition(expect)) for _ in range(5)]
+    pages.append(ExporterPage("http://node-9:9400/metrics", error="connection refused"))
+    found = exporters_findings(pages, expect, {})
+    assert [(f.verdict.value, f.subject) for f in found] == [("ok", "5 of 6 exporters"), ("FAIL", "node-9:9400")]
+    assert len(exporters_findings(pages[:2], expect, {})) == 6  # a few: every line
 
 
 def test_metrics_url_accepts_an_address() -> None:
@@ -333,6 +349,20 @@ def test_prometheus_without_alertmanager_fails_with_the_config_line(expect: Expe
     assert "alerting: {alertmanagers: [{static_configs: [{targets: ['am:9093']}]}]}" in finding.fix
     other = prometheus_alerting(view(alertmanagers=("http://am-2:9093/api/v2/alerts",)), "http://am:9093")
     assert other[0].verdict is Verdict.HINT and other[0].what == "sends alerts to am-2:9093, not to am:9093"
+
+
+def test_credentials_never_show_in_alerting_lines() -> None:
+    (finding,) = prometheus_alerting(view(), "http://admin:s3cret@am:9093")
+    assert "s3cret" not in finding.fix and "targets: ['am:9093']" in finding.fix
+
+
+def test_notifications_are_counted_per_integration_or_receiver() -> None:
+    samples = parse_exposition(
+        'alertmanager_notifications_total{integration="webhook"} 10\n'
+        'alertmanager_notifications_failed_total{integration="webhook",reason="other"} 2\n'
+        'alertmanager_notifications_failed_total{integration="webhook",reason="clientError"} 1\n'
+        'alertmanager_notifications_total{integration="email",receiver_name="gpudash-critical"} 4\n')
+    assert notification_counts(samples) == {"webhook": (10.0, 3.0), "gpudash-critical/email": (4.0, 0.0)}
 
 
 def as_loaded(config: dict[str, Any]) -> dict[str, Any]:
