@@ -86,7 +86,8 @@ def doctor(exporters: tuple[str, ...], prometheus: str | None, alertmanager: str
     alerting (Prometheus has an Alertmanager, whose loaded config has the generated routes and whose
     receivers deliver); Grafana (the data source, the dashboards as generated); and what the data shows
     (throttled GPUs, nodes that lost a GPU). One line per finding: ok, or what is wrong, why, and the fix.
-    Only what is given is checked.
+    Only what is given is checked; a server that cannot be reached is a broken link (exit 1), bad arguments
+    exit 2.
 
     \b
     Examples:
@@ -104,4 +105,4 @@ def doctor(exporters: tuple[str, ...], prometheus: str | None, alertmanager: str
     failed = [f for f in findings if f.failed]
     if failed:
         links = ", ".join(dict.fromkeys(f.link.value for f in failed))
-        raise CheckFailed(f"doctor: {len(failed)} broken (links: {links})")
+        raise CheckFailed(f"doctor: {len(failed)} failed (links: {links})")

@@ -73,7 +73,7 @@ def _nvml(page: ExporterPage, subject: str) -> Finding:
                     why="the GPU fell off the bus or NVML lost it (an XID 79 in `dmesg` says so)",
                     fix="`nvidia-smi -q` on the node; drain it and reset the GPU (`nvidia-smi -r`) or reboot")
     sweeps = page.samples.get(EXPORTER_LAST_SWEEP, ())
-    age = page.fetched_at - sweeps[0].value if sweeps else None
+    age = max(0.0, page.fetched_at - sweeps[0].value) if sweeps else None  # clocks may differ a little
     if age is not None and age > STALE_SWEEP_S:
         return fail(Link.EXPORTER, subject, f"last clean NVML sweep {age:.0f} s ago",
                     why="NVML calls keep failing, so the exporter serves old values",

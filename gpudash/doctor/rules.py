@@ -6,7 +6,7 @@ and how long until their `for:` has elapsed.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d
 PENDING_SHOWN = 5  # pending alerts listed one per line; the rest are counted
 
 
-def loaded_expressions(expect: Expectations) -> Any:
+def loaded_expressions(expect: Expectations) -> Callable[[Sequence[Mapping[str, Any]]], list[str]]:
     """What to have Prometheus format: every generated expression and every loaded one of the same groups."""
     names = {rule.group for rule in expect.rules}
 

@@ -132,7 +132,7 @@ def test_no_rule_files_loaded(stack: Stack, alertmanager: AlertmanagerProcess) -
         "gpu-recording.rules.yml} beside prometheus.yml, add rule_files: [gpu-alerts.rules.yml, "
         f"gpu-recording.rules.yml], then curl -X POST {prom.url}/-/reload (needs --web.enable-lifecycle) or "
         "restart Prometheus"]
-    assert "doctor: 1 broken (links: rules)" in ran.err
+    assert "doctor: 1 failed (links: rules)" in ran.err
 
 
 def test_rules_from_an_older_thresholds_file(stack: Stack, alertmanager: AlertmanagerProcess) -> None:

@@ -47,7 +47,7 @@ def test_grafana_without_credentials_is_a_broken_link_not_a_crash() -> None:
     ran = gpudash("doctor", "--grafana", "http://grafana.invalid:3000", cwd=ROOT, env=QUIET)
     assert ran.code == 1
     assert ran.out.startswith("FAIL  grafana   grafana: cannot log in: GRAFANA_TOKEN is not set")
-    assert "doctor: 1 broken (links: grafana)" in ran.err
+    assert "doctor: 1 failed (links: grafana)" in ran.err
 
 
 def test_the_site_names_the_exporters_when_prometheus_is_not_given() -> None:
