@@ -69,9 +69,14 @@ def _lost_gpus(view: PrometheusView) -> list[Finding]:
         have = now.get(node, 0.0)
         if have < most:
             cluster, instance = node
-            findings.append(fail(Link.PHYSICS, f"{instance} ({cluster})",
-                                 f"{count(int(have), 'GPU')} reporting now, {int(most)} within the last {PEAK_WINDOW}",
-                                 why="a GPU fell off the bus (XID 79), or the node or its exporter lost it",
+            what = f"{count(int(have), 'GPU')} reporting now, {int(most)} within the last {PEAK_WINDOW}"
+            if not have:  # the whole node is silent: its exporter or its scrape, not a GPU
+                findings.append(fail(Link.PHYSICS, f"{instance} ({cluster})", what,
+                                     why="the node or its exporter stopped reporting (the targets above say which)",
+                                     fix="start the exporter on the node, or remove the node from the scrape config"))
+                continue
+            findings.append(fail(Link.PHYSICS, f"{instance} ({cluster})", what,
+                                 why="a GPU fell off the bus (XID 79), or NVML lost it",
                                  fix="`nvidia-smi` and `dmesg | grep -i xid` on the node; drain it, reset the GPU "
                                      "or reboot"))
     return findings

@@ -63,8 +63,7 @@ def exporters_findings(pages: Sequence[ExporterPage], expect: Expectations,
     if len(pages) <= EXPORTERS_SHOWN:
         return [finding for findings in each for finding in findings]
     quiet = [page for page, findings in zip(pages, each, strict=True) if all(f.verdict is Verdict.OK for f in findings)]
-    noisy = [f for findings in each if any(f.verdict is not Verdict.OK for f in findings) for f in findings
-             if f.verdict is not Verdict.OK]
+    noisy = [f for findings in each for f in findings if f.verdict is not Verdict.OK]
     summary = ok(Link.EXPORTER, f"{len(quiet)} of {len(pages)} exporters",
                  "serving GPUs, NVML healthy where it has self-metrics, every field the dashboards read")
     return [summary, *noisy] if quiet else noisy

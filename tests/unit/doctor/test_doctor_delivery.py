@@ -164,6 +164,7 @@ def test_a_node_that_lost_a_gpu_fails(expect: Expectations) -> None:
     assert [(f.verdict.value, f.subject, f.what) for f in found] == [
         ("FAIL", "node-1:9400 (demo)", "7 GPUs reporting now, 8 within the last 1h"),
         ("FAIL", "node-2:9400 (demo)", "0 GPUs reporting now, 4 within the last 1h")]
+    assert "XID 79" in found[0].why and "stopped reporting" in found[1].why
 
 
 def replace_instance(row: dict[str, Any], instance: str) -> dict[str, Any]:
