@@ -21,7 +21,7 @@ from gpudash.doctor.fetch import (
     read_prometheus,
     scrape_exporter,
 )
-from gpudash.doctor.findings import Finding, Link, Verdict, fail, ok
+from gpudash.doctor.findings import Finding, Link, Verdict, count, fail, hint, listed, ok
 from gpudash.doctor.grafana import grafana_findings, read_grafana
 from gpudash.doctor.labels import label_findings, label_metrics, label_queries
 from gpudash.doctor.physics import physics_findings, physics_queries
@@ -96,4 +96,14 @@ def diagnose(given: Given, expect: Expectations, timeout: float = DEFAULT_TIMEOU
                                  "GRAFANA_USER and GRAFANA_PASSWORD"))
     if view is not None:
         findings += physics_findings(view, expect)
+        findings += unanswered(view)
     return findings
+
+
+def unanswered(view: PrometheusView) -> list[Finding]:
+    """Doctor's own queries that Prometheus refused: what was judged without them may say too little."""
+    if not view.failed_queries:
+        return []
+    shown = listed([f"{name} ({why})" for name, why in sorted(view.failed_queries.items())], 3)
+    return [hint(Link.PHYSICS, "queries", f"Prometheus did not answer {count(len(view.failed_queries), 'query')}: "
+                                          f"{shown}", why="the labels and physics above lack that evidence")]

@@ -22,6 +22,7 @@ from gpudash.doctor.fetch import (
 from gpudash.doctor.findings import Finding, Link, Verdict
 from gpudash.doctor.grafana import GrafanaView, grafana_findings
 from gpudash.doctor.physics import CLOCK, GPUS_NOW, GPUS_PEAK, HOT, MAX_CLOCK, REASONS, physics_findings
+from gpudash.doctor.run import unanswered
 from gpudash.sync.plan import Action
 
 NOW = 1_800_000_000.0
@@ -182,3 +183,10 @@ def test_expectations_follow_the_site(expect: Expectations) -> None:
     assert other.datasource_uids == ("team-prom",)
     assert other.selector_labels["gpudash_clock_event_active"] == ("clock_event", "cluster", "gpu", "instance")
     assert other.shortest_window_s == 120
+
+
+def test_queries_prometheus_refused_are_named() -> None:
+    refused = view(failed_queries={"gpus per node peak": "subqueries are not supported"})
+    (finding,) = unanswered(refused)
+    assert finding.what == "Prometheus did not answer 1 query: gpus per node peak (subqueries are not supported)"
+    assert unanswered(view()) == []
