@@ -240,3 +240,23 @@ def test_a_dcgm_exporter_target(stack: Stack, reference: Path, host_label: str) 
                                           "DCGM_FI_DEV_ENFORCED_POWER_LIMIT, DCGM_FI_DEV_SLOWDOWN_TEMP, "
                                           "DCGM_FI_DEV_MAX_SM_CLOCK")]
     assert "dcgm-exporter's counters file" in found[1]["fix"]
+
+
+def test_a_node_that_lost_a_gpu(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
+    # Prometheus first, on the address the exporter will take: its first scrapes (a few seconds after it starts)
+    # see both GPUs, then one is lost.
+    address = f"127.0.0.1:{free_port()}"
+    jobs = scrape_jobs(stack.files)
+    jobs[0]["static_configs"] = [{"targets": [address], "labels": {"cluster": CLUSTER, "rack": "rack-1"}}]
+    config = prometheus_config(jobs, interval="1s", alertmanager=alertmanager.address)
+    with PrometheusProcess(config) as prom, ExporterProcess(["--simulate", "2", "--seed", "7", "--fault",
+                                                             "1=lost@8s+1h"], port=int(address.rsplit(":")[1])):
+        prom.wait_for("count(DCGM_FI_DEV_GPU_UTIL) == 2")
+        prom.wait_for("count(DCGM_FI_DEV_GPU_UTIL) == 1")
+        ran = doctor(stack, "--prometheus", prom.url)
+    assert ran.code == 1
+    assert f"FAIL  exporter  {address}: NVML cannot read GPU 1 (gpudash_gpu_up 0)" in ran.out
+    assert lines(ran, "FAIL", "physics") == [
+        f"FAIL  physics   {address} ({CLUSTER}): 1 GPU reporting now, 2 within the last 1h; why: a GPU fell off "
+        "the bus (XID 79), or NVML lost it; fix: `nvidia-smi` and `dmesg | grep -i xid` on the node; drain it, reset "
+        "the GPU or reboot"]
