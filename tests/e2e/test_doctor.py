@@ -1,8 +1,9 @@
 """`gpudash doctor` against real Prometheus and Alertmanager, a simulated exporter and the Grafana stand-in:
 a healthy stack first, then one broken link at a time, each asserting the line doctor prints for it.
 
-One exporter, one Alertmanager and one healthy Prometheus are shared by the module; a test that breaks
-Prometheus' side starts its own Prometheus (about a second) with the one change it needs.
+One exporter and one Alertmanager are shared by the module, and every Prometheus (one healthy, one per link it
+breaks) is started at once: each takes seconds to its first scrape, and these overlap. Only the node that loses
+a GPU gets an exporter and a Prometheus of its own, as its fault is timed from its start.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,29 +69,62 @@ def alertmanager(stack: Stack) -> Iterator[AlertmanagerProcess]:
         yield am
 
 
-@contextmanager
-def prometheus(stack: Stack, alertmanager: AlertmanagerProcess | None, *, files: dict[str, str] | None = None,
-               rules: bool = True, jobs: Sequence[dict[str, Any]] | None = None) -> Iterator[PrometheusProcess]:
-    """A Prometheus scraping the exporter at 1 s, ready once it has scraped and (with rules) evaluated them."""
+def prometheus_setup(stack: Stack, alertmanager: AlertmanagerProcess | None, *, files: dict[str, str] | None = None,
+                     rules: bool = True, jobs: Sequence[dict[str, Any]] | None = None) -> tuple[str, dict[str, str]]:
+    """prometheus.yml and its rule files: the exporter scraped at 1 s, the generated rules unless `rules` is off."""
     files = files or stack.files
     loaded = rule_files(files) if rules else {}
     config = prometheus_config(jobs if jobs is not None else scrape_jobs(files), rule_files=list(loaded),
                                interval="1s", alertmanager=alertmanager.address if alertmanager else None)
-    with PrometheusProcess(config, loaded) as prom:
-        prom.wait_for(f'up{{instance="{stack.exporter.address}"}} == 1')
-        prom.wait_for("gpudash_exporter_fields_pending == 0")
-        if rules:
-            eventually(lambda: all(g.get("lastEvaluation", "").startswith("2") and not
-                                   g["lastEvaluation"].startswith("0001")
-                                   for g in prom.get_json("/api/v1/rules")["data"]["groups"]),
-                       what="every rule group evaluated once")
-        yield prom
+    return config, loaded
+
+
+def wait_ready(stack: Stack, prom: PrometheusProcess, rules: bool) -> None:
+    """Until the exporter has been scraped with every field and (with rules) each group evaluated once."""
+    prom.wait_for(f'up{{instance="{stack.exporter.address}"}} == 1')
+    prom.wait_for("gpudash_exporter_fields_pending == 0")
+    if rules:
+        eventually(lambda: all(not g.get("lastEvaluation", "0001").startswith("0001")
+                               for g in prom.get_json("/api/v1/rules")["data"]["groups"]),
+                   what="every rule group evaluated once")
+
+
+@dataclass(frozen=True)
+class Servers:
+    prometheus: dict[str, PrometheusProcess]  # by the link it breaks ("healthy" breaks none)
+    dead: str  # the target whose exporter never started
+    patient: Path  # thresholds with a 2 h `for:` on GPUExporterDown, which the dead target's Prometheus runs
 
 
 @pytest.fixture(scope="module")
-def healthy(stack: Stack, alertmanager: AlertmanagerProcess) -> Iterator[PrometheusProcess]:
-    with prometheus(stack, alertmanager) as prom:
-        yield prom
+def servers(stack: Stack, alertmanager: AlertmanagerProcess) -> Iterator[Servers]:
+    """Every Prometheus the tests ask, started together: each takes seconds to its first scrape, and these overlap."""
+    older = stack.thresholds("older", {("temperature", "gpu_warning_celsius"): 75,
+                                       ("alerts", "temperature", "for"): "10m"})
+    patient = stack.thresholds("patient", {("alerts", "exporter_down", "for"): "2h",
+                                           ("alerts", "exporter_down", "lookback"): "3h"})
+    patient_files = stack.rendered(patient)
+    dead = f"127.0.0.1:{free_port()}"
+    with_dead = scrape_jobs(patient_files)
+    with_dead[0]["static_configs"].append({"targets": [dead], "labels": {"cluster": CLUSTER, "rack": "rack-2"}})
+    unlabelled = scrape_jobs(stack.files)
+    for static in unlabelled[0]["static_configs"]:
+        static.pop("labels", None)
+    setups = {
+        "healthy": prometheus_setup(stack, alertmanager),
+        "no rules": prometheus_setup(stack, alertmanager, rules=False),
+        "older rules": prometheus_setup(stack, alertmanager, files=stack.rendered(older)),
+        "no alerting": prometheus_setup(stack, None),
+        "target down": prometheus_setup(stack, alertmanager, files=patient_files, jobs=with_dead),
+        "no cluster": prometheus_setup(stack, alertmanager, jobs=unlabelled),
+    }
+    with ExitStack() as started:
+        running = {name: started.enter_context(PrometheusProcess(config, loaded))
+                   for name, (config, loaded) in setups.items()}
+        for name, prom in running.items():
+            wait_ready(stack, prom, rules=bool(setups[name][1]))
+        running["target down"].wait_for('ALERTS{alertname="GPUExporterDown",alertstate="pending"}')
+        yield Servers(running, dead, patient)
 
 
 def doctor(stack: Stack, *args: str, thresholds: Path | None = None, env: dict[str, str] | None = None) -> Ran:
@@ -105,7 +140,8 @@ def lines(ran: Ran, verdict: str, link: str) -> list[str]:
 
 
 def test_a_healthy_stack_holds_at_every_link(stack: Stack, alertmanager: AlertmanagerProcess,
-                                             healthy: PrometheusProcess) -> None:
+                                             servers: Servers) -> None:
+    healthy = servers.prometheus["healthy"]
     with StandIn("11.6.0") as grafana:
         env = {"GRAFANA_URL": grafana.url, "GRAFANA_TOKEN": grafana.token}
         done = gpudash("provision", "--prometheus-url", healthy.url, "--no-files", "--site", str(stack.site),
@@ -121,9 +157,9 @@ def test_a_healthy_stack_holds_at_every_link(stack: Stack, alertmanager: Alertma
     assert ran.out.rstrip().endswith("every link checked holds")
 
 
-def test_no_rule_files_loaded(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
-    with prometheus(stack, alertmanager, rules=False) as prom:
-        ran = doctor(stack, "--prometheus", prom.url)
+def test_no_rule_files_loaded(stack: Stack, servers: Servers) -> None:
+    prom = servers.prometheus["no rules"]
+    ran = doctor(stack, "--prometheus", prom.url)
     assert ran.code == 1
     assert lines(ran, "FAIL", "rules") == [
         "FAIL  rules     rule groups: none of gpudash's rule groups is loaded (gpudash-gpu-alerts, "
@@ -135,11 +171,8 @@ def test_no_rule_files_loaded(stack: Stack, alertmanager: AlertmanagerProcess) -
     assert "doctor: 1 failed (links: rules)" in ran.err
 
 
-def test_rules_from_an_older_thresholds_file(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
-    older = stack.thresholds("older", {("temperature", "gpu_warning_celsius"): 75,
-                                       ("alerts", "temperature", "for"): "10m"})
-    with prometheus(stack, alertmanager, files=stack.rendered(older)) as prom:
-        ran = doctor(stack, "--prometheus", prom.url)
+def test_rules_from_an_older_thresholds_file(stack: Stack, servers: Servers) -> None:
+    ran = doctor(stack, "--prometheus", servers.prometheus["older rules"].url)
     assert ran.code == 1
     (line,) = lines(ran, "FAIL", "rules")
     assert line.startswith("FAIL  rules     gpudash-gpu-alerts: differs from `gpudash rules` in 5 rules: "
@@ -151,9 +184,9 @@ def test_rules_from_an_older_thresholds_file(stack: Stack, alertmanager: Alertma
     assert "ok    rules     gpudash-gpu-recording: 15 rules loaded as generated" in ran.out
 
 
-def test_no_alerting_section(stack: Stack) -> None:
-    with prometheus(stack, None) as prom:
-        ran = doctor(stack, "--prometheus", prom.url)
+def test_no_alerting_section(stack: Stack, servers: Servers) -> None:
+    prom = servers.prometheus["no alerting"]
+    ran = doctor(stack, "--prometheus", prom.url)
     assert ran.code == 1
     assert lines(ran, "FAIL", "alerting") == [
         "FAIL  alerting  prometheus: Prometheus has no active Alertmanager: rules fire, nobody is told; why: "
@@ -162,23 +195,9 @@ def test_no_alerting_section(stack: Stack) -> None:
         f"then curl -X POST {prom.url}/-/reload (needs --web.enable-lifecycle) or restart Prometheus"]
 
 
-@pytest.fixture(scope="module")
-def dead_target(stack: Stack, alertmanager: AlertmanagerProcess) -> Iterator[tuple[PrometheusProcess, str, Path]]:
-    """A second target whose exporter never started, under rules with a 2 h `for:` on GPUExporterDown."""
-    patient = stack.thresholds("patient", {("alerts", "exporter_down", "for"): "2h",
-                                           ("alerts", "exporter_down", "lookback"): "3h"})
-    files = stack.rendered(patient)
-    jobs = scrape_jobs(files)
-    dead = f"127.0.0.1:{free_port()}"
-    jobs[0]["static_configs"].append({"targets": [dead], "labels": {"cluster": CLUSTER, "rack": "rack-2"}})
-    with prometheus(stack, alertmanager, files=files, jobs=jobs) as prom:
-        prom.wait_for('ALERTS{alertname="GPUExporterDown",alertstate="pending"}')
-        yield prom, dead, patient
-
-
-def test_a_target_down(stack: Stack, dead_target: tuple[PrometheusProcess, str, Path]) -> None:
-    prom, dead, patient = dead_target
-    ran = doctor(stack, "--prometheus", prom.url, thresholds=patient)
+def test_a_target_down(stack: Stack, servers: Servers) -> None:
+    dead = servers.dead
+    ran = doctor(stack, "--prometheus", servers.prometheus["target down"].url, thresholds=servers.patient)
     assert ran.code == 1
     assert lines(ran, "FAIL", "targets") == [
         f'FAIL  targets   {dead}: target DOWN: Get "http://{dead}/metrics": dial tcp {dead}: connect: connection '
@@ -190,9 +209,9 @@ def test_a_target_down(stack: Stack, dead_target: tuple[PrometheusProcess, str, 
     assert f"FAIL  exporter  {dead}: cannot read /metrics: connection refused" in ran.out
 
 
-def test_an_alert_pending_with_the_time_left(stack: Stack, dead_target: tuple[PrometheusProcess, str, Path]) -> None:
-    prom, dead, patient = dead_target
-    ran = doctor(stack, "--prometheus", prom.url, thresholds=patient)
+def test_an_alert_pending_with_the_time_left(stack: Stack, servers: Servers) -> None:
+    dead = servers.dead
+    ran = doctor(stack, "--prometheus", servers.prometheus["target down"].url, thresholds=servers.patient)
     (line,) = [line for line in lines(ran, "hint", "rules") if "GPUExporterDown" in line]
     match = re.fullmatch(rf"hint  rules     GPUExporterDown: pending for (\w+) \(cluster={CLUSTER}, "
                          rf"instance={re.escape(dead)}\): fires in (\w+) if it holds \(for: 2h\); why: an alert "
@@ -202,12 +221,8 @@ def test_an_alert_pending_with_the_time_left(stack: Stack, dead_target: tuple[Pr
     assert left > 7000 and held + left in (7199, 7200, 7201)  # held + left = the 2 h `for:` (to the second)
 
 
-def test_series_without_the_cluster_label(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
-    jobs = scrape_jobs(stack.files)
-    for static in jobs[0]["static_configs"]:
-        static.pop("labels", None)
-    with prometheus(stack, alertmanager, jobs=jobs) as prom:
-        ran = doctor(stack, "--prometheus", prom.url)
+def test_series_without_the_cluster_label(stack: Stack, servers: Servers) -> None:
+    ran = doctor(stack, "--prometheus", servers.prometheus["no cluster"].url)
     assert ran.code == 1
     assert lines(ran, "FAIL", "labels") == [
             "FAIL  labels    DCGM_FI_DEV_GPU_UTIL: label 'cluster' is on no series; it has "
@@ -217,7 +232,8 @@ def test_series_without_the_cluster_label(stack: Stack, alertmanager: Alertmanag
             "global.external_labels.cluster on each cluster's Prometheus"]
 
 
-def test_a_data_source_uid_grafana_does_not_have(stack: Stack, healthy: PrometheusProcess) -> None:
+def test_a_data_source_uid_grafana_does_not_have(stack: Stack, servers: Servers) -> None:
+    healthy = servers.prometheus["healthy"]
     with StandIn("11.6.0") as grafana:
         ran = doctor(stack, "--prometheus", healthy.url, "--grafana", grafana.url,
                      env={"GRAFANA_TOKEN": grafana.token})
