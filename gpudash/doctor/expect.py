@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from gpudash.catalog import BY_KEY, Profile, Signal
+from gpudash.catalog import Profile
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
@@ -51,7 +51,6 @@ class Expectations:
     selector_labels: Mapping[str, tuple[str, ...]]  # metric name -> labels dashboards and rules select on
     rules: tuple[ExpectedRule, ...]
     rule_files: tuple[str, ...]  # the generated rule files' names, for the fix line
-    group_intervals: Mapping[str, int]  # group name -> evaluation interval in seconds (0: Prometheus' global)
     alertmanager: Mapping[str, Any]  # the generated alertmanager.yml
     shortest_window_s: int  # the shortest range window of a rule: it must hold two scrapes
     datasource_uids: tuple[str, ...]  # the data source uids the dashboards name (the site's first)
@@ -62,23 +61,18 @@ class Expectations:
         """The series every GPU has: utilization, under this profile's name."""
         return self.profile.ref("gpu_util").name
 
-    def signals(self) -> list[Signal]:
-        return [BY_KEY[key] for key in self.used_by]
 
-
-def _rules(text: str) -> tuple[list[ExpectedRule], dict[str, int]]:
+def _rules(text: str) -> list[ExpectedRule]:
     data = yaml.safe_load(text) or {}
     found: list[ExpectedRule] = []
-    intervals: dict[str, int] = {}
     for group in data.get("groups") or []:
         name = str(group.get("name"))
-        intervals[name] = parse_duration(str(group["interval"])).seconds if group.get("interval") else 0
         for rule in group.get("rules") or []:
             kind = "alert" if "alert" in rule else "record"
             for_s = parse_duration(str(rule["for"])).seconds if rule.get("for") else 0
             labels = tuple(sorted((str(k), str(v)) for k, v in (rule.get("labels") or {}).items()))
             found.append(ExpectedRule(name, kind, str(rule[kind]), str(rule["expr"]), for_s, labels))
-    return found, intervals
+    return found
 
 
 def _queries(dashboard: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -120,12 +114,7 @@ def _literal_uids(dashboard: Mapping[str, Any]) -> set[str]:
 
 def build(settings: Settings, profile: Profile, dashboards: Sequence[Mapping[str, Any]]) -> Expectations:
     files = render_all(settings)
-    rules: list[ExpectedRule] = []
-    intervals: dict[str, int] = {}
-    for rel in (ALERTS_FILE, RECORDING_FILE):
-        found, spans = _rules(files[rel])
-        rules += found
-        intervals.update(spans)
+    rules = [rule for rel in (ALERTS_FILE, RECORDING_FILE) for rule in _rules(files[rel])]
     used: dict[str, list[str]] = {}
     labels: dict[str, set[str]] = {}
     names = {ref.name for ref in profile.metrics.values()}
@@ -146,7 +135,6 @@ def build(settings: Settings, profile: Profile, dashboards: Sequence[Mapping[str
         selector_labels={name: tuple(sorted(found)) for name, found in sorted(labels.items()) if found},
         rules=tuple(rules),
         rule_files=tuple(rel.rsplit("/", 1)[-1] for rel in (ALERTS_FILE, RECORDING_FILE)),
-        group_intervals=intervals,
         alertmanager=yaml.safe_load(files[ALERTMANAGER_FILE]) or {},
         shortest_window_s=min(lengths) if lengths else 0,
         datasource_uids=tuple(dict.fromkeys(uids)),

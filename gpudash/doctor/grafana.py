@@ -55,8 +55,11 @@ def read_grafana(connection: Connection, expect: Expectations) -> GrafanaView:
 
 
 def _same_server(a: str, b: str) -> bool:
-    pa, pb = urlsplit(a.rstrip("/")), urlsplit(b.rstrip("/"))
-    return (pa.hostname, pa.port or 80, pa.path) == (pb.hostname, pb.port or 80, pb.path)
+    def where(url: str) -> tuple[str, str | None, int, str]:
+        parts = urlsplit(url.rstrip("/"))
+        return parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), parts.path
+
+    return where(a) == where(b)
 
 
 def grafana_findings(view: GrafanaView, expect: Expectations, prometheus_url: str | None) -> list[Finding]:
