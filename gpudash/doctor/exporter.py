@@ -36,7 +36,8 @@ def exporter_findings(page: ExporterPage, expect: Expectations, scraped_up: bool
             return [hint(Link.EXPORTER, subject, f"not reachable from here ({page.error}); Prometheus scrapes it",
                          why="a firewall or network between this machine and the node")]
         return [fail(Link.EXPORTER, subject, f"cannot read /metrics: {page.error}",
-                     why="the exporter is not running on that address, or a firewall stops the port",
+                     why="no exporter runs on that address (the bundled one exits at start when NVML cannot load: no "
+                         "driver, or a container without the NVIDIA Container Toolkit), or a firewall stops the port",
                      fix=f"on the node: `systemctl status gpudash-exporter` (or `gpudash exporter`; it says why "
                          f"it cannot start), then `curl {page.url}`")]
     kind = "gpudash exporter" if is_gpudash(page) else "dcgm-exporter"
