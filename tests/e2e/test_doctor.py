@@ -276,3 +276,15 @@ def test_a_node_that_lost_a_gpu(stack: Stack, alertmanager: AlertmanagerProcess)
         f"FAIL  physics   {address} ({CLUSTER}): 1 GPU reporting now, 2 within the last 1h; why: a GPU fell off "
         "the bus (XID 79), or NVML lost it; fix: `nvidia-smi` and `dmesg | grep -i xid` on the node; drain it, reset "
         "the GPU or reboot"]
+
+
+def test_credentials_in_urls_are_never_printed(stack: Stack, alertmanager: AlertmanagerProcess,
+                                               servers: Servers) -> None:
+    def with_login(url: str) -> str:
+        return url.replace("http://", "http://admin:s3cret-pw@")
+
+    ran = doctor(stack, "--prometheus", with_login(servers.prometheus["no alerting"].url), "--alertmanager",
+                 with_login(alertmanager.url), "--exporter", with_login(stack.exporter.url), "--format", "json")
+    assert ran.code == 1  # the missing alerting section, named without the password
+    assert "s3cret" not in ran.out + ran.err and "admin" not in ran.out + ran.err
+    assert any(f["link"] == "alerting" and f["verdict"] == "FAIL" for f in json.loads(ran.out)["findings"])
