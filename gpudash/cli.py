@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sync": ("gpudash.sync.cli", "sync", "Write only what changed to Grafana; refuse to clobber UI edits."),
     "provision": ("gpudash.sync.cli", "provision", "Bring an empty Grafana to a working state."),
     "check": ("gpudash.check.cli", "check", "Run every panel and rule query against a live Prometheus."),
+    "doctor": ("gpudash.doctor.cli", "doctor", "Check the chain from NVML to the pager, link by link."),
     "demo": ("gpudash.stack.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
     "init": ("gpudash.init.cli", "init", "Create a site repository (configs, dashboards, Makefile, CI) in DIR."),
 }

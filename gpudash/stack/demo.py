@@ -5,9 +5,9 @@ injected faults), Prometheus with the generated rules and scrape config, Alertma
 routes delivering to a local webhook receiver, and node_exporter beside real GPUs, all on 127.0.0.1 on
 free ports and in temporary directories. A simulated node also gets yesterday's history, so the
 "now against yesterday" panels have something to compare. Then it waits for data, runs `gpudash check`
-on every dashboard and rule, prints a short fleet summary, and pushes the dashboards when GRAFANA_URL is
-set. Ctrl-C (or SIGTERM) stops everything it started and removes its data; `--once` does it all once and
-exits 0 when every query passed, 1 when one failed.
+on every dashboard and rule, prints a short fleet summary, pushes the dashboards when GRAFANA_URL is set,
+and ends with `gpudash doctor` on its own servers. Ctrl-C (or SIGTERM) stops everything it started and
+removes its data; `--once` does it all once and exits 0 when every query passed, 1 when one failed.
 """
 
 from __future__ import annotations
@@ -256,6 +256,17 @@ def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings
                       echo=click.echo)
 
 
+def doctor_demo(demo: DemoStack, env: dict[str, str]) -> None:
+    """`gpudash doctor` on the demo's own servers (and Grafana when GRAFANA_URL is set): one line per link."""
+    from gpudash.doctor.cli import expectations, given_from, print_findings
+    from gpudash.doctor.run import diagnose
+
+    click.echo("\ndoctor (the chain, link by link):")
+    given = given_from((demo.exporter.url,), demo.prometheus.url, demo.alertmanager.url, env.get("GRAFANA_URL"),
+                       demo.settings, False, env)
+    print_findings(diagnose(given, expectations(demo.settings)), "text")
+
+
 def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
     # Also for SIGINT: a shell starts background jobs with SIGINT ignored, and Python then never raises
     # KeyboardInterrupt; the demo must stop on Ctrl-C however it was started. Once: a second Ctrl-C must
@@ -306,6 +317,7 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
             click.echo("")
             click.echo(fleet_summary(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver))
             push_or_explain(demo_stack.prometheus.url, dict(os.environ), settings)
+            doctor_demo(demo_stack, dict(os.environ))
             failed = failures(results)
             if once:
                 if failed:
