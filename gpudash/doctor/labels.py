@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
-from gpudash.catalog import DCGM
+from gpudash.catalog import ATTRIBUTION_LABELS, DCGM
 from gpudash.doctor.expect import Expectations
 from gpudash.doctor.fetch import PrometheusView, finite
 from gpudash.doctor.findings import Finding, Link, fail, hint, listed, ok
@@ -28,10 +28,20 @@ def label_queries(expect: Expectations) -> dict[str, str]:
     }
 
 
+def optional_labels(expect: Expectations) -> set[str]:
+    """Labels that only attributed GPUs carry (a job's, a pod's): their absence is a hint, never a failure."""
+    return {expect.settings.site.job_label, *ATTRIBUTION_LABELS}
+
+
+def selected(expect: Expectations, name: str) -> set[str]:
+    """The labels the dashboards and rules select on for one metric, less the optional ones."""
+    return set(expect.selector_labels.get(name, ())) - optional_labels(expect)
+
+
 def label_metrics(expect: Expectations) -> list[str]:
     """The GPU series to ask for label names: utilization, and any other selected on with labels of its own."""
     core = {*CORE, expect.profile.gpu_label}
-    extra = [name for name, labels in expect.selector_labels.items() if set(labels) - core]
+    extra = [name for name in expect.selector_labels if selected(expect, name) - core]
     return [expect.gpu_metric, *(name for name in extra if name != expect.gpu_metric)]
 
 
@@ -74,9 +84,9 @@ def label_findings(view: PrometheusView, expect: Expectations) -> list[Finding]:
                          f"(profile {expect.profile.name!r})",
                      fix="see the targets above; `gpudash.yaml profile: nvidia_smi` for nvidia_gpu_exporter")]
     findings: list[Finding] = []
-    wanted = {metric: sorted({*CORE, expect.profile.gpu_label, *expect.selector_labels.get(metric, ())})}
+    wanted = {metric: sorted({*CORE, expect.profile.gpu_label, *selected(expect, metric)})}
     for name in label_metrics(expect)[1:]:
-        wanted[name] = sorted(expect.selector_labels[name])
+        wanted[name] = sorted(selected(expect, name))
     reported: set[str] = set()  # a label missing everywhere is named once, on the GPU series
     for name, labels in wanted.items():
         present = [label for label in view.labels.get(name, ()) if label != "__name__"]
