@@ -2,7 +2,9 @@
 
 Every expression ends in `max by (cluster, instance, <gpu>)` (or `by (cluster, instance)` for a target),
 so an alert carries exactly the labels that name one GPU, whatever else the exporter attaches (UUID,
-modelName, err_code, pod ...). Every number comes from thresholds.yaml.
+modelName, err_code, pod ...). The job alerts add the site's job label (`by (cluster, instance, <gpu>,
+<job label>)` for a GPU of a job, `by (cluster, <job label>)` for a whole job). Every number comes from
+thresholds.yaml.
 
 node_exporter's names are not GPU signals, so the catalog has no row for them; they live here, once.
 """
@@ -35,6 +37,8 @@ class AlertExpressions:
         self.a = q.thresholds.alerts
         self.site = site
         self.gpu = f"cluster, instance, {q.gpu}"
+        self.job = f"cluster, {q.job_label}"  # one job of one cluster: how the job recordings are keyed
+        self.job_gpu = f"{self.gpu}, {q.job_label}"  # one GPU of one job (a shared GPU is one per job)
 
     # -- helpers -----------------------------------------------------------------------------------------
 
@@ -46,6 +50,19 @@ class AlertExpressions:
         ref = self.q.profile.ref(key)
         inner = f"{func}_over_time({''.join(p + ', ' for p in params)}{ref.name}[{window}])"
         return f"({inner} {ref.convert})" if ref.convert else inner
+
+    def in_job_name(self, key: str) -> str:
+        """One signal's raw selector (unconverted) on the GPUs a job holds (their job label set)."""
+        return f"{self.q.profile.ref(key).name}{{{promql_matcher(self.q.job_label, '!=', '')}}}"
+
+    def in_job_over_time(self, func: str, key: str, window: Duration) -> str:
+        """`func_over_time` of one signal on the GPUs a job holds, one series per GPU and job."""
+        ref = self.q.profile.ref(key)
+        inner = f"{func}_over_time({self.in_job_name(key)}[{window}])"
+        return f"max by ({self.job_gpu}) ({f'({inner} {ref.convert})' if ref.convert else inner})"
+
+    def recorded_over_time(self, func: str, record: str, window: Duration) -> str:
+        return f"{func}_over_time({self.q.use(record)}[{window}])"
 
     def has(self, *keys: str) -> bool:
         return self.q.has(*keys)
@@ -99,7 +116,7 @@ class AlertExpressions:
         reasons = self._throttle_reasons()
         if reasons:
             parts.append(f"(\n  {clock}\n  and\n  ({reasons}) > 0\n)")
-        return "\nor\n".join(parts)
+        return f"{NL}or{NL}".join(parts)
 
     def _throttle_reasons(self) -> str | None:
         """Per GPU, > 0 if a thermal or power-brake reason was set within the short window."""
@@ -179,7 +196,7 @@ class AlertExpressions:
             c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in self.a.xid.critical_codes)),))
             parts.append(f"max by ({self.gpu}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
                          f"  ({c} unless {c} offset {w})\n)")
-        return "\nor\n".join(parts) or None
+        return f"{NL}or{NL}".join(parts) or None
 
     def exporter_down(self) -> str:
         """The exporter target is down (no gpu label), or one GPU stopped reporting on a target that is up."""
@@ -204,4 +221,90 @@ class AlertExpressions:
         parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
         if self.has("gpu_up"):
             parts.append(f"{self.per_gpu(self.q.metric('gpu_up'))} == 0")
-        return "\nor\n".join(parts)
+        return f"{NL}or{NL}".join(parts)
+
+    # -- job alerts: every GPU of a job against the job's own median (the job recordings) ---------------
+
+    def job_settled(self) -> str:
+        """Per job: at least min_gpus GPUs, the same number for the whole window and a window ago, and busy.
+
+        A job that is starting or ending has GPUs joining or leaving; a job that is idle as a whole (loading,
+        evaluating on one rank) has no pace to fall behind. Neither is judged.
+        """
+        s = self.a.job_straggler
+        size = self.q.use("cluster_job:gpu_count:count")
+        fewest = self.recorded_over_time("min", "cluster_job:gpu_count:count", s.window)
+        most = self.recorded_over_time("max", "cluster_job:gpu_count:count", s.window)
+        busy = self.recorded_over_time("avg", "cluster_job:gpu_utilization:median", s.window)
+        return f"\nand on ({self.job})\n".join((
+            f"{size} >= {s.min_gpus}", f"{fewest} == {most}", f"{size} offset {s.window}",
+            f"{busy} > {s.busy_above_percent:g}"))
+
+    def _from_job_median(self, key: str, record: str) -> str:
+        """One signal per GPU of a job minus the job's median of it, both averaged over the window."""
+        w = self.a.job_straggler.window
+        return (f"{self.in_job_over_time('avg', key, w)}\n"
+                f"- on ({self.job}) group_left ()\n{self.recorded_over_time('avg', record, w)}")
+
+    def job_activity_departure(self) -> str:
+        """Per GPU of a job: its activity minus the job's median over the window, in points (signed).
+
+        SM activity (x100) where the GPU publishes it; utilization where it does not (dcgm-exporter's default
+        counters carry no profiling metrics). Each GPU is judged on one of the two, never both.
+        """
+        by_util = self._from_job_median("gpu_util", "cluster_job:gpu_utilization:median")
+        if not self.has("sm_active"):
+            return f"(\n{_indent(by_util)}\n)"
+        by_sm = self._from_job_median("sm_active", "cluster_job:gpu_sm_active:median")
+        # `or` keeps a GPU's SM-activity departure and adds the utilization one only for GPUs without it
+        return f"(\n  100 * (\n{_indent(by_sm, 4)}\n  )\n  or\n  (\n{_indent(by_util, 4)}\n  )\n)"
+
+    def job_clock_behind(self) -> str | None:
+        """Per GPU of a job: its SM clock over the window is more than clock_below_ratio below the job's median."""
+        if not self.has("sm_clock"):
+            return None
+        s = self.a.job_straggler
+        clock = self.in_job_over_time("avg", "sm_clock", s.window)
+        median = self.recorded_over_time("avg", "cluster_job:gpu_sm_clock_mhz:median", s.window)
+        return f"{clock}\n< on ({self.job}) group_left ()\n{1 - s.clock_below_ratio:g} * {median}"
+
+    def job_straggler(self) -> str | None:
+        """A GPU of a settled, busy job departs from the job's median: clock behind, or activity off either way.
+
+        The value is always the activity departure (points, + = busier than its peers): a slowed GPU computes
+        longer while its peers wait in collectives, so a straggler usually shows up positive. Everything is
+        relative to the job's median, so a dip of the whole job (loading, checkpoint, evaluation) moves the
+        median with it and departs from nothing.
+        """
+        if not self.has("gpu_util"):
+            return None
+        departure = self.job_activity_departure()
+        odd = [f"abs{departure} > {self.a.job_straggler.activity_points:g}"]
+        clock = self.job_clock_behind()
+        if clock is not None:
+            odd.append(clock)
+        parts = (departure, f"and on ({self.job_gpu})", f"(\n{_indent(_or(odd))}\n)",
+                 f"and on ({self.job})", f"(\n{_indent(self.job_settled())}\n)")
+        return f"max by ({self.job_gpu}) (\n{_indent(NL.join(parts))}\n)"
+
+    def allocated_idle(self) -> str | None:
+        """Per job: how many of its GPUs stayed under the level for the whole window (held a window ago too)."""
+        if not self.has("gpu_util"):
+            return None
+        i = self.a.allocated_idle
+        busiest = self.in_job_over_time("max", "gpu_util", i.window)
+        # the raw series, unconverted: only its presence a window ago counts (and offset takes no parentheses)
+        held_before = f"max by ({self.job_gpu}) ({self.in_job_name('gpu_util')} offset {i.window})"
+        return (f"count by ({self.job}) (\n  {busiest} < {i.util_below_percent:g}\n"
+                f"  and on ({self.job_gpu})\n  {held_before}\n)")
+
+
+NL = "\n"
+
+
+def _indent(text: str, spaces: int = 2) -> str:
+    return NL.join(" " * spaces + line if line else line for line in text.splitlines())
+
+
+def _or(parts: list[str]) -> str:
+    return f"{NL}or{NL}".join(parts)
