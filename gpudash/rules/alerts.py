@@ -138,7 +138,8 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         f"{{{{ $labels.instance }}}} for {down}: none of its GPUs is observed.{{{{ end }}}}",
         down)
 
-    job = f"job {{{{ $labels.{settings.site.job_label} }}}}"
+    job_id = f"{{{{ $labels.{settings.site.job_label} }}}}"
+    job = f"job {job_id}"
     st = a.job_straggler
     activity = ("SM activity; utilization where the GPU publishes no profiling metrics" if q.has("sm_active")
                 else "utilization")
@@ -158,11 +159,11 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
 
     idle = a.allocated_idle
     add("GPUAllocatedIdle", "info", x.allocated_idle(),
-        f"Job {{{{ $labels.{settings.site.job_label} }}}} ({{{{ $labels.cluster }}}}) holds {{{{ $value }}}} GPUs idle",
-        f"{{{{ $value }}}} GPUs of {job} in cluster {{{{ $labels.cluster }}}} have stayed under "
+        f"Job {job_id} ({{{{ $labels.cluster }}}}) holds GPUs it does not use: {{{{ $value }}}} idle",
+        f"Job {job_id} in cluster {{{{ $labels.cluster }}}} holds GPUs that have stayed under "
         f"{idle.util_below_percent:g} % utilization (their highest reading) for the last {idle.window}, and for "
-        f"{idle.for_} more: GPU-hours held, not used. Ask the job's owner to release them or fix the job; the job "
-        f"dashboard shows which GPUs, the fleet dashboard the largest idle holders.",
+        f"{idle.for_} more: {{{{ $value }}}} of them, GPU-hours held and not used. Ask the job's owner to release "
+        f"them or fix the job; the job dashboard shows which GPUs, the fleet dashboard the largest idle holders.",
         idle.for_)
     return rules
 
