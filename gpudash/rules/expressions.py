@@ -37,8 +37,6 @@ class AlertExpressions:
         self.a = q.thresholds.alerts
         self.site = site
         self.gpu = f"cluster, instance, {q.gpu}"
-        self.job = f"cluster, {q.job_label}"  # one job of one cluster: how the job recordings are keyed
-        self.job_gpu = f"{self.gpu}, {q.job_label}"  # one GPU of one job (a shared GPU is one per job)
 
     # -- helpers -----------------------------------------------------------------------------------------
 
@@ -50,19 +48,6 @@ class AlertExpressions:
         ref = self.q.profile.ref(key)
         inner = f"{func}_over_time({''.join(p + ', ' for p in params)}{ref.name}[{window}])"
         return f"({inner} {ref.convert})" if ref.convert else inner
-
-    def in_job_name(self, key: str) -> str:
-        """One signal's raw selector (unconverted) on the GPUs a job holds (their job label set)."""
-        return f"{self.q.profile.ref(key).name}{{{promql_matcher(self.q.job_label, '!=', '')}}}"
-
-    def in_job_over_time(self, func: str, key: str, window: Duration) -> str:
-        """`func_over_time` of one signal on the GPUs a job holds, one series per GPU and job."""
-        ref = self.q.profile.ref(key)
-        inner = f"{func}_over_time({self.in_job_name(key)}[{window}])"
-        return f"max by ({self.job_gpu}) ({f'({inner} {ref.convert})' if ref.convert else inner})"
-
-    def recorded_over_time(self, func: str, record: str, window: Duration) -> str:
-        return f"{func}_over_time({self.q.use(record)}[{window}])"
 
     def has(self, *keys: str) -> bool:
         return self.q.has(*keys)
@@ -231,72 +216,55 @@ class AlertExpressions:
         A job that is starting or ending has GPUs joining or leaving; a job that is idle as a whole (loading,
         evaluating on one rank) has no pace to fall behind. Neither is judged.
         """
-        s = self.a.job_straggler
-        size = self.q.use("cluster_job:gpu_count:count")
-        fewest = self.recorded_over_time("min", "cluster_job:gpu_count:count", s.window)
-        most = self.recorded_over_time("max", "cluster_job:gpu_count:count", s.window)
-        busy = self.recorded_over_time("avg", "cluster_job:gpu_utilization:median", s.window)
-        return f"\nand on ({self.job})\n".join((
+        s, q = self.a.job_straggler, self.q
+        size = q.use("cluster_job:gpu_count:count")
+        fewest = q.recorded_over_time("min", "cluster_job:gpu_count:count", s.window)
+        most = q.recorded_over_time("max", "cluster_job:gpu_count:count", s.window)
+        busy = q.recorded_over_time("avg", "cluster_job:gpu_utilization:median", s.window)
+        return f"\nand on ({q.job})\n".join((
             f"{size} >= {s.min_gpus}", f"{fewest} == {most}", f"{size} offset {s.window}",
             f"{busy} > {s.busy_above_percent:g}"))
-
-    def _from_job_median(self, key: str, record: str) -> str:
-        """One signal per GPU of a job minus the job's median of it, both averaged over the window."""
-        w = self.a.job_straggler.window
-        return (f"{self.in_job_over_time('avg', key, w)}\n"
-                f"- on ({self.job}) group_left ()\n{self.recorded_over_time('avg', record, w)}")
-
-    def job_activity_departure(self) -> str:
-        """Per GPU of a job: its activity minus the job's median over the window, in points (signed).
-
-        SM activity (x100) where the GPU publishes it; utilization where it does not (dcgm-exporter's default
-        counters carry no profiling metrics). Each GPU is judged on one of the two, never both.
-        """
-        by_util = self._from_job_median("gpu_util", "cluster_job:gpu_utilization:median")
-        if not self.has("sm_active"):
-            return f"(\n{_indent(by_util)}\n)"
-        by_sm = self._from_job_median("sm_active", "cluster_job:gpu_sm_active:median")
-        # `or` keeps a GPU's SM-activity departure and adds the utilization one only for GPUs without it
-        return f"(\n  100 * (\n{_indent(by_sm, 4)}\n  )\n  or\n  (\n{_indent(by_util, 4)}\n  )\n)"
 
     def job_clock_behind(self) -> str | None:
         """Per GPU of a job: its SM clock over the window is more than clock_below_ratio below the job's median."""
         if not self.has("sm_clock"):
             return None
-        s = self.a.job_straggler
-        clock = self.in_job_over_time("avg", "sm_clock", s.window)
-        median = self.recorded_over_time("avg", "cluster_job:gpu_sm_clock_mhz:median", s.window)
-        return f"{clock}\n< on ({self.job}) group_left ()\n{1 - s.clock_below_ratio:g} * {median}"
+        s, q = self.a.job_straggler, self.q
+        clock = q.in_job_over_time("avg", "sm_clock", s.window)
+        median = q.recorded_over_time("avg", "cluster_job:gpu_sm_clock_mhz:median", s.window)
+        return f"{clock}\n< on ({q.job}) group_left ()\n{1 - s.clock_below_ratio:g} * {median}"
 
     def job_straggler(self) -> str | None:
         """A GPU of a settled, busy job departs from the job's median: clock behind, or activity off either way.
 
-        The value is always the activity departure (points, + = busier than its peers): a slowed GPU computes
-        longer while its peers wait in collectives, so a straggler usually shows up positive. Everything is
-        relative to the job's median, so a dip of the whole job (loading, checkpoint, evaluation) moves the
-        median with it and departs from nothing.
+        The activity departure is recorded per GPU (SM activity, utilization where a GPU has none: each GPU is
+        judged on one of the two, never both) and is the alert's value, + when the GPU is busier than its
+        peers: a slowed GPU computes longer while its peers wait in collectives. Everything is relative to the
+        job's median, so a dip of the whole job (loading, checkpoint, evaluation) moves the median with it
+        and departs from nothing.
         """
         if not self.has("gpu_util"):
             return None
-        departure = self.job_activity_departure()
-        odd = [f"abs{departure} > {self.a.job_straggler.activity_points:g}"]
+        q = self.q
+        departure = q.use("cluster_instance_gpu_job:gpu_activity_departure:points")
+        odd = [f"abs({departure}) > {self.a.job_straggler.activity_points:g}"]
         clock = self.job_clock_behind()
         if clock is not None:
             odd.append(clock)
-        parts = (departure, f"and on ({self.job_gpu})", f"(\n{_indent(_or(odd))}\n)",
-                 f"and on ({self.job})", f"(\n{_indent(self.job_settled())}\n)")
-        return f"max by ({self.job_gpu}) (\n{_indent(NL.join(parts))}\n)"
+        parts = (departure, f"and on ({q.job_gpu})", f"(\n{_indent(_or(odd))}\n)",
+                 f"and on ({q.job})", f"(\n{_indent(self.job_settled())}\n)")
+        return f"max by ({q.job_gpu}) (\n{_indent(NL.join(parts))}\n)"
 
     def allocated_idle(self) -> str | None:
         """Per job: how many of its GPUs stayed under the level for the whole window (held a window ago too)."""
         if not self.has("gpu_util"):
             return None
-        i = self.a.allocated_idle
-        busiest = self.in_job_over_time("max", "gpu_util", i.window)
-        # the raw series, unconverted: only its presence a window ago counts (and offset takes no parentheses)
-        held_before = f"max by ({self.job_gpu}) ({self.in_job_name('gpu_util')} offset {i.window})"
-        return (f"count by ({self.job}) (\n  {busiest} < {i.util_below_percent:g}\n"
-                f"  and on ({self.job_gpu})\n  {held_before}\n)")
+        i, q = self.a.allocated_idle, self.q
+        busiest = q.in_job_over_time("max", "gpu_util", i.window)
+        # the raw series: only its presence a window ago counts (and offset takes no parentheses)
+        held_before = f"max by ({q.job_gpu}) ({q.in_job_raw('gpu_util')} offset {i.window})"
+        return (f"count by ({q.job}) (\n  {busiest} < {i.util_below_percent:g}\n"
+                f"  and on ({q.job_gpu})\n  {held_before}\n)")
 
 
 NL = "\n"

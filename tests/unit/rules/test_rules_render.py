@@ -133,7 +133,7 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "job_straggler", "busy_above_percent"), 70, "GPUJobStraggler", "median[5m]) > 70\n"),
     (("alerts", "job_straggler", "clock_below_ratio"), 0.2, "GPUJobStraggler",
      "0.8 * avg_over_time(cluster_job:gpu_sm_clock_mhz:median[5m])"),
-    (("alerts", "job_straggler", "activity_points"), 30, "GPUJobStraggler", ") > 30\n"),
+    (("alerts", "job_straggler", "activity_points"), 30, "GPUJobStraggler", ":points) > 30\n"),
     (("alerts", "job_straggler", "window"), "7m", "GPUJobStraggler", "cluster_job:gpu_count:count offset 7m"),
     (("alerts", "allocated_idle", "util_below_percent"), 2, "GPUAllocatedIdle", "[1h])) < 2\n"),
     (("alerts", "allocated_idle", "window"), "3h", "GPUAllocatedIdle", 'hpc_job!=""} offset 3h)'),
@@ -269,6 +269,7 @@ def test_job_alerts_read_the_sites_job_label(tmp_path: Path) -> None:
     straggler = alerts_named(files, "GPUJobStraggler")[0]["expr"]
     assert f"on (cluster, {label}) group_left ()" in straggler
     assert f"max by (cluster, instance, gpu, {label})" in straggler
+    assert "cluster_instance_gpu_job:gpu_activity_departure:points" in straggler
     assert f"count by (cluster, {label})" in alerts_named(files, "GPUAllocatedIdle")[0]["expr"]
     recorded = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}
     expected = f'count by (cluster, {label}) (DCGM_FI_DEV_GPU_UTIL{{{label}!=""}})'
@@ -276,23 +277,31 @@ def test_job_alerts_read_the_sites_job_label(tmp_path: Path) -> None:
 
 
 def test_straggler_judges_sm_activity_first_then_utilization_and_the_clock(settings: Settings) -> None:
-    (rule,) = alerts_named(render_all(settings), "GPUJobStraggler")
-    expr = rule["expr"]
+    files = render_all(settings)
+    recorded = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}
+    departure = recorded["cluster_instance_gpu_job:gpu_activity_departure:points"]
     # SM activity on the left of `or`: a GPU that has it is never judged on utilization too
-    assert expr.index("DCGM_FI_PROF_SM_ACTIVE") < expr.index("or") < expr.index("DCGM_FI_DEV_GPU_UTIL")
-    assert "unless" not in expr and "DCGM_FI_DEV_SM_CLOCK" in expr
-    for record in ("cluster_job:gpu_count:count", "cluster_job:gpu_utilization:median",
-                   "cluster_job:gpu_sm_active:median", "cluster_job:gpu_sm_clock_mhz:median"):
-        assert record in expr, record
+    assert departure.index("DCGM_FI_PROF_SM_ACTIVE") < departure.index("\nor\n") < departure.index("GPU_UTIL")
+    records = [r["record"] for r in rules_of(files, RECORDING_FILE)]
+    for median in ("cluster_job:gpu_sm_active:median", "cluster_job:gpu_utilization:median"):
+        assert f"avg_over_time({median}[5m])" in departure
+        assert records.index(median) < records.index("cluster_instance_gpu_job:gpu_activity_departure:points")
+    (rule,) = alerts_named(files, "GPUJobStraggler")
+    expr = rule["expr"]
+    assert "abs(cluster_instance_gpu_job:gpu_activity_departure:points) > 20" in expr
+    assert "DCGM_FI_DEV_SM_CLOCK" in expr and "0.9 * avg_over_time(cluster_job:gpu_sm_clock_mhz:median[5m])" in expr
     # the job must keep its size over the window and have existed a window ago
     assert "min_over_time(cluster_job:gpu_count:count[5m]) == max_over_time(cluster_job:gpu_count:count[5m])" in expr
+    assert "cluster_job:gpu_count:count offset 5m" in expr
     assert rule["for"] == "10m" and rule["labels"] == {"severity": "warning"}
 
 
 def test_nvidia_smi_profile_judges_stragglers_on_utilization_and_clock(tmp_path: Path) -> None:
     files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"profile": "nvidia_smi"})))
     (rule,) = alerts_named(files, "GPUJobStraggler")
-    assert "sm_active" not in rule["expr"] and "nvidia_smi_utilization_gpu_ratio{hpc_job" in rule["expr"]
+    departure = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}[
+        "cluster_instance_gpu_job:gpu_activity_departure:points"]
+    assert "sm_active" not in departure + rule["expr"] and "(nvidia_smi_utilization_gpu_ratio{hpc_job" in departure
     assert "nvidia_smi_clocks_current_sm_clock_hz{hpc_job" in rule["expr"]
     assert "its activity (utilization)" in rule["annotations"]["description"]
     assert alerts_named(files, "GPUAllocatedIdle")
