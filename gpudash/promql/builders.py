@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, HPC_JOB_LABEL, THERMAL_OR_BRAKE_REASONS, Profile, Signal
+from gpudash.config.durations import Duration
 from gpudash.config.thresholds import Thresholds
 from gpudash.escape import promql_matcher, re2_any
 from gpudash.promql.scanner import metric_names
@@ -75,6 +76,32 @@ class PromQL:
     def in_job(self, key: str) -> str:
         """One signal on the GPUs that a job holds (their job label set)."""
         return self.metric(key, ((self.job_label, "!=", ""),))
+
+    @property
+    def job(self) -> str:
+        """The labels of one job of one cluster: how the job recordings are keyed."""
+        return f"cluster, {self.job_label}"
+
+    @property
+    def job_gpu(self) -> str:
+        """The labels of one GPU of one job (a GPU shared by two jobs is one series per job)."""
+        return f"cluster, instance, {self.gpu}, {self.job_label}"
+
+    def in_job_raw(self, key: str) -> str:
+        """One signal's selector on the GPUs a job holds, unconverted (for a range, or presence)."""
+        held = Scope(self.scope.matchers).selector(((self.job_label, "!=", ""),))
+        return f"{self.profile.ref(key).name}{held}"
+
+    def in_job_over_time(self, func: str, key: str, window: Duration) -> str:
+        """`func_over_time` of one signal on the GPUs a job holds, one series per GPU and job, converted."""
+        ref = self.profile.ref(key)
+        shift = f" offset {self.scope.offset}" if self.scope.offset else ""
+        inner = f"{func}_over_time({self.in_job_raw(key)}[{window}]{shift})"
+        return f"max by ({self.job_gpu}) ({f'({inner} {ref.convert})' if ref.convert else inner})"
+
+    def recorded_over_time(self, func: str, record: str, window: Duration) -> str:
+        """`func_over_time` of a recorded series: always the recorded one (a range needs a selector)."""
+        return f"{func}_over_time({RECORDING_BY_NAME[record].record}{self.scope.selector()}[{window}])"
 
     def has(self, *keys: str) -> bool:
         return all(self.profile.has(k) for k in keys)
@@ -142,6 +169,26 @@ def _job_idle(q: PromQL) -> str:
     return f"sum {_by('cluster', q.job_label)} ({q.in_job('gpu_util')} < bool {level:g})"
 
 
+def _from_job_median(q: PromQL, key: str, record: str) -> str:
+    """One signal per GPU of a job minus the job's median of it (recorded), both averaged over the window.
+
+    Reading the recorded median keeps this cheap (a subquery of the median cost about three times as
+    much at a 1,024-GPU job); the price is that a backfill (promtool tsdb create-blocks-from rules) must
+    write the job medians before this rule, in a second pass.
+    """
+    w = q.thresholds.alerts.job_straggler.window
+    return (f"  {q.in_job_over_time('avg', key, w)}\n  - on ({q.job}) group_left ()\n"
+            f"  {q.recorded_over_time('avg', record, w)}\n")
+
+
+def _job_departure(q: PromQL) -> str:
+    # SM activity where a GPU publishes it; `or` adds the utilization departure only for GPUs without it
+    by_util = f"(\n{_from_job_median(q, 'gpu_util', 'cluster_job:gpu_utilization:median')})"
+    if not q.has("sm_active"):
+        return by_util
+    return f"100 * (\n{_from_job_median(q, 'sm_active', 'cluster_job:gpu_sm_active:median')})\nor\n{by_util}"
+
+
 # Per job (the site's job label, gpudash.yaml jobs.label): what the job dashboard and the job alerts read, so
 # a 1,024-GPU job costs one series per statistic, not 1,024.
 JOB_RECORDINGS: tuple[Recording, ...] = (
@@ -156,6 +203,10 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
     _per_job("cluster_job:gpu_power_watts:sum", "power", "sum", "Power draw (W) of a job's GPUs."),
     Recording("cluster_job:gpu_idle:count", ("gpu_util",), _job_idle,
               "A job's GPUs under alerts.allocated_idle.util_below_percent utilization (held idle)."),
+    # Per GPU of a job, after the job medians it reads: GPUJobStraggler's value, and the job's odd GPUs out.
+    Recording("cluster_instance_gpu_job:gpu_activity_departure:points", ("gpu_util",), _job_departure,
+              "Per GPU of a job: its SM activity x100 (utilization where it has none) minus the job's median, "
+              "both averaged over alerts.job_straggler.window, in points (+ = busier than its peers)."),
 )
 
 RECORDINGS: tuple[Recording, ...] = (

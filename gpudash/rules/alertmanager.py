@@ -1,6 +1,7 @@
 """alertmanager.yml: routes by cluster and severity, inhibitions, receivers from the site config.
 
-Critical alerts go straight through; warnings wait and arrive as one digest per cluster. Secrets are never
+Critical alerts go straight through; warnings and info (a job holding idle GPUs) wait and arrive as one
+digest per cluster; nothing but critical pages. Secrets are never
 written: every secret option becomes a `*_file` field. A secret named by an environment variable becomes
 `<SECRETS_DIR>/<VARIABLE>`, a file the deployment writes from that variable before Alertmanager starts
 (docs/alerts.md, "Deploying alertmanager.yml").
@@ -14,7 +15,7 @@ from gpudash.catalog import profile as catalog_profile
 from gpudash.config.loading import Settings
 from gpudash.config.site import Receiver
 from gpudash.config.thresholds import NotificationTiming
-from gpudash.escape import am_matcher, go_template_text
+from gpudash.escape import am_matcher, go_template_text, re2_any
 
 SECRETS_DIR = "/etc/alertmanager/secrets"
 CRITICAL_RECEIVER = "gpudash-critical"
@@ -23,6 +24,9 @@ DIGEST_RECEIVER = "gpudash-warning-digest"
 # The root route's timing reaches only an alert without a known severity; the severity routes below it
 # take theirs from thresholds.yaml (`alertmanager.critical`, `alertmanager.digest`).
 _TOP = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
+
+# Alerts that name why one GPU is slow: each silences GPUJobStraggler on the same GPU, a symptom of it in the job.
+STRAGGLER_CAUSES = ("GPUHighTemperature", "GPUThermalThrottling", "GPUXidError", "GPUJobStalled")
 
 _SLACK_TITLE = "[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} ({{ .CommonLabels.cluster }})"
 _SLACK_TEXT = "{{ range .Alerts }}{{ .Annotations.summary }}\n{{ end }}"
@@ -80,8 +84,9 @@ def _severity_routes(settings: Settings) -> list[dict[str, Any]]:
     am = settings.thresholds.alertmanager
     return [
         {"matchers": [am_matcher("severity", "critical")], "receiver": CRITICAL_RECEIVER, **_timing(am.critical)},
-        {"matchers": [am_matcher("severity", "warning")], "receiver": DIGEST_RECEIVER, "group_by": ["cluster"],
-         **_timing(am.digest)},
+        # warnings and info share the digest; never a page
+        {"matchers": [am_matcher("severity", "warning|info", "=~")], "receiver": DIGEST_RECEIVER,
+         "group_by": ["cluster"], **_timing(am.digest)},
     ]
 
 
@@ -113,6 +118,12 @@ def alertmanager_config(settings: Settings) -> dict[str, Any]:
                 "source_matchers": [am_matcher("severity", "critical")],
                 "target_matchers": [am_matcher("severity", "warning")],
                 "equal": ["alertname", "cluster", "instance", gpu],
+            },
+            {
+                # A GPU already alerting for heat, throttling, an XID or a hang: its straggling is that, in its job.
+                "source_matchers": [am_matcher("alertname", re2_any(STRAGGLER_CAUSES), "=~")],
+                "target_matchers": [am_matcher("alertname", "GPUJobStraggler")],
+                "equal": ["cluster", "instance", gpu],
             },
         ],
         "receivers": [

@@ -2,7 +2,8 @@
 
 Each alert is one or more Prometheus rules of the same name (one per severity, per sensor or per source
 of a signal); every one carries `severity`, `summary`, `description` (with the value) and `runbook_url`,
-which points at the alert's section of docs/alerts.md.
+which points at the alert's section of docs/alerts.md. Severities: `critical` pages, `warning` and `info`
+arrive in the digest.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ ALERT_NAMES = (
     "GPUDataLoaderBottleneck",
     "GPUXidError",
     "GPUExporterDown",
+    "GPUJobStraggler",
+    "GPUAllocatedIdle",
 )
 
 _WHERE = "GPU {{ $labels.%s }} on {{ $labels.instance }} ({{ $labels.cluster }})"
@@ -134,6 +137,34 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         f"off the bus.{{{{ else }}}}Prometheus has failed to scrape job {job} on "
         f"{{{{ $labels.instance }}}} for {down}: none of its GPUs is observed.{{{{ end }}}}",
         down)
+
+    job_id = f"{{{{ $labels.{settings.site.job_label} }}}}"
+    job = f"job {job_id}"
+    st = a.job_straggler
+    activity = ("SM activity; utilization where the GPU publishes no profiling metrics" if q.has("sm_active")
+                else "utilization")
+    clock = (f"its SM clock more than {st.clock_below_ratio:.0%} below the job's median clock, or "
+             if q.has("sm_clock") else "")
+    add("GPUJobStraggler", "warning", x.job_straggler(),
+        f"{where} departs from the rest of {job}",
+        f"{where}, one of the GPUs of {job}, has departed from the job's median for {st.for_} while the job "
+        f"(at least {st.min_gpus} GPUs, as many as {st.window} ago) is busy, its median utilization over "
+        f"{st.busy_above_percent:g} %: over the last {st.window}, {clock}its activity ({activity}) more than "
+        f"{st.activity_points:g} points off the job's median. Its activity is "
+        f"{{{{ $value | printf \"%+.0f\" }}}} points off (positive: busier than its peers, the mark of a slow GPU "
+        f"that the others wait for in collectives). The whole job runs at its pace: check its throttle reasons "
+        f"(nvidia-smi -q -d PERFORMANCE), look for a foreign process on it, and compare it with the job's other "
+        f"GPUs on the job dashboard.",
+        st.for_)
+
+    idle = a.allocated_idle
+    add("GPUAllocatedIdle", "info", x.allocated_idle(),
+        f"Job {job_id} ({{{{ $labels.cluster }}}}) holds GPUs it does not use: {{{{ $value }}}} idle",
+        f"Job {job_id} in cluster {{{{ $labels.cluster }}}} holds GPUs that have stayed under "
+        f"{idle.util_below_percent:g} % utilization (their highest reading) for the last {idle.window}, and for "
+        f"{idle.for_} more: {{{{ $value }}}} of them, GPU-hours held and not used. Ask the job's owner to release "
+        f"them or fix the job; the job dashboard shows which GPUs, the fleet dashboard the largest idle holders.",
+        idle.for_)
     return rules
 
 

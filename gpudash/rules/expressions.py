@@ -2,7 +2,9 @@
 
 Every expression ends in `max by (cluster, instance, <gpu>)` (or `by (cluster, instance)` for a target),
 so an alert carries exactly the labels that name one GPU, whatever else the exporter attaches (UUID,
-modelName, err_code, pod ...). Every number comes from thresholds.yaml.
+modelName, err_code, pod ...). The job alerts add the site's job label (`by (cluster, instance, <gpu>,
+<job label>)` for a GPU of a job, `by (cluster, <job label>)` for a whole job). Every number comes from
+thresholds.yaml.
 
 node_exporter's names are not GPU signals, so the catalog has no row for them; they live here, once.
 """
@@ -99,7 +101,7 @@ class AlertExpressions:
         reasons = self._throttle_reasons()
         if reasons:
             parts.append(f"(\n  {clock}\n  and\n  ({reasons}) > 0\n)")
-        return "\nor\n".join(parts)
+        return f"{NL}or{NL}".join(parts)
 
     def _throttle_reasons(self) -> str | None:
         """Per GPU, > 0 if a thermal or power-brake reason was set within the short window."""
@@ -179,7 +181,7 @@ class AlertExpressions:
             c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in self.a.xid.critical_codes)),))
             parts.append(f"max by ({self.gpu}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
                          f"  ({c} unless {c} offset {w})\n)")
-        return "\nor\n".join(parts) or None
+        return f"{NL}or{NL}".join(parts) or None
 
     def exporter_down(self) -> str:
         """The exporter target is down (no gpu label), or one GPU stopped reporting on a target that is up."""
@@ -204,4 +206,73 @@ class AlertExpressions:
         parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
         if self.has("gpu_up"):
             parts.append(f"{self.per_gpu(self.q.metric('gpu_up'))} == 0")
-        return "\nor\n".join(parts)
+        return f"{NL}or{NL}".join(parts)
+
+    # -- job alerts: every GPU of a job against the job's own median (the job recordings) ---------------
+
+    def job_settled(self) -> str:
+        """Per job: at least min_gpus GPUs, the same number for the whole window and a window ago, and busy.
+
+        A job that is starting or ending has GPUs joining or leaving; a job that is idle as a whole (loading,
+        evaluating on one rank) has no pace to fall behind. Neither is judged.
+        """
+        s, q = self.a.job_straggler, self.q
+        size = q.use("cluster_job:gpu_count:count")
+        fewest = q.recorded_over_time("min", "cluster_job:gpu_count:count", s.window)
+        most = q.recorded_over_time("max", "cluster_job:gpu_count:count", s.window)
+        busy = q.recorded_over_time("avg", "cluster_job:gpu_utilization:median", s.window)
+        return f"\nand on ({q.job})\n".join((
+            f"{size} >= {s.min_gpus}", f"{fewest} == {most}", f"{size} offset {s.window}",
+            f"{busy} > {s.busy_above_percent:g}"))
+
+    def job_clock_behind(self) -> str | None:
+        """Per GPU of a job: its SM clock over the window is more than clock_below_ratio below the job's median."""
+        if not self.has("sm_clock"):
+            return None
+        s, q = self.a.job_straggler, self.q
+        clock = q.in_job_over_time("avg", "sm_clock", s.window)
+        median = q.recorded_over_time("avg", "cluster_job:gpu_sm_clock_mhz:median", s.window)
+        return f"{clock}\n< on ({q.job}) group_left ()\n{1 - s.clock_below_ratio:g} * {median}"
+
+    def job_straggler(self) -> str | None:
+        """A GPU of a settled, busy job departs from the job's median: clock behind, or activity off either way.
+
+        The activity departure is recorded per GPU (SM activity, utilization where a GPU has none: each GPU is
+        judged on one of the two, never both) and is the alert's value, + when the GPU is busier than its
+        peers: a slowed GPU computes longer while its peers wait in collectives. Everything is relative to the
+        job's median, so a dip of the whole job (loading, checkpoint, evaluation) moves the median with it
+        and departs from nothing.
+        """
+        if not self.has("gpu_util"):
+            return None
+        q = self.q
+        departure = q.use("cluster_instance_gpu_job:gpu_activity_departure:points")
+        odd = [f"abs({departure}) > {self.a.job_straggler.activity_points:g}"]
+        clock = self.job_clock_behind()
+        if clock is not None:
+            odd.append(clock)
+        parts = (departure, f"and on ({q.job_gpu})", f"(\n{_indent(_or(odd))}\n)",
+                 f"and on ({q.job})", f"(\n{_indent(self.job_settled())}\n)")
+        return f"max by ({q.job_gpu}) (\n{_indent(NL.join(parts))}\n)"
+
+    def allocated_idle(self) -> str | None:
+        """Per job: how many of its GPUs stayed under the level for the whole window (held a window ago too)."""
+        if not self.has("gpu_util"):
+            return None
+        i, q = self.a.allocated_idle, self.q
+        busiest = q.in_job_over_time("max", "gpu_util", i.window)
+        # the raw series: only its presence a window ago counts (and offset takes no parentheses)
+        held_before = f"max by ({q.job_gpu}) ({q.in_job_raw('gpu_util')} offset {i.window})"
+        return (f"count by ({q.job}) (\n  {busiest} < {i.util_below_percent:g}\n"
+                f"  and on ({q.job_gpu})\n  {held_before}\n)")
+
+
+NL = "\n"
+
+
+def _indent(text: str, spaces: int = 2) -> str:
+    return NL.join(" " * spaces + line if line else line for line in text.splitlines())
+
+
+def _or(parts: list[str]) -> str:
+    return f"{NL}or{NL}".join(parts)

@@ -23,7 +23,10 @@ from gpudash.stack.process import free_port
 
 GENERATED = ROOT / "generated"
 UNIT_TESTS = sorted((ROOT / "tests" / "rules").glob("*.yaml"))
-
+# promtool cases for rules rendered with a site config: (test file under tests/rules/sites/, the site)
+SITE_TESTS = {
+    "kubeflow_job_label": {"jobs": {"label": "training_kubeflow_org_job_name"}},
+}
 
 
 def tool(name: str) -> str:
@@ -67,6 +70,18 @@ def test_promtool_unit_tests(path: Path) -> None:
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
 
 
+@pytest.mark.parametrize("name", sorted(SITE_TESTS))
+def test_promtool_unit_tests_for_a_site(tmp_path: Path, name: str) -> None:
+    out = render_site(tmp_path, SITE_TESTS[name])
+    shutil.copy(ROOT / "tests" / "rules" / "sites" / f"{name}.yaml", out / "test.yaml")
+    result = run(tool("promtool"), "test", "rules", "test.yaml", cwd=out)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+
+
+def test_every_site_test_file_is_run() -> None:
+    assert {p.stem for p in (ROOT / "tests" / "rules" / "sites").glob("*.yaml")} == set(SITE_TESTS)
+
+
 def test_prometheus_accepts_the_scrape_snippet_with_the_rules(tmp_path: Path) -> None:
     config = {
         "global": {"scrape_interval": "15s", "evaluation_interval": "15s"},
@@ -104,6 +119,10 @@ def test_amtool_accepts_generated_and_every_receiver_kind(tmp_path: Path) -> Non
     routed = run(tool("amtool"), "config", "routes", "test", "--config.file", str(out / ALERTMANAGER_FILE),
                  "cluster=elsewhere", "severity=critical", "alertname=GPUXidError")
     assert routed.stdout.strip() == "gpudash-critical", routed.stdout + routed.stderr
+    for cluster in ("east", "elsewhere"):  # an idle job's info joins the digest, never a page
+        routed = run(tool("amtool"), "config", "routes", "test", "--config.file", str(out / ALERTMANAGER_FILE),
+                     f"cluster={cluster}", "severity=info", "alertname=GPUAllocatedIdle", "hpc_job=77001")
+        assert routed.stdout.strip() == "gpudash-warning-digest", routed.stdout + routed.stderr
 
 
 @pytest.fixture
@@ -155,6 +174,7 @@ def inhibited(url: str) -> dict[tuple[str, str, str], bool]:
 def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
     node = {"cluster": "demo", "instance": "n1:9400"}
     other = {"cluster": "demo", "instance": "n2:9400"}
+    job = {"hpc_job": "48213"}
     post_alerts(alertmanager, [
         {"alertname": "GPUExporterDown", "severity": "critical", **node},
         {"alertname": "GPUJobStalled", "severity": "warning", "gpu": "0", **node},
@@ -162,6 +182,10 @@ def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
         {"alertname": "GPUHighTemperature", "severity": "warning", "gpu": "1", **other},
         {"alertname": "GPUHighTemperature", "severity": "critical", "gpu": "1", **other},
         {"alertname": "GPUMemoryPressure", "severity": "warning", "gpu": "2", **other},
+        {"alertname": "GPUThermalThrottling", "severity": "warning", "gpu": "4", **other},
+        {"alertname": "GPUJobStraggler", "severity": "warning", "gpu": "4", **other, **job},
+        {"alertname": "GPUJobStraggler", "severity": "warning", "gpu": "5", **other, **job},
+        {"alertname": "GPUAllocatedIdle", "severity": "info", "cluster": "demo", "hpc_job": "77001"},
     ])
     state = inhibited(alertmanager)
     assert state == {
@@ -171,4 +195,8 @@ def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
         ("GPUHighTemperature", "1", "warning"): True,  # critical of the same alert and GPU
         ("GPUHighTemperature", "1", "critical"): False,
         ("GPUMemoryPressure", "2", "warning"): False,  # other node, no critical: stays
+        ("GPUThermalThrottling", "4", "warning"): False,
+        ("GPUJobStraggler", "4", "warning"): True,  # its cause, throttling, is already alerting on that GPU
+        ("GPUJobStraggler", "5", "warning"): False,  # no cause known on that GPU: stays
+        ("GPUAllocatedIdle", "", "info"): False,  # a whole job: no node's alert silences it
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
+from typing import cast
 
 import pytest
 import yaml
@@ -186,3 +187,26 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     assert done.code == 2 and "leave out --dashboards" in done.err
     done = gpudash("check", "--range", "soon")
     assert done.code == 2 and "--range 'soon'" in done.err
+
+
+class _Answers:
+    """A Prometheus stand-in for the empty-answer logic: `count(<selector>)` has data only for `present`."""
+
+    def __init__(self, *present: str) -> None:
+        self.present = present
+
+    def instant(self, expr: str, at: float | None = None) -> list[dict[str, object]]:
+        return [{"value": [0, "1"]}] if any(f"count({p})" == expr for p in self.present) else []
+
+
+def test_a_missing_job_recording_is_no_job_yet_and_a_missing_gpu_recording_is_a_failure() -> None:
+    from gpudash.catalog import profile
+    from gpudash.check.client import PrometheusClient, TimeRange
+    from gpudash.check.run import Checker
+
+    prometheus = cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL"))
+    checker = Checker(prometheus, profile("dcgm"), TimeRange(0, 60, 15))
+    job = checker.run(CheckQuery("rules", "GPUJobStraggler", ALERT, "cluster_job:gpu_count:count >= 4"))
+    assert job.status is Status.NOTHING_MATCHES and "no GPU is in a job" in job.detail
+    fleet = checker.run(CheckQuery("rules", "Fleet", ALERT, "cluster:gpu_count:count > 0"))
+    assert fleet.status is Status.EMPTY and "recording rules are not loaded" in fleet.detail

@@ -21,9 +21,12 @@ from gpudash.escape import go_template_text, promql_string
 from gpudash.files import write_text_tree as write_files
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.promql.builders import RECORDINGS
-from gpudash.rules.alertmanager import SECRETS_DIR
+from gpudash.rules.alertmanager import SECRETS_DIR, STRAGGLER_CAUSES
 from gpudash.rules.alerts import ALERT_NAMES
 from gpudash.rules.render import MARK, render_all, stale_files
+
+JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
+LEVELS = ("critical", "warning", "info")
 
 
 @pytest.fixture
@@ -59,15 +62,21 @@ def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Set
     rules = rules_of(files)
     assert {r["alert"] for r in rules} == set(ALERT_NAMES)
     for rule in rules:
-        assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
+        per_job = rule["alert"] in JOB_ALERTS
+        severity = rule["labels"]["severity"]
+        assert (severity == "info") == (rule["alert"] == "GPUAllocatedIdle") and severity in LEVELS, rule["alert"]
         notes = rule["annotations"]
         assert set(notes) == {"summary", "description", "runbook_url"}
         assert notes["runbook_url"].endswith("#" + rule["alert"].lower())
-        assert "$labels.instance" in notes["summary"] + notes["description"]
+        text = notes["summary"] + notes["description"]
+        assert ("$labels.instance" in text) != (rule["alert"] == "GPUAllocatedIdle"), rule["alert"]
+        assert ("$labels.hpc_job" in text) == per_job, rule["alert"]
         shown = "$value" in notes["description"] or "$labels.xid" in notes["description"]
         assert shown or rule["alert"] == "GPUExporterDown", f"{rule['alert']}: description shows no value"
-        # one GPU's labels, whatever else the exporter attaches (UUID, modelName, err_code, pod ...)
-        assert "by (cluster, instance" in rule["expr"], rule["alert"]
+        # one GPU's labels (one job's for a job alert), whatever else the exporter attaches (UUID, modelName, pod ...)
+        outer = {"GPUJobStraggler": "max by (cluster, instance, gpu, hpc_job) (",
+                 "GPUAllocatedIdle": "count by (cluster, hpc_job) ("}.get(rule["alert"])
+        assert rule["expr"].startswith(outer) if outer else "by (cluster, instance" in rule["expr"], rule["alert"]
     severities = {(r["alert"], r["labels"]["severity"]) for r in rules}
     for alert in ("GPUHighTemperature", "GPUMemoryPressure", "GPUXidError"):
         assert {(alert, "warning"), (alert, "critical")} <= severities
@@ -120,6 +129,14 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "xid", "critical_codes"), [79, 48], "GPUXidError", 'xid=~"48|79"'),
     (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
     (("alerts", "exporter_down", "lookback"), "3h", "GPUExporterDown", "DCGM_FI_DEV_FB_USED[3h]"),
+    (("alerts", "job_straggler", "min_gpus"), 8, "GPUJobStraggler", "cluster_job:gpu_count:count >= 8\n"),
+    (("alerts", "job_straggler", "busy_above_percent"), 70, "GPUJobStraggler", "median[5m]) > 70\n"),
+    (("alerts", "job_straggler", "clock_below_ratio"), 0.2, "GPUJobStraggler",
+     "0.8 * avg_over_time(cluster_job:gpu_sm_clock_mhz:median[5m])"),
+    (("alerts", "job_straggler", "activity_points"), 30, "GPUJobStraggler", ":points) > 30\n"),
+    (("alerts", "job_straggler", "window"), "7m", "GPUJobStraggler", "cluster_job:gpu_count:count offset 7m"),
+    (("alerts", "allocated_idle", "util_below_percent"), 2, "GPUAllocatedIdle", "[1h])) < 2\n"),
+    (("alerts", "allocated_idle", "window"), "3h", "GPUAllocatedIdle", 'hpc_job!=""} offset 3h)'),
 ])
 def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path, path: tuple[str, ...], value: object, alert: str,
@@ -160,12 +177,22 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     assert cluster_route["matchers"] == ['cluster="demo"']
     critical, warning = cluster_route["routes"]
     assert critical["matchers"] == ['severity="critical"'] and critical["group_wait"] == "10s"
-    assert warning["matchers"] == ['severity="warning"'] and warning["group_by"] == ["cluster"]
-    down, severity = am["inhibit_rules"]
+    assert warning["group_by"] == ["cluster"]
+    assert warning["matchers"] == ['severity=~"warning|info"']  # info (an idle job) joins the digest
+    down, severity, straggler = am["inhibit_rules"]
     assert down["source_matchers"] == ['alertname="GPUExporterDown"', 'gpu=""']
     assert down["equal"] == ["cluster", "instance"]
     assert severity["equal"] == ["alertname", "cluster", "instance", "gpu"]
+    assert [am_parse_matchers(m) for m in straggler["target_matchers"]] == [[("alertname", "=", "GPUJobStraggler")]]
+    assert straggler["equal"] == ["cluster", "instance", "gpu"]
+    (cause,) = straggler["source_matchers"]
+    assert cause == 'alertname=~"' + "|".join(STRAGGLER_CAUSES) + '"'
+    assert set(STRAGGLER_CAUSES) < set(ALERT_NAMES)
     assert [r["name"] for r in am["receivers"]] == ["gpudash-critical", "gpudash-warning-digest"]
+    severities = {r["labels"]["severity"] for r in rules_of(render_all(settings))}
+    routed = {m for r in cluster_route["routes"] for m in r["matchers"]}
+    assert {"critical", "warning", "info"} == severities  # and each has a route: none falls to the root's page
+    assert routed == {'severity="critical"', 'severity=~"warning|info"'}
 
 
 def test_alertmanager_timing_comes_from_thresholds(thresholds_copy: Callable[..., Path],
@@ -230,6 +257,54 @@ def test_nvidia_smi_profile_leaves_out_what_it_cannot_evaluate(tmp_path: Path) -
     text = files[ALERTS_FILE] + files[RECORDING_FILE]
     assert "DCGM_FI_" not in text and "by (cluster, instance, uuid)" in text
     assert "(nvidia_smi_utilization_gpu_ratio[" in text  # ranges on the raw series, converted after
+
+
+def test_job_alerts_read_the_sites_job_label(tmp_path: Path) -> None:
+    label = "training_kubeflow_org_job_name"
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"jobs": {"label": label}})))
+    for alert in JOB_ALERTS:
+        (rule,) = alerts_named(files, alert)
+        assert "hpc_job" not in rule["expr"] + json.dumps(rule["annotations"]), alert
+        assert f'{label}!=""' in rule["expr"] and f"$labels.{label}" in rule["annotations"]["summary"], alert
+    straggler = alerts_named(files, "GPUJobStraggler")[0]["expr"]
+    assert f"on (cluster, {label}) group_left ()" in straggler
+    assert f"max by (cluster, instance, gpu, {label})" in straggler
+    assert "cluster_instance_gpu_job:gpu_activity_departure:points" in straggler
+    assert f"count by (cluster, {label})" in alerts_named(files, "GPUAllocatedIdle")[0]["expr"]
+    recorded = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}
+    expected = f'count by (cluster, {label}) (DCGM_FI_DEV_GPU_UTIL{{{label}!=""}})'
+    assert recorded["cluster_job:gpu_count:count"] == expected
+
+
+def test_straggler_judges_sm_activity_first_then_utilization_and_the_clock(settings: Settings) -> None:
+    files = render_all(settings)
+    recorded = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}
+    departure = recorded["cluster_instance_gpu_job:gpu_activity_departure:points"]
+    # SM activity on the left of `or`: a GPU that has it is never judged on utilization too
+    assert departure.index("DCGM_FI_PROF_SM_ACTIVE") < departure.index("\nor\n") < departure.index("GPU_UTIL")
+    records = [r["record"] for r in rules_of(files, RECORDING_FILE)]
+    for median in ("cluster_job:gpu_sm_active:median", "cluster_job:gpu_utilization:median"):
+        assert f"avg_over_time({median}[5m])" in departure
+        assert records.index(median) < records.index("cluster_instance_gpu_job:gpu_activity_departure:points")
+    (rule,) = alerts_named(files, "GPUJobStraggler")
+    expr = rule["expr"]
+    assert "abs(cluster_instance_gpu_job:gpu_activity_departure:points) > 20" in expr
+    assert "DCGM_FI_DEV_SM_CLOCK" in expr and "0.9 * avg_over_time(cluster_job:gpu_sm_clock_mhz:median[5m])" in expr
+    # the job must keep its size over the window and have existed a window ago
+    assert "min_over_time(cluster_job:gpu_count:count[5m]) == max_over_time(cluster_job:gpu_count:count[5m])" in expr
+    assert "cluster_job:gpu_count:count offset 5m" in expr
+    assert rule["for"] == "10m" and rule["labels"] == {"severity": "warning"}
+
+
+def test_nvidia_smi_profile_judges_stragglers_on_utilization_and_clock(tmp_path: Path) -> None:
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"profile": "nvidia_smi"})))
+    (rule,) = alerts_named(files, "GPUJobStraggler")
+    departure = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}[
+        "cluster_instance_gpu_job:gpu_activity_departure:points"]
+    assert "sm_active" not in departure + rule["expr"] and "(nvidia_smi_utilization_gpu_ratio{hpc_job" in departure
+    assert "nvidia_smi_clocks_current_sm_clock_hz{hpc_job" in rule["expr"]
+    assert "its activity (utilization)" in rule["annotations"]["description"]
+    assert alerts_named(files, "GPUAllocatedIdle")
 
 
 def test_email_receiver_without_smarthost_is_one_clear_error(tmp_path: Path) -> None:
@@ -327,7 +402,7 @@ def test_a_cluster_name_cannot_add_a_matcher_to_its_route(tmp_path: Path) -> Non
     for cluster, route in zip(HOSTILE_SITE["clusters"], am["route"]["routes"], strict=False):
         assert [am_parse_matchers(m) for m in route["matchers"]] == [[("cluster", "=", cluster["name"])]]
         assert [am_parse_matchers(m) for r in route["routes"] for m in r["matchers"]] == \
-            [[("severity", "=", "critical")], [("severity", "=", "warning")]]
+            [[("severity", "=", "critical")], [("severity", "=~", "warning|info")]]
 
 
 def test_site_strings_in_templates_are_printed_never_run(tmp_path: Path, settings: Settings) -> None:
