@@ -57,11 +57,13 @@ from dataclasses import dataclass, field
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
 from gpudash.exporter.sim.counters import Integral
+from gpudash.exporter.sim.noise import clamp, smooth, uniform
 from gpudash.exporter.sim.spec import (
     Fault,
     parse_fault,
     parse_workload,
 )
+from gpudash.exporter.sim.state import GpuState
 from gpudash.exporter.source import (
     GpuIdentity,
     GpuReading,
@@ -73,7 +75,6 @@ from gpudash.exporter.source import (
 XID_GPU_LOST = 79
 
 _BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
-_MASK = (1 << 64) - 1
 _BUSY_TEMP_C = 64.0  # what a training GPU settles at near its power cap
 
 
@@ -97,52 +98,9 @@ class GpuModel:
 H200 = GpuModel()
 
 
-def _mix(x: int) -> int:
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
-    return x ^ (x >> 31)
-
-
-def _u(*parts: int) -> float:
-    """A uniform number in [0, 1) that depends only on its integer arguments."""
-    h = 0x9E3779B97F4A7C15
-    for part in parts:
-        h = _mix((h ^ (part & _MASK)) + 0x9E3779B97F4A7C15 & _MASK)
-    return h / 2.0**64
-
-
-def _smooth(t: float, period: float, *parts: int) -> float:
-    """Value noise in [0, 1): continuous in t, changing over about ``period`` seconds."""
-    k = math.floor(t / period)
-    f = t / period - k
-    f = f * f * (3 - 2 * f)
-    a, b = _u(*parts, k), _u(*parts, k + 1)
-    return a + (b - a) * f
-
-
-def _clamp(x: float, lo: float, hi: float) -> float:
-    return lo if x < lo else hi if x > hi else x
-
-
 # noise channels
 _CH_UTIL, _CH_FB, _CH_POWER, _CH_TEMP, _CH_HBM, _CH_PCIE, _CH_STALL, _CH_CKPT, _CH_ID = range(9)
 _HGX_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
-
-
-@dataclass
-class _State:
-    """One GPU's instantaneous state before counters are added."""
-
-    util: float = 0.0
-    fb_used: float = 0.0
-    power_activity: float = 0.0  # 0..1 of the way from idle power to the cap
-    tensor: float = 0.0
-    dram: float = 0.0
-    pcie_tx: float = 1e5
-    pcie_rx: float = 1e5
-    nvlink_kib_s: float = 0.0
-    process: str | None = None
-    heat_excess: float = 0.0  # thermal fault: degrees above what the power draw explains
 
 
 @dataclass
@@ -164,11 +122,11 @@ class Fleet:
             if not 0 <= where < self.gpus:
                 raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
         self.identities = [self._identity(i) for i in range(self.gpus)]
-        self._energy0 = [1e9 * (5 + 50 * _u(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
+        self._energy0 = [1e9 * (5 + 50 * uniform(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
         self._integrals = [Integral(functools.partial(self._rates, i)) for i in range(self.gpus)]
 
     def _identity(self, i: int) -> GpuIdentity:
-        h = "".join(f"{int(_u(self.seed, i, _CH_ID, k) * 2**32):08x}" for k in range(4))
+        h = "".join(f"{int(uniform(self.seed, i, _CH_ID, k) * 2**32):08x}" for k in range(4))
         uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
         bus = _HGX_BUSES[i] if i < len(_HGX_BUSES) else f"{(0x18 + 0x11 * i) % 0x100:02X}"
         domain = i // len(_HGX_BUSES)
@@ -199,31 +157,31 @@ class Fleet:
         s = self._state(i, t)
         m = self.model
         power = m.idle_power_w + (m.power_limit_w - m.idle_power_w) * s.power_activity
-        power *= 0.98 + 0.04 * _smooth(t, 3.0, self.seed, i, _CH_POWER)
+        power *= 0.98 + 0.04 * smooth(t, 3.0, self.seed, i, _CH_POWER)
         reasons = 0
         sm_clock = m.sm_clock_max_mhz
         if s.util < 1:
             reasons |= _BIT["gpu_idle"]
             sm_clock = m.sm_clock_idle_mhz
-        temp = 27.0 + 0.055 * power + 2.0 * _smooth(t, 20.0, self.seed, i, _CH_TEMP) + s.heat_excess
+        temp = 27.0 + 0.055 * power + 2.0 * smooth(t, 20.0, self.seed, i, _CH_TEMP) + s.heat_excess
         if temp >= m.sw_thermal_c:
             reasons |= _BIT["sw_thermal_slowdown"]
         if temp >= m.slowdown_c:
             reasons |= _BIT["hw_thermal_slowdown"] | _BIT["hw_slowdown"]
-        heat = _clamp((temp - (m.sw_thermal_c - 2.0)) / 6.0, 0.0, 1.0)
+        heat = clamp((temp - (m.sw_thermal_c - 2.0)) / 6.0, 0.0, 1.0)
         if heat > 0:
             sm_clock *= 1.0 - 0.35 * heat
             power *= 1.0 - 0.3 * heat
         elif power >= 0.97 * m.power_limit_w:
             reasons |= _BIT["sw_power_cap"]
-            sm_clock -= 150.0 * _smooth(t, 5.0, self.seed, i, _CH_POWER, 1)
+            sm_clock -= 150.0 * smooth(t, 5.0, self.seed, i, _CH_POWER, 1)
         power = min(power, m.power_limit_w)
-        fb_used = _clamp(round(s.fb_used), 0.0, m.fb_total_mib - m.fb_reserved_mib)
+        fb_used = clamp(round(s.fb_used), 0.0, m.fb_total_mib - m.fb_reserved_mib)
         energy, nvlink = self._counters(i, t)
         values: dict[str, float] = {
             "sm_clock": round(sm_clock),
             "mem_clock": m.mem_clock_mhz,
-            "hbm_temp": round(temp + 3.0 + 2.0 * _smooth(t, 30.0, self.seed, i, _CH_HBM)),
+            "hbm_temp": round(temp + 3.0 + 2.0 * smooth(t, 30.0, self.seed, i, _CH_HBM)),
             "gpu_temp": round(temp),
             "power": round(power, 3),
             "energy": round(energy),
@@ -258,7 +216,7 @@ class Fleet:
             values["xid_last_time"] = xid.last_time
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
-            pid = 4000 + 17 * i + int(1000 * _u(self.seed, _CH_ID, 99))
+            pid = 4000 + 17 * i + int(1000 * uniform(self.seed, _CH_ID, 99))
             processes = (ProcessUsage(pid, s.process, max(0.0, fb_used - 510.0)),)
         return GpuReading(i, True, values, frozenset({"vgpu_license"}), {}, xid, processes)
 
@@ -283,10 +241,10 @@ class Fleet:
                 dead = min(dead, f.start)
         return dead
 
-    def _state(self, i: int, t: float) -> _State:
+    def _state(self, i: int, t: float) -> GpuState:
         workload = self.workload(i)
         if workload == "idle" or t >= self._dead_since(i):
-            s = _State(fb_used=0.0)
+            s = GpuState(fb_used=0.0)
         elif workload == "inference":
             s = self._inference(i, t)
         else:
@@ -295,7 +253,7 @@ class Fleet:
             if fault.kind == "leak" and fault.start <= t < self._dead_since(i):
                 to_oom = fault.arg if fault.arg is not None else 1200.0
                 room = self.model.fb_total_mib - self.model.fb_reserved_mib - s.fb_used
-                s.fb_used += room * _clamp((t - fault.start) / to_oom, 0.0, 1.0)
+                s.fb_used += room * clamp((t - fault.start) / to_oom, 0.0, 1.0)
             elif fault.kind == "stall" and fault.active(t) and s.process is not None:
                 s.util, s.tensor, s.dram, s.power_activity = 0.0, 0.0, 0.0, 0.05
                 s.pcie_tx = s.pcie_rx = 1e5
@@ -313,36 +271,36 @@ class Fleet:
         period = 1800.0
         k = math.floor(t / period)
         if k >= 1:
-            ckpt_len = 45.0 + 30.0 * _u(self.seed, _CH_CKPT, k)
+            ckpt_len = 45.0 + 30.0 * uniform(self.seed, _CH_CKPT, k)
             if t - k * period < ckpt_len:
                 return "ckpt", 1.0
         slot = 600.0
         for j in (math.floor(t / slot), math.floor(t / slot) - 1):
-            if j < 0 or _u(self.seed, _CH_STALL, j) > 0.7:
+            if j < 0 or uniform(self.seed, _CH_STALL, j) > 0.7:
                 continue
-            begin = j * slot + 200.0 + 350.0 * _u(self.seed, _CH_STALL, j, 1)
-            length = 10.0 + 30.0 * _u(self.seed, _CH_STALL, j, 2)
+            begin = j * slot + 200.0 + 350.0 * uniform(self.seed, _CH_STALL, j, 1)
+            length = 10.0 + 30.0 * uniform(self.seed, _CH_STALL, j, 2)
             if begin <= t < begin + length:
-                return "stall", 0.5 + 0.5 * _u(self.seed, _CH_STALL, j, 3)
+                return "stall", 0.5 + 0.5 * uniform(self.seed, _CH_STALL, j, 3)
         return "run", 0.0
 
-    def _train(self, i: int, t: float) -> _State:
+    def _train(self, i: int, t: float) -> GpuState:
         m = self.model
-        ws = m.fb_total_mib * (0.74 + 0.04 * _u(self.seed, i, _CH_FB))
-        load = _clamp(t / (120.0 + 60.0 * _u(self.seed, _CH_FB, 1)), 0.0, 1.0)
+        ws = m.fb_total_mib * (0.74 + 0.04 * uniform(self.seed, i, _CH_FB))
+        load = clamp(t / (120.0 + 60.0 * uniform(self.seed, _CH_FB, 1)), 0.0, 1.0)
         saw = ((t + 13.0 * i) % 120.0) / 120.0
         fb = ws * load * (0.97 + 0.03 * saw)
-        util = (93.0 + 6.0 * _smooth(t, 4.0, self.seed, i, _CH_UTIL)) * load**2
-        s = _State(util=util, fb_used=fb, process="python3")
-        s.tensor = (0.40 + 0.08 * _smooth(t, 6.0, self.seed, i, _CH_UTIL, 1)) * load**2
-        s.dram = (0.30 + 0.06 * _smooth(t, 6.0, self.seed, i, _CH_UTIL, 2)) * load**2
-        s.pcie_rx = 1.2e9 + 0.6e9 * _smooth(t, 8.0, self.seed, i, _CH_PCIE)
-        s.pcie_tx = 1.5e8 + 1e8 * _smooth(t, 8.0, self.seed, i, _CH_PCIE, 1)
+        util = (93.0 + 6.0 * smooth(t, 4.0, self.seed, i, _CH_UTIL)) * load**2
+        s = GpuState(util=util, fb_used=fb, process="python3")
+        s.tensor = (0.40 + 0.08 * smooth(t, 6.0, self.seed, i, _CH_UTIL, 1)) * load**2
+        s.dram = (0.30 + 0.06 * smooth(t, 6.0, self.seed, i, _CH_UTIL, 2)) * load**2
+        s.pcie_rx = 1.2e9 + 0.6e9 * smooth(t, 8.0, self.seed, i, _CH_PCIE)
+        s.pcie_tx = 1.5e8 + 1e8 * smooth(t, 8.0, self.seed, i, _CH_PCIE, 1)
         s.nvlink_kib_s = 1.4e8 * util / 100.0
         phase, depth = self._job_phase(t) if load >= 1.0 else ("run", 0.0)
         if phase == "ckpt":
-            s.util = 2.0 + 6.0 * _smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
-            s.pcie_tx = 9e9 + 3e9 * _smooth(t, 5.0, self.seed, i, _CH_PCIE, 2)
+            s.util = 2.0 + 6.0 * smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
+            s.pcie_tx = 9e9 + 3e9 * smooth(t, 5.0, self.seed, i, _CH_PCIE, 2)
             s.pcie_rx = 2e8
         elif phase == "stall":
             s.util = 5.0 + 20.0 * (1.0 - depth)
@@ -351,16 +309,16 @@ class Fleet:
             s.tensor *= s.util / 100.0
             s.dram *= s.util / 100.0
             s.nvlink_kib_s = 1.4e8 * s.util / 100.0
-        s.power_activity = _clamp(s.util / 100.0 * (0.85 + 0.2 * s.tensor), 0.0, 1.05)
+        s.power_activity = clamp(s.util / 100.0 * (0.85 + 0.2 * s.tensor), 0.0, 1.05)
         return s
 
-    def _inference(self, i: int, t: float) -> _State:
+    def _inference(self, i: int, t: float) -> GpuState:
         m = self.model
-        load = _clamp(t / 60.0, 0.0, 1.0)
+        load = clamp(t / 60.0, 0.0, 1.0)
         fb = 0.97 * m.fb_total_mib * load
-        wave = 0.5 + 0.5 * math.sin(2 * math.pi * (t / 3600.0 + _u(self.seed, i, _CH_UTIL)))
-        util = (20.0 + 45.0 * wave + 8.0 * _smooth(t, 10.0, self.seed, i, _CH_UTIL)) * (1.0 if load >= 1 else 0.0)
-        s = _State(util=util, fb_used=fb, process="tritonserver")
+        wave = 0.5 + 0.5 * math.sin(2 * math.pi * (t / 3600.0 + uniform(self.seed, i, _CH_UTIL)))
+        util = (20.0 + 45.0 * wave + 8.0 * smooth(t, 10.0, self.seed, i, _CH_UTIL)) * (1.0 if load >= 1 else 0.0)
+        s = GpuState(util=util, fb_used=fb, process="tritonserver")
         s.tensor = 0.3 * util / 100.0
         s.dram = 0.45 * util / 100.0
         s.pcie_rx = 5e7 + 2e8 * util / 100.0
