@@ -56,11 +56,15 @@ from dataclasses import dataclass, field
 
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
+from gpudash.exporter.sim import jobphysics
 from gpudash.exporter.sim.counters import Integral
-from gpudash.exporter.sim.noise import clamp, smooth, uniform
+from gpudash.exporter.sim.jobs import Job, Layout
+from gpudash.exporter.sim.noise import clamp, name_key, smooth, uniform
 from gpudash.exporter.sim.spec import (
+    JOB_FAULTS,
     Fault,
     parse_fault,
+    parse_node_fault,
     parse_workload,
 )
 from gpudash.exporter.sim.state import GpuState
@@ -114,13 +118,21 @@ class Fleet:
     epoch: float = 0.0
     model: GpuModel = H200
     driver_version: str = "580.159.04"
+    # A node of a simulated cluster (gpudash.exporter.sim.jobs): its name in the layout, the layout, the faults
+    # on other nodes (they reach this node through shared jobs), and the cluster's seed (job rhythms).
+    node: str = ""
+    layout: Layout | None = None
+    cluster_faults: Sequence[tuple[str, int, Fault]] = ()
+    cluster_seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise UsageError(f"--simulate {self.gpus}: need at least one GPU")
-        for where in (*self.workloads, *self.faults):
+        for where in (*self.workloads, *self.faults, *(i for _, i, _ in self.cluster_faults)):
             if not 0 <= where < self.gpus:
                 raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
+        every = [(self.node, i, f) for i, faults in self.faults.items() for f in faults] + list(self.cluster_faults)
+        self._job_faults = [(n, i, f) for n, i, f in every if f.kind in JOB_FAULTS]
         self.identities = [self._identity(i) for i in range(self.gpus)]
         self._energy0 = [1e9 * (5 + 50 * uniform(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
         self._integrals = [Integral(functools.partial(self._rates, i)) for i in range(self.gpus)]
@@ -134,6 +146,22 @@ class Fleet:
 
     def workload(self, i: int) -> str:
         return self.workloads.get(i, "train")
+
+    def job(self, i: int, t: float) -> Job | None:
+        """The job of the cluster layout running on GPU i at t (None: free, or no layout)."""
+        return None if self.layout is None else self.layout.job_at(self.node, i, t)
+
+    def process_jobs(self, i: int, t: float) -> dict[int, str]:
+        """The job id of each process this GPU may show at t, by pid (for attribution)."""
+        out: dict[int, str] = {}
+        job = self.job(i, t)
+        if job is not None:
+            out[self._pid(i, job)] = job.id
+        for fault in self.faults.get(i, ()):
+            if fault.kind == "foreign" and fault.active(t):
+                foreign = self._foreign_job(i, t, fault)
+                out[jobphysics.foreign_pid(foreign, i)] = foreign
+        return out
 
     def xid_events(self, i: int) -> list[tuple[float, int]]:
         events: list[tuple[float, int]] = []
@@ -159,10 +187,12 @@ class Fleet:
         power = m.idle_power_w + (m.power_limit_w - m.idle_power_w) * s.power_activity
         power *= 0.98 + 0.04 * smooth(t, 3.0, self.seed, i, _CH_POWER)
         reasons = 0
-        sm_clock = m.sm_clock_max_mhz
+        sm_clock = m.sm_clock_max_mhz * s.clock_factor
         if s.util < 1:
             reasons |= _BIT["gpu_idle"]
             sm_clock = m.sm_clock_idle_mhz
+        if s.power_capped:
+            reasons |= _BIT["sw_power_cap"]
         temp = 27.0 + 0.055 * power + 2.0 * smooth(t, 20.0, self.seed, i, _CH_TEMP) + s.heat_excess
         if temp >= m.sw_thermal_c:
             reasons |= _BIT["sw_thermal_slowdown"]
@@ -203,8 +233,9 @@ class Fleet:
             "dram_active": round(s.dram, 4),
             "pcie_tx": round(s.pcie_tx),
             "pcie_rx": round(s.pcie_rx),
-            "sm_active": round(s.util / 100 * 0.86, 4),
-            "sm_occupancy": round(s.util / 100 * 0.38, 4),
+            "sm_active": round(jobphysics.sm_activity(s), 4),
+            "sm_occupancy": round(s.util / 100 * 0.38 if s.sm_active is None
+                                  else s.sm_active * jobphysics.OCCUPANCY_PER_SM, 4),
             "fb_total": m.fb_total_mib,
             "power_limit": m.power_limit_w,
             "sm_clock_max": m.sm_clock_max_mhz,
@@ -216,8 +247,10 @@ class Fleet:
             values["xid_last_time"] = xid.last_time
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
-            pid = 4000 + 17 * i + int(1000 * uniform(self.seed, _CH_ID, 99))
-            processes = (ProcessUsage(pid, s.process, max(0.0, fb_used - 510.0)),)
+            own = fb_used - (s.foreign.fb_used_mib if s.foreign is not None else 0.0)
+            processes = (ProcessUsage(self._pid(i, self.job(i, t)), s.process, max(0.0, own - 510.0)),)
+        if s.foreign is not None:
+            processes += (s.foreign,)
         return GpuReading(i, True, values, frozenset({"vgpu_license"}), {}, xid, processes)
 
     # -- the model ---------------------------------------------------------------------------------
@@ -242,13 +275,30 @@ class Fleet:
         return dead
 
     def _state(self, i: int, t: float) -> GpuState:
-        workload = self.workload(i)
+        job = self.job(i, t)
+        workload, tau, rhythm = self.workload(i), t, self.seed
+        if self.layout is not None:
+            workload = "idle" if job is None else job.kind
+            tau = t if job is None else t - job.start
+            rhythm = self.seed if job is None else job.phase_seed(self._seed)
+        s = self._workload_state(i, t, workload, tau, rhythm)
+        self._own_faults(i, t, s)
+        if self._job_faults and s.process is not None:
+            jobphysics.apply(s, self._context(i, t, job))
+        return s
+
+    def _workload_state(self, i: int, t: float, workload: str, tau: float, rhythm: int) -> GpuState:
+        if workload == "idle" and self.layout is not None and self.job(i, t) is not None:
+            s = GpuState(process="python3")  # a job of kind idle: held, nothing computing
+            jobphysics.hold_idle(s, self.seed, i)
+            return s
         if workload == "idle" or t >= self._dead_since(i):
-            s = GpuState(fb_used=0.0)
-        elif workload == "inference":
-            s = self._inference(i, t)
-        else:
-            s = self._train(i, t)
+            return GpuState(fb_used=0.0)
+        if workload == "inference":
+            return self._inference(i, t, tau)
+        return self._train(i, t, tau, rhythm)
+
+    def _own_faults(self, i: int, t: float, s: GpuState) -> None:
         for fault in self.faults.get(i, ()):
             if fault.kind == "leak" and fault.start <= t < self._dead_since(i):
                 to_oom = fault.arg if fault.arg is not None else 1200.0
@@ -264,30 +314,81 @@ class Fleet:
                 rise = 1.0 - math.exp(-(t - fault.start) / 60.0)
                 fall = math.exp(-(t - fault.end) / 90.0) if t >= fault.end else 1.0
                 s.heat_excess = (peak - _BUSY_TEMP_C) * rise * fall
-        return s
+            elif fault.kind == "idle-holder" and fault.active(t) and s.process is not None:
+                jobphysics.hold_idle(s, self.seed, i)
+            elif fault.kind == "foreign" and fault.active(t) and not self._lost(i, t):
+                jobphysics.add_foreign(s, self.seed, i, self._foreign_job(i, t, fault))
 
-    def _job_phase(self, t: float) -> tuple[str, float]:
-        """The node-wide training job's phase at t: ('ckpt' | 'stall' | 'run', depth 0..1)."""
-        period = 1800.0
+    def _context(self, i: int, t: float, job: Job | None) -> jobphysics.JobContext:
+        """The faults of GPU i's job active at t, on any node (no layout: the node's training GPUs are one job)."""
+        def member(node: str, k: int) -> bool:
+            if job is not None:
+                return job.holds(node, k)
+            if self.layout is not None:
+                return (node, k) == (self.node, i)
+            return node == self.node and self.workload(k) == "train" and self.workload(i) == "train"
+
+        stragglers, node_starved, peer_starved = [], False, False
+        for node, k, fault in self._job_faults:
+            if not fault.active(t):
+                continue
+            if fault.kind == "starved":
+                node_starved |= node == self.node
+                peer_starved |= node != self.node and job is not None and node in job.nodes
+            elif member(node, k):
+                stragglers.append(jobphysics.straggler_of(self._seed, node, k, fault))
+        return jobphysics.JobContext((self.node, i), tuple(stragglers), node_starved, peer_starved)
+
+    @property
+    def _seed(self) -> int:
+        """The cluster's seed: what every node of it shares (the node's own seed makes its GPUs differ)."""
+        return self.seed if self.cluster_seed is None else self.cluster_seed
+
+    def _pid(self, i: int, job: Job | None) -> int:
+        if job is None:
+            return 4000 + 17 * i + int(1000 * uniform(self.seed, _CH_ID, 99))
+        return 2000 + name_key(job.id) % 40000 + 17 * i
+
+    def _foreign_job(self, i: int, t: float, fault: Fault) -> str:
+        """The foreign process's job: the fault's argument, else another job of the layout, else a made-up id."""
+        if fault.arg is not None:
+            return str(int(fault.arg))
+        mine = self.job(i, t)
+        others = [j.id for j in self.layout.jobs if j is not mine] if self.layout is not None else []
+        return others[0] if others else str(90000 + int(9999 * uniform(self._seed, _CH_ID, i, 98)))
+
+    def _job_phase(self, t: float, rhythm: int) -> tuple[str, float]:
+        """A training job's phase at its own time t: ('ckpt' | 'eval' | 'stall' | 'run', depth 0..1).
+
+        Every GPU of the job shares it (the rhythm is the job's seed), on every node: the job-wide dips.
+        """
+        # cluster jobs checkpoint every 20-40 minutes, each at its own pace; the node-wide job every 30
+        period = 1800.0 if self.layout is None else 1200.0 + 1200.0 * uniform(rhythm, _CH_CKPT)
         k = math.floor(t / period)
         if k >= 1:
-            ckpt_len = 45.0 + 30.0 * uniform(self.seed, _CH_CKPT, k)
+            ckpt_len = 45.0 + 30.0 * uniform(rhythm, _CH_CKPT, k)
             if t - k * period < ckpt_len:
                 return "ckpt", 1.0
+        hour = math.floor(t / 3600.0)
+        if self.layout is not None and hour >= 1:  # cluster jobs also evaluate once an hour
+            begin = hour * 3600.0 + 600.0 + 300.0 * uniform(rhythm, _CH_CKPT, hour, 5)
+            if begin <= t < begin + 120.0 + 120.0 * uniform(rhythm, _CH_CKPT, hour, 6):
+                return "eval", uniform(rhythm, _CH_CKPT, hour, 7)
         slot = 600.0
         for j in (math.floor(t / slot), math.floor(t / slot) - 1):
-            if j < 0 or uniform(self.seed, _CH_STALL, j) > 0.7:
+            if j < 0 or uniform(rhythm, _CH_STALL, j) > 0.7:
                 continue
-            begin = j * slot + 200.0 + 350.0 * uniform(self.seed, _CH_STALL, j, 1)
-            length = 10.0 + 30.0 * uniform(self.seed, _CH_STALL, j, 2)
+            begin = j * slot + 200.0 + 350.0 * uniform(rhythm, _CH_STALL, j, 1)
+            length = 10.0 + 30.0 * uniform(rhythm, _CH_STALL, j, 2)
             if begin <= t < begin + length:
-                return "stall", 0.5 + 0.5 * uniform(self.seed, _CH_STALL, j, 3)
+                return "stall", 0.5 + 0.5 * uniform(rhythm, _CH_STALL, j, 3)
         return "run", 0.0
 
-    def _train(self, i: int, t: float) -> GpuState:
+    def _train(self, i: int, t: float, tau: float, rhythm: int) -> GpuState:
+        """Training at wall time t, tau into its job, the job's rhythm (its seed) shared by all its GPUs."""
         m = self.model
         ws = m.fb_total_mib * (0.74 + 0.04 * uniform(self.seed, i, _CH_FB))
-        load = clamp(t / (120.0 + 60.0 * uniform(self.seed, _CH_FB, 1)), 0.0, 1.0)
+        load = clamp(tau / (120.0 + 60.0 * uniform(rhythm, _CH_FB, 1)), 0.0, 1.0)
         saw = ((t + 13.0 * i) % 120.0) / 120.0
         fb = ws * load * (0.97 + 0.03 * saw)
         util = (93.0 + 6.0 * smooth(t, 4.0, self.seed, i, _CH_UTIL)) * load**2
@@ -297,8 +398,10 @@ class Fleet:
         s.pcie_rx = 1.2e9 + 0.6e9 * smooth(t, 8.0, self.seed, i, _CH_PCIE)
         s.pcie_tx = 1.5e8 + 1e8 * smooth(t, 8.0, self.seed, i, _CH_PCIE, 1)
         s.nvlink_kib_s = 1.4e8 * util / 100.0
-        phase, depth = self._job_phase(t) if load >= 1.0 else ("run", 0.0)
-        if phase == "ckpt":
+        phase, depth = self._job_phase(tau, rhythm) if load >= 1.0 else ("run", 0.0)
+        if phase == "eval":  # forward passes only, smaller batches
+            s.util = 45.0 + 15.0 * depth + 4.0 * smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
+        elif phase == "ckpt":
             s.util = 2.0 + 6.0 * smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
             s.pcie_tx = 9e9 + 3e9 * smooth(t, 5.0, self.seed, i, _CH_PCIE, 2)
             s.pcie_rx = 2e8
@@ -312,9 +415,9 @@ class Fleet:
         s.power_activity = clamp(s.util / 100.0 * (0.85 + 0.2 * s.tensor), 0.0, 1.05)
         return s
 
-    def _inference(self, i: int, t: float) -> GpuState:
+    def _inference(self, i: int, t: float, tau: float) -> GpuState:
         m = self.model
-        load = clamp(t / 60.0, 0.0, 1.0)
+        load = clamp(tau / 60.0, 0.0, 1.0)
         fb = 0.97 * m.fb_total_mib * load
         wave = 0.5 + 0.5 * math.sin(2 * math.pi * (t / 3600.0 + uniform(self.seed, i, _CH_UTIL)))
         util = (20.0 + 45.0 * wave + 8.0 * smooth(t, 10.0, self.seed, i, _CH_UTIL)) * (1.0 if load >= 1 else 0.0)
@@ -347,11 +450,34 @@ def fleet_from_specs(
     workloads: Iterable[str] = (),
     faults: Iterable[str] = (),
     epoch: float | None = None,
+    *,
+    node: str = "",
+    layout: Layout | None = None,
 ) -> Fleet:
-    """Build a Fleet from ``--workload``/``--fault`` strings; bad specs raise UsageError naming the flag."""
-    chosen = dict(parse_workload(w) for w in workloads)
-    injected: dict[int, list[Fault]] = {}
+    """Build a Fleet from ``--workload``/``--fault`` strings; bad specs raise UsageError naming the flag.
+
+    With a ``layout`` the fleet is ``node`` of a simulated cluster: faults may name their node
+    (``node-02/5=straggler``), the node's GPUs run the jobs the layout gives them, and its UUIDs and noise
+    come from (seed, node) so that the nodes of one cluster, started with one seed, differ.
+    """
+    if layout is None:
+        chosen = dict(parse_workload(w) for w in workloads)
+        injected: dict[int, list[Fault]] = {}
+        for spec in faults:
+            index, fault = parse_fault(spec)
+            injected.setdefault(index, []).append(fault)
+        return Fleet(gpus, seed, chosen, injected, time.time() if epoch is None else epoch)
+    if workloads:
+        raise UsageError("--workload with simulated jobs: a job's kind sets its GPUs' workload (ID/KIND=...)")
+    layout.check_nodes(gpus)
+    own: dict[int, list[Fault]] = {}
+    others: list[tuple[str, int, Fault]] = []
     for spec in faults:
-        index, fault = parse_fault(spec)
-        injected.setdefault(index, []).append(fault)
-    return Fleet(gpus, seed, chosen, injected, time.time() if epoch is None else epoch)
+        where, index, fault = parse_node_fault(spec)
+        if where is None or where == node:
+            own.setdefault(index, []).append(fault)
+        else:
+            others.append((where, index, fault))
+    node_seed = int(uniform(seed, name_key(node)) * 2**31)
+    return Fleet(gpus, node_seed, {}, own, time.time() if epoch is None else epoch,
+                 node=node, layout=layout, cluster_faults=others, cluster_seed=seed)
