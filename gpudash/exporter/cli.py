@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -13,8 +14,10 @@ import click
 from gpudash.catalog import SIGNALS
 from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
+from gpudash.exporter.attribution import Attributor, combined
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
+from gpudash.exporter.sim.cluster import cluster_node, default_epoch
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.exporter.source import Source
@@ -57,6 +60,25 @@ def _fields_table() -> str:
     "--fault", multiple=True, metavar="IDX=KIND[:ARG][@START][+DURATION]",
     help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m).",
 )
+# -- simulated jobs over a cluster of simulated nodes (gpudash.exporter.sim.jobs, .cluster)
+@click.option(
+    "--sim-job", "sim_job", multiple=True, metavar="ID[/KIND]=NODE:GPUS[,NODE:GPUS]...[@START][+DURATION]",
+    help="A job of the simulated cluster (e.g. 48213=node-01:0-7,node-02:0-7@10m+4h); KIND train (default), "
+         "inference or idle. Its GPUs publish hpc_job. Faults may then name a node (node-02/5=straggler) and "
+         "take the job faults straggler[:PCT], starved, idle-holder, foreign[:JOBID]. Give every node the same "
+         "job and fault options and its own --hostname.",
+)
+@click.option(
+    "--sim-jobs", type=click.Choice(["default"]),
+    help="Lay the seeded default jobs over --sim-nodes: one multi-node training job, smaller ones starting "
+         "and ending, an inference job, free GPUs.",
+)
+@click.option("--sim-nodes", default="", metavar="NODE,NODE,...", help="The simulated cluster's node names.")
+@click.option(
+    "--sim-epoch", type=float, metavar="UNIX_SECONDS",
+    help="Unix time of the simulated cluster's t = 0 (default: the start of the current UTC hour, which nodes "
+         "started separately agree on).",
+)
 @click.option("--hostname", default="", help="Value of the host label (default: this machine's name).")
 @click.option("--no-hostname", "-n", is_flag=True, help="Leave the host label out, as dcgm-exporter's --no-hostname.")
 @click.option(
@@ -80,6 +102,10 @@ def exporter(
     seed: int,
     workload: tuple[str, ...],
     fault: tuple[str, ...],
+    sim_job: tuple[str, ...],
+    sim_jobs: str | None,
+    sim_nodes: str,
+    sim_epoch: float | None,
     hostname: str,
     no_hostname: bool,
     legacy_hostname_label: bool,
@@ -94,6 +120,8 @@ def exporter(
       gpudash exporter                                  # every GPU of this node on :9400
       gpudash exporter -f default-counters.csv          # only the fields a dcgm-exporter CSV names
       gpudash exporter --simulate 8 --fault 2=leak --fault 5=thermal --seed 7
+      gpudash exporter --simulate 8 --hostname node-01 --sim-job 48213=node-01:0-7,node-02:0-7 \\
+          --fault node-02/5=straggler:30@10m                 # node-01 of a cluster; node-02 likewise
       gpudash exporter --web-config web-config.yml      # TLS and basic auth
     """
     if list_fields:
@@ -102,11 +130,24 @@ def exporter(
     logging.basicConfig(level=log_level.upper(), format="gpudash-exporter: %(levelname)s: %(message)s")
     if (workload or fault) and simulate is None:
         raise UsageError("--workload and --fault need --simulate N")
+    jobs_given = bool(sim_job or sim_jobs)
+    if (jobs_given or sim_nodes or sim_epoch is not None) and simulate is None:
+        raise UsageError("--sim-job, --sim-jobs, --sim-nodes and --sim-epoch need --simulate N")
+    attributors: list[Attributor] = []
     fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
-    if simulate is not None:
+    if simulate is not None and jobs_given:
+        nodes = [n.strip() for n in sim_nodes.split(",") if n.strip()]
+        fleet, simulated_jobs = cluster_node(
+            simulate, seed, fault, node=hostname, nodes=nodes, default_jobs=sim_jobs == "default",
+            job_specs=sim_job, epoch=default_epoch(time.time()) if sim_epoch is None else sim_epoch,
+            workloads=workload,
+        )
+        source = SimulatedSource(fleet)
+        attributors.append(simulated_jobs)
+    elif simulate is not None:
         source = SimulatedSource(fleet_from_specs(simulate, seed, workload, fault))
     else:
         from gpudash.exporter.nvml import NvmlSource
@@ -122,6 +163,7 @@ def exporter(
             hostname=None if no_hostname else hostname,
             hostname_label="Hostname" if legacy_hostname_label else "hostname",
             web=web,
+            attributor=combined(attributors),
         )
     except BaseException:
         source.close()

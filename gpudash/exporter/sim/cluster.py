@@ -1,0 +1,81 @@
+"""One node of a simulated cluster, as the exporter runs it: its fleet, and the attributor that labels its jobs.
+
+Each node of a simulated cluster is its own ``gpudash exporter --simulate`` process, started with the same
+seed, job options and faults, and its own ``--hostname``. They agree on everything shared (which job holds
+which GPU, each job's checkpoints, a straggler elsewhere slowing this node's GPUs of its job) because the
+layout and the physics are pure functions of (seed, spec, t), and t is measured from one epoch: by default
+the start of the current UTC hour, so nodes started separately within that hour agree; ``--sim-epoch``
+pins it.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from collections.abc import Sequence
+
+from gpudash.catalog import HPC_JOB_LABEL
+from gpudash.errors import UsageError
+from gpudash.exporter.attribution import Labels
+from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
+from gpudash.exporter.sim.jobs import layout_from_specs
+from gpudash.exporter.source import GpuIdentity
+
+HOUR = 3600.0
+
+
+class SimulatedAttributor:
+    """The Attributor of a simulated node: ``hpc_job`` on the GPUs a job holds while it runs, and on its processes
+    (a foreign process carries its own job), as dcgm-exporter's HPC job mapping would show them."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self._copies: dict[int, tuple[Labels, ...]] = {}
+        self._processes: dict[int, str] = {}
+
+    def refresh(self, gpus: Sequence[GpuIdentity], now: float) -> None:
+        t = max(0.0, now - self.fleet.epoch)
+        copies: dict[int, tuple[Labels, ...]] = {}
+        processes: dict[int, str] = {}
+        for gpu in gpus:
+            job = self.fleet.job(gpu.index, t)
+            copies[gpu.index] = (((HPC_JOB_LABEL, job.id),),) if job is not None else ()
+            processes.update(self.fleet.process_jobs(gpu.index, t))
+        self._copies, self._processes = copies, processes
+
+    def gpu_copies(self, gpu: GpuIdentity) -> tuple[Labels, ...]:
+        return self._copies.get(gpu.index, ())
+
+    def process_labels(self, pid: int) -> Labels:
+        job = self._processes.get(pid)
+        return ((HPC_JOB_LABEL, job),) if job is not None else ()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def default_epoch(now: float) -> float:
+    """The start of the current UTC hour: what separately started nodes of one cluster agree on."""
+    return math.floor(now / HOUR) * HOUR
+
+
+def cluster_node(
+    gpus: int,
+    seed: int,
+    faults: Sequence[str],
+    *,
+    node: str,
+    nodes: Sequence[str],
+    default_jobs: bool,
+    job_specs: Sequence[str],
+    epoch: float,
+    workloads: Sequence[str] = (),
+) -> tuple[Fleet, SimulatedAttributor]:
+    """This node's fleet of the cluster the job options describe, and its attributor."""
+    name = node or socket.gethostname()
+    layout = layout_from_specs(job_specs, default_jobs, seed, nodes, gpus)
+    if nodes and name not in nodes:
+        raise UsageError(f"--hostname {name!r} is not one of --sim-nodes {','.join(nodes)}: "
+                         "each node of a simulated cluster runs with its own name")
+    fleet = fleet_from_specs(gpus, seed, workloads, faults, epoch, node=name, layout=layout)
+    return fleet, SimulatedAttributor(fleet)
