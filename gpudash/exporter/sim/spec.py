@@ -60,7 +60,7 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
     try:
         value: float | None = None
         if arg is not None:
-            value = parse_seconds(arg) if kind == "leak" else float(arg)
+            value = parse_seconds(arg) if kind == "leak" else _number(arg)
         fault = Fault(
             kind,
             parse_seconds(start) if start else DEFAULT_FAULT_START,
@@ -76,6 +76,13 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
     if kind == "foreign" and value is not None and (value != int(value) or value < 1):
         raise UsageError(f"--fault {spec!r}: the foreign process's job id must be a positive integer (foreign:48299)")
     return node, int(index), fault
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(text) from None
 
 
 def parse_workload(spec: str) -> tuple[int, str]:
