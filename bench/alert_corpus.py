@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
+from gpudash.exporter.sim.cluster import cluster_fleet
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
 from gpudash.exporter.sim.jobs import layout_from_specs
 from gpudash.exporter.sim.spec import parse_fault
@@ -74,7 +75,7 @@ class Scenario:
         if not self.jobs:
             return fleet_from_specs(GPUS, SEED, self.workloads, self.faults, epoch=0.0)
         layout = layout_from_specs(self.jobs, False, SEED, [HOST], GPUS)
-        return fleet_from_specs(GPUS, SEED, self.workloads, self.faults, epoch=0.0, node=HOST, layout=layout)
+        return cluster_fleet(GPUS, SEED, self.faults, node=HOST, layout=layout, epoch=0.0)
 
     @property
     def targets(self) -> tuple[int, ...]:

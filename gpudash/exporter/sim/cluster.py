@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from gpudash.catalog import HPC_JOB_LABEL
 from gpudash.errors import UsageError
 from gpudash.exporter.attribution import Labels
-from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
-from gpudash.exporter.sim.jobs import layout_from_specs
+from gpudash.exporter.sim.fleet import Fleet
+from gpudash.exporter.sim.jobs import Layout, layout_from_specs
+from gpudash.exporter.sim.noise import name_key, uniform
+from gpudash.exporter.sim.spec import Fault, parse_node_fault
 from gpudash.exporter.source import GpuIdentity
 
 HOUR = 3600.0
@@ -59,6 +61,23 @@ def default_epoch(now: float) -> float:
     return math.floor(now / HOUR) * HOUR
 
 
+def cluster_fleet(gpus: int, seed: int, faults: Iterable[str], *, node: str, layout: Layout,
+                  epoch: float) -> Fleet:
+    """Node ``node`` of the cluster ``layout`` describes: its own faults, the others' that reach it through a
+    job, and its UUIDs and noise from (seed, node), so the nodes of one cluster, started with one seed, differ."""
+    layout.check_nodes(gpus)
+    own: dict[int, list[Fault]] = {}
+    others: list[tuple[str, int, Fault]] = []
+    for spec in faults:
+        where, index, fault = parse_node_fault(spec)
+        if where is None or where == node:
+            own.setdefault(index, []).append(fault)
+        else:
+            others.append((where, index, fault))
+    node_seed = int(uniform(seed, name_key(node)) * 2**31)
+    return Fleet(gpus, node_seed, {}, own, epoch, node=node, layout=layout, cluster_faults=others, cluster_seed=seed)
+
+
 def cluster_node(
     gpus: int,
     seed: int,
@@ -77,5 +96,7 @@ def cluster_node(
     if nodes and name not in nodes:
         raise UsageError(f"--hostname {name!r} is not one of --sim-nodes {','.join(nodes)}: "
                          "each node of a simulated cluster runs with its own name")
-    fleet = fleet_from_specs(gpus, seed, workloads, faults, epoch, node=name, layout=layout)
+    if workloads:
+        raise UsageError("--workload with simulated jobs: a job's kind sets its GPUs' workload (ID/KIND=...)")
+    fleet = cluster_fleet(gpus, seed, faults, node=name, layout=layout, epoch=epoch)
     return fleet, SimulatedAttributor(fleet)

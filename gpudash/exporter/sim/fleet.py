@@ -44,6 +44,30 @@ defaults to 60 s, DURATION to "until the end"; several per GPU allowed)
 - ``xid[:CODE]``: XID CODE (default 13) once at START, and every minute while DURATION lasts.
 - ``lost``: XID 79, then the GPU falls off the bus (``up=False``); after DURATION it comes back reset
   and idle (its job died with it).
+
+A node of a simulated cluster (``node``, ``layout``: gpudash.exporter.sim.jobs; built by
+gpudash.exporter.sim.cluster) runs the jobs the layout gives its GPUs instead of ``workloads``: a GPU no job
+holds is ``idle``; a job's GPUs run its kind (``train``, ``inference``, or ``idle``: held, a process and a
+little memory, ~0 %) from the job's start, ramping up as above, and a training job's stalls, checkpoints
+(every 20-40 minutes, its own pace) and evaluations (2-4 minutes at ~50 % once an hour) come from the job's
+id and the cluster's seed, so all its GPUs on every node dip together. The node's UUIDs and noise come from
+(seed, node). Faults may name their node (``node-02/5=straggler``); a node keeps its own and feels the
+others' through the jobs it shares with them.
+
+Job faults (gpudash.exporter.sim.jobphysics has the physics; without a layout the node's ``train`` GPUs are
+the job)
+- ``straggler[:PCT]``: a throttled GPU (``sw_power_cap``) whose SM clock runs PCT % lower (default 20-40,
+  seeded): it stays busy, utilization and SM activity a little higher than before, while every other GPU of
+  its job, on any node, waits in collectives: utilization still high, SM and tensor activity and power down
+  by the share of the step it waits.
+- ``starved``: the GPU's whole node is starved of input (IDX names any GPU of it): its busy GPUs fall to
+  about a third of their utilization, activity and power; the other nodes of their jobs wait for them in
+  collectives, SM activity down as much, utilization only by about a tenth.
+- ``idle-holder``: the GPU's job keeps it allocated and idle: a process with its context (1.5-4.5 GiB),
+  0 % utilization and activity, idle clocks.
+- ``foreign[:JOBID]``: another job's process (JOBID, default another job of the layout) appears on the GPU
+  with 9-24 GiB and a share of its time; the GPU becomes a shared straggler of its own job (20-30 % slower,
+  clock unchanged). ``process_jobs`` says which job each process belongs to.
 """
 
 from __future__ import annotations
@@ -61,10 +85,9 @@ from gpudash.exporter.sim.counters import Integral
 from gpudash.exporter.sim.jobs import Job, Layout
 from gpudash.exporter.sim.noise import clamp, name_key, smooth, uniform
 from gpudash.exporter.sim.spec import (
-    JOB_FAULTS,
+    SHARED_FAULTS,
     Fault,
     parse_fault,
-    parse_node_fault,
     parse_workload,
 )
 from gpudash.exporter.sim.state import GpuState
@@ -132,7 +155,7 @@ class Fleet:
             if not 0 <= where < self.gpus:
                 raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
         every = [(self.node, i, f) for i, faults in self.faults.items() for f in faults] + list(self.cluster_faults)
-        self._job_faults = [(n, i, f) for n, i, f in every if f.kind in JOB_FAULTS]
+        self._job_faults = [(n, i, f) for n, i, f in every if f.kind in SHARED_FAULTS]
         self.identities = [self._identity(i) for i in range(self.gpus)]
         self._energy0 = [1e9 * (5 + 50 * uniform(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
         self._integrals = [Integral(functools.partial(self._rates, i)) for i in range(self.gpus)]
@@ -450,34 +473,11 @@ def fleet_from_specs(
     workloads: Iterable[str] = (),
     faults: Iterable[str] = (),
     epoch: float | None = None,
-    *,
-    node: str = "",
-    layout: Layout | None = None,
 ) -> Fleet:
-    """Build a Fleet from ``--workload``/``--fault`` strings; bad specs raise UsageError naming the flag.
-
-    With a ``layout`` the fleet is ``node`` of a simulated cluster: faults may name their node
-    (``node-02/5=straggler``), the node's GPUs run the jobs the layout gives them, and its UUIDs and noise
-    come from (seed, node) so that the nodes of one cluster, started with one seed, differ.
-    """
-    if layout is None:
-        chosen = dict(parse_workload(w) for w in workloads)
-        injected: dict[int, list[Fault]] = {}
-        for spec in faults:
-            index, fault = parse_fault(spec)
-            injected.setdefault(index, []).append(fault)
-        return Fleet(gpus, seed, chosen, injected, time.time() if epoch is None else epoch)
-    if workloads:
-        raise UsageError("--workload with simulated jobs: a job's kind sets its GPUs' workload (ID/KIND=...)")
-    layout.check_nodes(gpus)
-    own: dict[int, list[Fault]] = {}
-    others: list[tuple[str, int, Fault]] = []
+    """Build a Fleet from ``--workload``/``--fault`` strings; bad specs raise UsageError naming the flag."""
+    chosen = dict(parse_workload(w) for w in workloads)
+    injected: dict[int, list[Fault]] = {}
     for spec in faults:
-        where, index, fault = parse_node_fault(spec)
-        if where is None or where == node:
-            own.setdefault(index, []).append(fault)
-        else:
-            others.append((where, index, fault))
-    node_seed = int(uniform(seed, name_key(node)) * 2**31)
-    return Fleet(gpus, node_seed, {}, own, time.time() if epoch is None else epoch,
-                 node=node, layout=layout, cluster_faults=others, cluster_seed=seed)
+        index, fault = parse_fault(spec)
+        injected.setdefault(index, []).append(fault)
+    return Fleet(gpus, seed, chosen, injected, time.time() if epoch is None else epoch)

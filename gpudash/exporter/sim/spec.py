@@ -15,9 +15,9 @@ from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 
 WORKLOADS = ("train", "inference", "idle")
-FAULTS = ("leak", "thermal", "stall", "xid", "lost", "straggler", "starved", "idle-holder", "foreign")
-# Faults that reach the other GPUs of a job, on any node.
-JOB_FAULTS = frozenset({"straggler", "starved", "foreign"})
+FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one GPU
+JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign")  # what goes wrong with a job's use of its GPUs
+SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
 DEFAULT_FAULT_START = 60.0
 
 
@@ -51,11 +51,11 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
     """``node-02/5=straggler:30@1h`` -> ("node-02", 5, Fault); without ``NODE/`` the node is None (this one)."""
     match = _FAULT.match(spec.strip())
     usage = ("expected IDX=KIND[:ARG][@START][+DURATION] (NODE/IDX=... on a simulated cluster), KIND one of "
-             + ", ".join(FAULTS))
+             + ", ".join(FAULTS + JOB_FAULTS))
     if not match:
         raise UsageError(f"--fault {spec!r}: {usage}")
     node, index, kind, arg, start, duration = match.groups()
-    if kind not in FAULTS:
+    if kind not in FAULTS + JOB_FAULTS:
         raise UsageError(f"--fault {spec!r}: unknown fault {kind!r}; {usage}")
     try:
         value: float | None = None
