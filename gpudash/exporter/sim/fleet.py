@@ -386,7 +386,7 @@ class Fleet:
         Every GPU of the job shares it (the rhythm is the job's seed), on every node: the job-wide dips.
         """
         # cluster jobs checkpoint every 20-40 minutes, each at its own pace; the node-wide job every 30
-        period = 1800.0 if self.layout is None else 1200.0 + 1200.0 * uniform(rhythm, _CH_CKPT)
+        period = 1800.0 if self.layout is None else _checkpoint_period(rhythm)
         k = math.floor(t / period)
         if k >= 1:
             ckpt_len = 45.0 + 30.0 * uniform(rhythm, _CH_CKPT, k)
@@ -465,6 +465,12 @@ class Fleet:
         """Energy (mJ since driver load) and NVLink (KiB) at t."""
         energy, nvlink = self._integrals[i].at(t)
         return self._energy0[i] + energy, nvlink
+
+
+@functools.lru_cache(maxsize=4096)
+def _checkpoint_period(rhythm: int) -> float:
+    """A cluster job's checkpoint interval: 20-40 minutes, its own."""
+    return 1200.0 + 1200.0 * uniform(rhythm, _CH_CKPT)
 
 
 def fleet_from_specs(

@@ -22,6 +22,7 @@ START defaults to 0 and DURATION to "until the end". A job id is what Slurm woul
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -67,7 +68,12 @@ class Job:
 
     def phase_seed(self, seed: int) -> int:
         """The seed of the job's own rhythm (stalls, checkpoints, evaluation): the same on every node."""
-        return int(uniform(seed, _CH_PHASE, name_key(self.id)) * 2**31)
+        return _phase_seed(seed, self.id)
+
+
+@functools.lru_cache(maxsize=4096)  # asked for on every reading of every GPU
+def _phase_seed(seed: int, job_id: str) -> int:
+    return int(uniform(seed, _CH_PHASE, name_key(job_id)) * 2**31)
 
 
 @dataclass(frozen=True)
