@@ -19,6 +19,7 @@ from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.cluster import cluster_node, default_epoch
 from gpudash.exporter.sim.fleet import fleet_from_specs
+from gpudash.exporter.sim.jobs import read_job_file
 from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.exporter.source import Source
 from gpudash.exporter.webconfig import load_web_config
@@ -69,9 +70,9 @@ def _fields_table() -> str:
          "job and fault options and its own --hostname.",
 )
 @click.option(
-    "--sim-jobs", type=click.Choice(["default"]),
-    help="Lay the seeded default jobs over --sim-nodes: one multi-node training job, smaller ones starting "
-         "and ending, an inference job, free GPUs.",
+    "--sim-jobs", metavar="default|FILE",
+    help="'default': lay seeded jobs over --sim-nodes (one multi-node training job, smaller ones starting and "
+         "ending, an inference job, free GPUs); FILE: a YAML file, 'jobs:' and a list of --sim-job specs.",
 )
 @click.option("--sim-nodes", default="", metavar="NODE,NODE,...", help="The simulated cluster's node names.")
 @click.option(
@@ -140,9 +141,10 @@ def exporter(
     source: Source
     if simulate is not None and jobs_given:
         nodes = [n.strip() for n in sim_nodes.split(",") if n.strip()]
+        from_file = read_job_file(Path(sim_jobs)) if sim_jobs and sim_jobs != "default" else []
         fleet, simulated_jobs = cluster_node(
             simulate, seed, fault, node=hostname, nodes=nodes, default_jobs=sim_jobs == "default",
-            job_specs=sim_job, epoch=default_epoch(time.time()) if sim_epoch is None else sim_epoch,
+            job_specs=[*from_file, *sim_job], epoch=default_epoch(time.time()) if sim_epoch is None else sim_epoch,
             workloads=workload,
         )
         source = SimulatedSource(fleet)

@@ -17,7 +17,12 @@ GPUS is a list of indexes and ranges (``0-3,6``); KIND is ``train`` (the default
 START defaults to 0 and DURATION to "until the end". A job id is what Slurm would give (digits); it becomes the
 ``hpc_job`` label. Two jobs may not hold one GPU at the same time.
 
-``--sim-jobs default`` lays a seeded, realistic mix over ``--sim-nodes`` (see ``default_layout``).
+``--sim-jobs default`` lays a seeded, realistic mix over ``--sim-nodes`` (see ``default_layout``);
+``--sim-jobs FILE`` reads job specs from a YAML file, one list item each (``read_job_file``)::
+
+    jobs:
+      - 48213=node-01:0-7,node-02:0-7@10m+4h
+      - 48231/idle=node-03:0-3@1h
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
@@ -205,6 +213,22 @@ def default_layout(seed: int, nodes: Sequence[str], gpus: int) -> Layout:
         second_start = first_end + minutes(5, 20, k, 4)
         jobs.append(Job(new_id(), ((node, train),), second_start, minutes(330, 390, k, 5)))
     return Layout(tuple(sorted(jobs, key=lambda j: int(j.id))))
+
+
+def read_job_file(path: Path) -> list[str]:
+    """The job specs of a YAML file (``jobs:`` and a list of specs); a bad file is one line naming it."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--sim-jobs {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"--sim-jobs {path}{where}: not valid YAML") from None
+    specs = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(specs, list) or not all(isinstance(spec, str | int) for spec in specs):
+        raise UsageError(f"--sim-jobs {path}: expected 'jobs:' and a list of job specs (ID=NODE:GPUS...)")
+    return [str(spec) for spec in specs]
 
 
 def layout_from_specs(specs: Iterable[str], default: bool, seed: int, nodes: Sequence[str], gpus: int) -> Layout:

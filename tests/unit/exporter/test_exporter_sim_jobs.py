@@ -12,7 +12,7 @@ from gpudash.errors import UsageError
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.cluster import SimulatedAttributor, cluster_node, default_epoch
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
-from gpudash.exporter.sim.jobs import Job, default_layout, layout_from_specs, parse_job
+from gpudash.exporter.sim.jobs import Job, default_layout, layout_from_specs, parse_job, read_job_file
 from gpudash.exporter.sim.source import SimulatedSource
 
 NODES = ("node-01", "node-02", "node-03")
@@ -234,3 +234,25 @@ def test_bad_job_options_exit_2_with_one_line(root: Path, args: list[str], messa
     done = gpudash("exporter", *args, cwd=root)
     assert done.code == 2, done.err
     assert done.err.startswith("gpudash: ") and message in done.err and done.err.count("\n") == 1, done.err
+
+
+def test_a_job_file_lists_specs_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
+    good = tmp_path / "jobs.yaml"
+    good.write_text("jobs:\n  - 48213=node-01:0-7,node-02:0-7@10m+4h\n  - 48231/idle=node-03:0-3@1h\n")
+    assert read_job_file(good) == ["48213=node-01:0-7,node-02:0-7@10m+4h", "48231/idle=node-03:0-3@1h"]
+    for text, problem in (("jobs: [1, [2]]\n", "expected 'jobs:' and a list"), ("jobs: [a\n", ":2: not valid YAML"),
+                          ("- 1=n:0\n", "expected 'jobs:' and a list")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        with pytest.raises(UsageError) as info:
+            read_job_file(bad)
+        assert info.value.format_message().startswith(f"--sim-jobs {bad}") and problem in info.value.format_message()
+    with pytest.raises(UsageError, match="cannot read it"):
+        read_job_file(tmp_path / "missing.yaml")
+
+
+def test_the_exporter_reads_jobs_from_a_file(root: Path, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - 1=n:0-9\n")
+    done = gpudash("exporter", "--simulate", "8", "--hostname", "n", "--sim-jobs", str(jobs), cwd=root)
+    assert done.code == 2 and "job 1: n GPU 8 out of range" in done.err  # the file's spec was read and checked
