@@ -86,3 +86,21 @@ def test_both_nodes_carry_the_job_and_the_stragglers_peers_wait(cluster: dict[st
         assert sm["node-01"][gpu][1] < straggler_sm - 0.2
     processes = parse_exposition(cluster["node-01"])["gpudash_process_fb_used_mib"]
     assert len(processes) == 8 and all(labels["hpc_job"] == JOB for labels, _ in processes)
+
+
+def test_the_straggler_scenario_through_promtool_naive_side_and_on_target_only(tmp_path: Path) -> None:
+    from bench import alert_corpus as corpus
+    from bench import alert_quality as quality
+
+    scenario = corpus.BY_NAME["straggler"]
+    ours, naive = quality.evaluate([scenario], "bundled", None, tmp_path, jobs=2)
+    window = scenario.fault_window
+    assert window is not None
+    caught = naive[0].catches()
+    assert [(f.alertname, f.gpu) for f in caught] == [("NaiveSlowClock", "5")]
+    assert caught[0].first_after_onset == window[0]  # no for: it fires at the first evaluation
+    # the naive rule also fires while every GPU ramps up at the job's start: what the job rule must not do
+    assert {f.gpu for f in naive[0].fired if f.alertname == "NaiveSlowClock"} == {str(i) for i in range(8)}
+    # gpudash's rules: nothing but the straggler alert, on the straggler GPU
+    assert all((f.alertname, f.gpu) == ("GPUJobStraggler", "5") for f in ours[0].fired), ours[0].fired
+    assert not ours[0].false_alerts()
