@@ -134,6 +134,8 @@ def exporter(
     jobs_given = bool(sim_job or sim_jobs)
     if (jobs_given or sim_nodes or sim_epoch is not None) and simulate is None:
         raise UsageError("--sim-job, --sim-jobs, --sim-nodes and --sim-epoch need --simulate N")
+    if (sim_nodes or sim_epoch is not None) and not jobs_given:
+        raise UsageError("--sim-nodes and --sim-epoch describe simulated jobs: give --sim-job or --sim-jobs too")
     attributors: list[Attributor] = []
     fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()

@@ -227,6 +227,7 @@ def test_default_epoch_is_the_start_of_the_hour() -> None:
         (["--simulate", "8", "--sim-job", "1=n:0", "--hostname", "n", "--fault", "m/9=starved"],
          "GPU index 9 out of range"),
         (["--simulate", "8", "--fault", "1=straggler:95"], "between 0 and 90 % slower"),
+        (["--simulate", "8", "--sim-nodes", "a,b"], "give --sim-job or --sim-jobs too"),
         (["--simulate", "8", "--fault", "1=foreign:x"], "bad number or time 'x'"),
     ],
 )
