@@ -84,6 +84,7 @@ from gpudash.exporter.sim import jobphysics
 from gpudash.exporter.sim.counters import Integral
 from gpudash.exporter.sim.jobs import Job, Layout
 from gpudash.exporter.sim.noise import clamp, name_key, smooth, uniform
+from gpudash.exporter.sim.rhythm import training_phase
 from gpudash.exporter.sim.spec import (
     SHARED_FAULTS,
     Fault,
@@ -126,7 +127,7 @@ H200 = GpuModel()
 
 
 # noise channels
-_CH_UTIL, _CH_FB, _CH_POWER, _CH_TEMP, _CH_HBM, _CH_PCIE, _CH_STALL, _CH_CKPT, _CH_ID = range(9)
+_CH_UTIL, _CH_FB, _CH_POWER, _CH_TEMP, _CH_HBM, _CH_PCIE, _CH_ID = 0, 1, 2, 3, 4, 5, 8  # 6, 7: rhythm.py
 _HGX_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 
 
@@ -380,33 +381,6 @@ class Fleet:
         others = [j.id for j in self.layout.jobs if j is not mine] if self.layout is not None else []
         return others[0] if others else str(90000 + int(9999 * uniform(self._seed, _CH_ID, i, 98)))
 
-    def _job_phase(self, t: float, rhythm: int) -> tuple[str, float]:
-        """A training job's phase at its own time t: ('ckpt' | 'eval' | 'stall' | 'run', depth 0..1).
-
-        Every GPU of the job shares it (the rhythm is the job's seed), on every node: the job-wide dips.
-        """
-        # cluster jobs checkpoint every 20-40 minutes, each at its own pace; the node-wide job every 30
-        period = 1800.0 if self.layout is None else _checkpoint_period(rhythm)
-        k = math.floor(t / period)
-        if k >= 1:
-            ckpt_len = 45.0 + 30.0 * uniform(rhythm, _CH_CKPT, k)
-            if t - k * period < ckpt_len:
-                return "ckpt", 1.0
-        hour = math.floor(t / 3600.0)
-        if self.layout is not None and hour >= 1:  # cluster jobs also evaluate once an hour
-            begin = hour * 3600.0 + 600.0 + 300.0 * uniform(rhythm, _CH_CKPT, hour, 5)
-            if begin <= t < begin + 120.0 + 120.0 * uniform(rhythm, _CH_CKPT, hour, 6):
-                return "eval", uniform(rhythm, _CH_CKPT, hour, 7)
-        slot = 600.0
-        for j in (math.floor(t / slot), math.floor(t / slot) - 1):
-            if j < 0 or uniform(rhythm, _CH_STALL, j) > 0.7:
-                continue
-            begin = j * slot + 200.0 + 350.0 * uniform(rhythm, _CH_STALL, j, 1)
-            length = 10.0 + 30.0 * uniform(rhythm, _CH_STALL, j, 2)
-            if begin <= t < begin + length:
-                return "stall", 0.5 + 0.5 * uniform(rhythm, _CH_STALL, j, 3)
-        return "run", 0.0
-
     def _train(self, i: int, t: float, tau: float, rhythm: int) -> GpuState:
         """Training at wall time t, tau into its job, the job's rhythm (its seed) shared by all its GPUs."""
         m = self.model
@@ -421,7 +395,7 @@ class Fleet:
         s.pcie_rx = 1.2e9 + 0.6e9 * smooth(t, 8.0, self.seed, i, _CH_PCIE)
         s.pcie_tx = 1.5e8 + 1e8 * smooth(t, 8.0, self.seed, i, _CH_PCIE, 1)
         s.nvlink_kib_s = 1.4e8 * util / 100.0
-        phase, depth = self._job_phase(tau, rhythm) if load >= 1.0 else ("run", 0.0)
+        phase, depth = training_phase(tau, rhythm, cluster=self.layout is not None) if load >= 1.0 else ("run", 0.0)
         if phase == "eval":  # forward passes only, smaller batches
             s.util = 45.0 + 15.0 * depth + 4.0 * smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
         elif phase == "ckpt":
@@ -465,12 +439,6 @@ class Fleet:
         """Energy (mJ since driver load) and NVLink (KiB) at t."""
         energy, nvlink = self._integrals[i].at(t)
         return self._energy0[i] + energy, nvlink
-
-
-@functools.lru_cache(maxsize=4096)
-def _checkpoint_period(rhythm: int) -> float:
-    """A cluster job's checkpoint interval: 20-40 minutes, its own."""
-    return 1200.0 + 1200.0 * uniform(rhythm, _CH_CKPT)
 
 
 def fleet_from_specs(
