@@ -58,8 +58,9 @@ def _fields_table() -> str:
     "--workload", multiple=True, metavar="IDX=NAME", help="Simulated workload of one GPU: train, inference, idle."
 )
 @click.option(
-    "--fault", multiple=True, metavar="IDX=KIND[:ARG][@START][+DURATION]",
-    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m).",
+    "--fault", multiple=True, metavar="[NODE/]IDX=KIND[:ARG][@START][+DURATION]",
+    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m), "
+         "or one that its job feels: straggler[:PCT], starved, idle-holder, foreign[:JOBID] (e.g. 5=straggler:30@10m).",
 )
 # -- simulated jobs over a cluster of simulated nodes (gpudash.exporter.sim.jobs, .cluster)
 @click.option(
