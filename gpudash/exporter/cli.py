@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from pathlib import Path
 from types import FrameType
 
@@ -17,9 +16,8 @@ from gpudash.errors import UsageError
 from gpudash.exporter.attribution import Attributor, combined
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.sim.cluster import cluster_node, default_epoch
+from gpudash.exporter.sim.cluster import cluster_from_options
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.jobs import read_job_file
 from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.exporter.source import Source
 from gpudash.exporter.webconfig import load_web_config
@@ -132,28 +130,22 @@ def exporter(
     logging.basicConfig(level=log_level.upper(), format="gpudash-exporter: %(levelname)s: %(message)s")
     if (workload or fault) and simulate is None:
         raise UsageError("--workload and --fault need --simulate N")
-    jobs_given = bool(sim_job or sim_jobs)
-    if (jobs_given or sim_nodes or sim_epoch is not None) and simulate is None:
+    if (sim_job or sim_jobs or sim_nodes or sim_epoch is not None) and simulate is None:
         raise UsageError("--sim-job, --sim-jobs, --sim-nodes and --sim-epoch need --simulate N")
-    if (sim_nodes or sim_epoch is not None) and not jobs_given:
-        raise UsageError("--sim-nodes and --sim-epoch describe simulated jobs: give --sim-job or --sim-jobs too")
     attributors: list[Attributor] = []
     fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
-    if simulate is not None and jobs_given:
-        nodes = [n.strip() for n in sim_nodes.split(",") if n.strip()]
-        from_file = read_job_file(Path(sim_jobs)) if sim_jobs and sim_jobs != "default" else []
-        fleet, simulated_jobs = cluster_node(
-            simulate, seed, fault, node=hostname, nodes=nodes, default_jobs=sim_jobs == "default",
-            job_specs=[*from_file, *sim_job], epoch=default_epoch(time.time()) if sim_epoch is None else sim_epoch,
-            workloads=workload,
-        )
-        source = SimulatedSource(fleet)
-        attributors.append(simulated_jobs)
-    elif simulate is not None:
-        source = SimulatedSource(fleet_from_specs(simulate, seed, workload, fault))
+    if simulate is not None:
+        cluster = cluster_from_options(simulate, seed, workload, fault, hostname=hostname, job_specs=sim_job,
+                                       jobs=sim_jobs, nodes=sim_nodes, epoch=sim_epoch)
+        if cluster is None:
+            source = SimulatedSource(fleet_from_specs(simulate, seed, workload, fault))
+        else:
+            fleet, simulated_jobs = cluster
+            source = SimulatedSource(fleet)
+            attributors.append(simulated_jobs)
     else:
         from gpudash.exporter.nvml import NvmlSource
 

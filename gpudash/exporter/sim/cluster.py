@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 import socket
+import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from gpudash.catalog import HPC_JOB_LABEL
 from gpudash.errors import UsageError
 from gpudash.exporter.attribution import Labels
 from gpudash.exporter.sim.fleet import Fleet
-from gpudash.exporter.sim.jobs import Layout, layout_from_specs
+from gpudash.exporter.sim.jobs import Layout, layout_from_specs, read_job_file
 from gpudash.exporter.sim.noise import name_key, uniform
 from gpudash.exporter.sim.spec import Fault, parse_node_fault
 from gpudash.exporter.source import GpuIdentity
@@ -100,3 +102,29 @@ def cluster_node(
         raise UsageError("--workload with simulated jobs: a job's kind sets its GPUs' workload (ID/KIND=...)")
     fleet = cluster_fleet(gpus, seed, faults, node=name, layout=layout, epoch=epoch)
     return fleet, SimulatedAttributor(fleet)
+
+
+def cluster_from_options(
+    gpus: int,
+    seed: int,
+    workloads: Sequence[str],
+    faults: Sequence[str],
+    *,
+    hostname: str,
+    job_specs: Sequence[str],
+    jobs: str | None,
+    nodes: str,
+    epoch: float | None,
+) -> tuple[Fleet, SimulatedAttributor] | None:
+    """The exporter's ``--sim-job``/``--sim-jobs``/``--sim-nodes``/``--sim-epoch``: this node of the cluster they
+    describe and its attributor, or None without job options (a plain simulated node)."""
+    if not (job_specs or jobs):
+        if nodes or epoch is not None:
+            raise UsageError("--sim-nodes and --sim-epoch describe simulated jobs: give --sim-job or --sim-jobs too")
+        return None
+    from_file = read_job_file(Path(jobs)) if jobs and jobs != "default" else []
+    return cluster_node(
+        gpus, seed, faults, node=hostname, nodes=[n.strip() for n in nodes.split(",") if n.strip()],
+        default_jobs=jobs == "default", job_specs=[*from_file, *job_specs],
+        epoch=default_epoch(time.time()) if epoch is None else epoch, workloads=workloads,
+    )
