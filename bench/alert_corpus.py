@@ -8,6 +8,10 @@ GPUs only, so three things a scenario also needs are modelled here, separately a
 - input-pipeline starvation: while it lasts, every training GPU's utilization is scaled down to ~30 %;
 - the exporter target going down: `up` drops to 0 and every GPU series of the node goes stale.
 
+Job scenarios lay jobs over the node's GPUs (gpudash.exporter.sim.jobs, the node as one of a simulated
+cluster): their GPU series carry `hpc_job` while a job runs, as the exporter's job attribution publishes it,
+and the profiling series the job rules read (SM and tensor activity) and power come along.
+
 Two exporter flavours: `bundled` publishes what `gpudash exporter` does (every catalog signal the rules
 read, both XID forms, throttle reasons, gpudash_gpu_up); `dcgm` only dcgm-exporter's default counters.
 """
@@ -18,8 +22,10 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, Publisher
+from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
+from gpudash.exporter.sim.cluster import cluster_fleet
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
+from gpudash.exporter.sim.jobs import layout_from_specs
 from gpudash.exporter.sim.spec import parse_fault
 from gpudash.exporter.source import GpuReading
 
@@ -34,6 +40,8 @@ SEED = 7
 # The signals the rules (ours and the naive set) read; the rest of the catalog would only slow promtool.
 KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "sm_clock_max",
         "clock_event_reasons", "xid_last")
+JOB_KEYS = ("sm_active", "tensor_active", "power")  # what the job rules read besides KEYS, in job scenarios only
+PROFILING_KEYS = ("sm_active", "tensor_active")
 FLAVOURS = ("bundled", "dcgm")
 
 Sample = float | str | None  # a number, "stale" (the series just vanished), or None (absent)
@@ -47,7 +55,10 @@ class Scenario:
     hours: float = 4.0
     workloads: tuple[str, ...] = ()
     faults: tuple[str, ...] = ()
-    fault_gpu: int | None = None  # the GPU a fault hits; None: the whole node
+    fault_gpu: int | None = None  # the GPU a fault hits; None: the whole node (or fault_gpus)
+    fault_gpus: tuple[int, ...] = ()  # the GPUs a fault hits, when it is several but not the whole node
+    jobs: tuple[str, ...] = ()  # --sim-job specs on HOST: GPU series carry hpc_job while their job runs
+    profiling: bool = True  # False: no SM or tensor activity series, whatever the flavour
     cpu_load: float = 0.45  # node_load1 per core in normal operation
     saturated: tuple[tuple[float, float], ...] = ()  # (start, end) s: CPU saturated
     starved: tuple[float, float] | None = None  # (start, end) s: input pipeline starves the GPUs
@@ -61,7 +72,15 @@ class Scenario:
         return int(self.hours * 3600 // STEP) + 1
 
     def fleet(self) -> Fleet:
-        return fleet_from_specs(GPUS, SEED, self.workloads, self.faults, epoch=0.0)
+        if not self.jobs:
+            return fleet_from_specs(GPUS, SEED, self.workloads, self.faults, epoch=0.0)
+        layout = layout_from_specs(self.jobs, False, SEED, [HOST], GPUS)
+        return cluster_fleet(GPUS, SEED, self.faults, node=HOST, layout=layout, epoch=0.0)
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """The GPUs the fault hits; () for the whole node."""
+        return self.fault_gpus or (() if self.fault_gpu is None else (self.fault_gpu,))
 
     @property
     def fault_window(self) -> tuple[float, float] | None:
@@ -114,6 +133,33 @@ SCENARIOS: tuple[Scenario, ...] = (
              "from 1h10m for 90 min the input pipeline saturates every CPU and GPUs idle at ~30 %",
              starved=(_m(70), _m(160)), saturated=((_m(70), _m(160)),), expected=("GPUDataLoaderBottleneck",),
              naive_expected=("NaiveLowUtilization",)),
+    # Jobs (the job rules need a job of at least 4 GPUs for a straggler, an hour for an idle holder).
+    Scenario("straggler", "fault",
+             "job 48213 on all 8 GPUs; GPU 5 throttled 30 % slower from 1h10m for 1 hour, the others wait on it",
+             jobs=(f"48213={HOST}:0-7",), faults=("5=straggler:30@1h10m+1h",), fault_gpu=5,
+             expected=("GPUJobStraggler",), naive_expected=("NaiveSlowClock",)),
+    # (two idle GPUs, not more: promtool's unit tests load at most 10,000 samples per query, and every GPU held
+    # idle keeps three naive alerts firing for hours)
+    Scenario("idle-holder", "fault",
+             "job 48217 holds GPUs 6-7 idle from 1h10m (a process, a little memory, 0 %); job 48213 trains on 0-5",
+             jobs=(f"48213={HOST}:0-5", f"48217={HOST}:6-7"),
+             faults=("6=idle-holder@1h10m", "7=idle-holder@1h10m"), fault_gpus=(6, 7),
+             expected=("GPUAllocatedIdle",), naive_expected=("NaiveAllocatedIdle",)),
+    Scenario("job-wide-dip", "benign",
+             "job 48213 on all 8 GPUs: checkpoints, hourly evaluations, stalls and an 8-minute input stall, "
+             "every GPU together", jobs=(f"48213={HOST}:0-7",),
+             faults=tuple(f"{i}=stall@1h+8m" for i in range(GPUS)), saturated=((_m(60), _m(68)),)),
+    Scenario("small-job-straggler", "benign",
+             "2-GPU job 48213 with GPU 1 30 % slower from 1h10m (under the straggler rule's 4 GPUs); "
+             "job 48215 trains on 2-7", jobs=(f"48213={HOST}:0-1", f"48215={HOST}:2-7"),
+             faults=("1=straggler:30@1h10m+1h",)),
+    Scenario("job-start-end", "benign",
+             "job 48213 on 8 GPUs from 10m for 2 hours, then job 48231 on 0-3 from 2h30m for 1h20m; GPUs free between",
+             jobs=(f"48213={HOST}:0-7@10m+2h", f"48231={HOST}:0-3@2h30m+1h20m")),
+    Scenario("straggler-no-profiling", "fault",
+             "the straggler scenario without SM or tensor activity series (utilization and clocks only)",
+             jobs=(f"48213={HOST}:0-7",), faults=("5=straggler:30@1h10m+1h",), fault_gpu=5, profiling=False,
+             expected=("GPUJobStraggler",), naive_expected=("NaiveSlowClock",)),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -141,7 +187,9 @@ def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
     if flavour not in FLAVOURS:
         raise ValueError(flavour)
     fleet = scenario.fleet()
-    keys = [k for k in KEYS if flavour == "bundled" or BY_KEY[k].publisher is Publisher.DCGM_DEFAULT]
+    wanted = KEYS + (JOB_KEYS if scenario.jobs else ())
+    keys = [k for k in wanted if (flavour == "bundled" or BY_KEY[k].publisher is Publisher.DCGM_DEFAULT)
+            and (scenario.profiling or k not in PROFILING_KEYS)]
     out = _Series(scenario.samples)
     gpu_instance = f"{HOST}:9400"
     node_instance = f"{HOST}:9100"
@@ -168,9 +216,10 @@ def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
 def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenario: Scenario,
              keys: list[str], flavour: str, instance: str, base: dict[str, str]) -> None:
     ident = fleet.identities[reading.index]
-    gpu = _labels(**base, instance=instance, job=GPU_JOB, gpu=str(reading.index), UUID=ident.uuid,
-                  modelName=ident.model_name, hostname=HOST)
     t = index * STEP
+    job = fleet.job(reading.index, float(t))
+    gpu = _labels(**base, instance=instance, job=GPU_JOB, gpu=str(reading.index), UUID=ident.uuid,
+                  modelName=ident.model_name, hostname=HOST, **({HPC_JOB_LABEL: job.id} if job else {}))
     if flavour == "bundled":
         out.put(f"{BY_KEY['gpu_up'].dcgm_name}{{{gpu}}}", index, 1.0 if reading.up else 0.0)
         for code, count in sorted(reading.xid.counts.items()):

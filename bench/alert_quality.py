@@ -31,8 +31,9 @@ if not __package__:  # run as `python bench/alert_quality.py`: the sibling modul
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench.alert_corpus import FLAVOURS, SCENARIOS, STEP, Scenario, input_series, throttle_onset
-from gpudash.catalog import profile
+from gpudash.catalog import HPC_JOB_LABEL, profile
 from gpudash.config.loading import load_settings
+from gpudash.exporter.sim.fleet import H200
 from gpudash.layout import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alerts import GROUP_NAME as ALERTS_GROUP
 from gpudash.rules.recording import GROUP_NAME as RECORDING_GROUP
@@ -66,10 +67,16 @@ def naive_rules() -> str:
     dcgm = profile("dcgm")
     util, temp = dcgm.ref("gpu_util").name, dcgm.ref("gpu_temp").name
     used, free = dcgm.ref("fb_used").name, dcgm.ref("fb_free").name
+    clock = dcgm.ref("sm_clock").name
+    in_job = f'{{{HPC_JOB_LABEL}!=""}}'  # the job rules' naive counterparts watch GPUs a job holds
     rules = [
         {"alert": "NaiveLowUtilization", "expr": f"{util} < 10", "labels": {"severity": "warning"}},
         {"alert": "NaiveHighTemperature", "expr": f"{temp} > 85", "labels": {"severity": "critical"}},
         {"alert": "NaiveMemoryFull", "expr": f"{used} / ({used} + {free}) > 0.95", "labels": {"severity": "critical"}},
+        # a straggler as "SM clock under 80 % of the H200's 1980 MHz", an idle holder as "under 5 %", no for:
+        {"alert": "NaiveSlowClock", "expr": f"{clock}{in_job} < {0.8 * H200.sm_clock_max_mhz:g}",
+         "labels": {"severity": "warning"}},
+        {"alert": "NaiveAllocatedIdle", "expr": f"{util}{in_job} < 5", "labels": {"severity": "info"}},
     ]
     return yaml.safe_dump({"groups": [{"name": NAIVE_GROUP, "rules": rules}]}, sort_keys=False)
 
@@ -153,7 +160,8 @@ class Outcome:
     fired: list[Fired]
 
     def on_target(self, f: Fired) -> bool:
-        return self.scenario.fault_gpu is None or f.gpu in ("", str(self.scenario.fault_gpu))
+        targets = self.scenario.targets
+        return not targets or f.gpu in ("", *map(str, targets))
 
     def catches(self) -> list[Fired]:
         """Alerts meant for this fault that began firing on the faulted GPU (or node) during it or soon after."""

@@ -20,6 +20,7 @@ from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kube
 from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.service import Exporter
+from gpudash.exporter.sim.cluster import cluster_from_options
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.source import SimulatedSource
 from gpudash.exporter.source import Source
@@ -59,8 +60,28 @@ def _fields_table() -> str:
     "--workload", multiple=True, metavar="IDX=NAME", help="Simulated workload of one GPU: train, inference, idle."
 )
 @click.option(
-    "--fault", multiple=True, metavar="IDX=KIND[:ARG][@START][+DURATION]",
-    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m).",
+    "--fault", multiple=True, metavar="[NODE/]IDX=KIND[:ARG][@START][+DURATION]",
+    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m), "
+         "or one that its job feels: straggler[:PCT], starved, idle-holder, foreign[:JOBID] (e.g. 5=straggler:30@10m).",
+)
+# -- simulated jobs over a cluster of simulated nodes (gpudash.exporter.sim.jobs, .cluster)
+@click.option(
+    "--sim-job", "sim_job", multiple=True, metavar="ID[/KIND]=NODE:GPUS[,NODE:GPUS]...[@START][+DURATION]",
+    help="A job of the simulated cluster (e.g. 48213=node-01:0-7,node-02:0-7@10m+4h); KIND train (default), "
+         "inference or idle. Its GPUs publish hpc_job. Faults may then name a node (node-02/5=straggler) and "
+         "take the job faults straggler[:PCT], starved, idle-holder, foreign[:JOBID]. Give every node the same "
+         "job and fault options and its own --hostname.",
+)
+@click.option(
+    "--sim-jobs", metavar="default|FILE",
+    help="'default': lay seeded jobs over --sim-nodes (one multi-node training job, smaller ones starting and "
+         "ending, an inference job, free GPUs); FILE: a YAML file, 'jobs:' and a list of --sim-job specs.",
+)
+@click.option("--sim-nodes", default="", metavar="NODE,NODE,...", help="The simulated cluster's node names.")
+@click.option(
+    "--sim-epoch", type=float, metavar="UNIX_SECONDS",
+    help="Unix time of the simulated cluster's t = 0 (default: the start of the current UTC hour, which nodes "
+         "started separately agree on).",
 )
 @click.option("--hostname", default="", help="Value of the host label (default: this machine's name).")
 @click.option("--no-hostname", "-n", is_flag=True, help="Leave the host label out, as dcgm-exporter's --no-hostname.")
@@ -103,6 +124,10 @@ def exporter(
     seed: int,
     workload: tuple[str, ...],
     fault: tuple[str, ...],
+    sim_job: tuple[str, ...],
+    sim_jobs: str | None,
+    sim_nodes: str,
+    sim_epoch: float | None,
     hostname: str,
     no_hostname: bool,
     legacy_hostname_label: bool,
@@ -120,6 +145,8 @@ def exporter(
       gpudash exporter                                  # every GPU of this node on :9400
       gpudash exporter -f default-counters.csv          # only the fields a dcgm-exporter CSV names
       gpudash exporter --simulate 8 --fault 2=leak --fault 5=thermal --seed 7
+      gpudash exporter --simulate 8 --hostname node-01 --sim-job 48213=node-01:0-7,node-02:0-7 \\
+          --fault node-02/5=straggler:30@10m                 # node-01 of a cluster; node-02 likewise
       gpudash exporter --web-config web-config.yml      # TLS and basic auth
       gpudash exporter --kubernetes                     # pod/namespace/container from the kubelet
       gpudash exporter --hpc-job-mapping-dir /var/lib/dcgm-exporter/job-mapping   # hpc_job labels (Slurm)
@@ -130,19 +157,28 @@ def exporter(
     logging.basicConfig(level=log_level.upper(), format="gpudash-exporter: %(levelname)s: %(message)s")
     if (workload or fault) and simulate is None:
         raise UsageError("--workload and --fault need --simulate N")
+    if (sim_job or sim_jobs or sim_nodes or sim_epoch is not None) and simulate is None:
+        raise UsageError("--sim-job, --sim-jobs, --sim-nodes and --sim-epoch need --simulate N")
+    attributors: list[Attributor] = []
     fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
     if simulate is not None:
-        source = SimulatedSource(fleet_from_specs(simulate, seed, workload, fault))
+        cluster = cluster_from_options(simulate, seed, workload, fault, hostname=hostname, job_specs=sim_job,
+                                       jobs=sim_jobs, nodes=sim_nodes, epoch=sim_epoch)
+        if cluster is None:
+            source = SimulatedSource(fleet_from_specs(simulate, seed, workload, fault))
+        else:
+            fleet, simulated_jobs = cluster
+            source = SimulatedSource(fleet)
+            attributors.append(simulated_jobs)
     else:
         from gpudash.exporter.nvml import NvmlSource
 
         source = NvmlSource()
-    attributors: list[Attributor] = []
     try:
-        attributors = _attribution(hpc_job_mapping_dir, proc_root, kubernetes, simulated=simulate is not None)
+        attributors += _attribution(hpc_job_mapping_dir, proc_root, kubernetes, simulated=simulate is not None)
         service = Exporter(
             source,
             collectors=chosen,

@@ -44,6 +44,30 @@ defaults to 60 s, DURATION to "until the end"; several per GPU allowed)
 - ``xid[:CODE]``: XID CODE (default 13) once at START, and every minute while DURATION lasts.
 - ``lost``: XID 79, then the GPU falls off the bus (``up=False``); after DURATION it comes back reset
   and idle (its job died with it).
+
+A node of a simulated cluster (``node``, ``layout``: gpudash.exporter.sim.jobs; built by
+gpudash.exporter.sim.cluster) runs the jobs the layout gives its GPUs instead of ``workloads``: a GPU no job
+holds is ``idle``; a job's GPUs run its kind (``train``, ``inference``, or ``idle``: held, a process and a
+little memory, ~0 %) from the job's start, ramping up as above, and a training job's stalls, checkpoints
+(every 20-40 minutes, its own pace) and evaluations (2-4 minutes at ~50 % once an hour) come from the job's
+id and the cluster's seed, so all its GPUs on every node dip together. The node's UUIDs and noise come from
+(seed, node). Faults may name their node (``node-02/5=straggler``); a node keeps its own and feels the
+others' through the jobs it shares with them.
+
+Job faults (gpudash.exporter.sim.jobphysics has the physics; without a layout the node's ``train`` GPUs are
+the job)
+- ``straggler[:PCT]``: a throttled GPU (``sw_power_cap``) whose SM clock runs PCT % lower (default 20-40,
+  seeded): it stays busy, utilization and SM activity a little higher than before, while every other GPU of
+  its job, on any node, waits in collectives: utilization still high, SM and tensor activity and power down
+  by the share of the step it waits.
+- ``starved``: the GPU's whole node is starved of input (IDX names any GPU of it): its busy GPUs fall to
+  about a third of their utilization, activity and power; the other nodes of their jobs wait for them in
+  collectives, SM activity down as much, utilization only by about a tenth.
+- ``idle-holder``: the GPU's job keeps it allocated and idle: a process with its context (1.5-4.5 GiB),
+  0 % utilization and activity, idle clocks.
+- ``foreign[:JOBID]``: another job's process (JOBID, default another job of the layout) appears on the GPU
+  with 9-24 GiB and a share of its time; the GPU becomes a shared straggler of its own job (20-30 % slower,
+  clock unchanged). ``process_jobs`` says which job each process belongs to.
 """
 
 from __future__ import annotations
@@ -56,12 +80,18 @@ from dataclasses import dataclass, field
 
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
+from gpudash.exporter.sim import jobphysics
 from gpudash.exporter.sim.counters import Integral
+from gpudash.exporter.sim.jobs import Job, Layout
+from gpudash.exporter.sim.noise import clamp, name_key, smooth, uniform
+from gpudash.exporter.sim.rhythm import training_phase
 from gpudash.exporter.sim.spec import (
+    SHARED_FAULTS,
     Fault,
     parse_fault,
     parse_workload,
 )
+from gpudash.exporter.sim.state import GpuState
 from gpudash.exporter.source import (
     GpuIdentity,
     GpuReading,
@@ -73,7 +103,6 @@ from gpudash.exporter.source import (
 XID_GPU_LOST = 79
 
 _BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
-_MASK = (1 << 64) - 1
 _BUSY_TEMP_C = 64.0  # what a training GPU settles at near its power cap
 
 
@@ -97,52 +126,9 @@ class GpuModel:
 H200 = GpuModel()
 
 
-def _mix(x: int) -> int:
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
-    return x ^ (x >> 31)
-
-
-def _u(*parts: int) -> float:
-    """A uniform number in [0, 1) that depends only on its integer arguments."""
-    h = 0x9E3779B97F4A7C15
-    for part in parts:
-        h = _mix((h ^ (part & _MASK)) + 0x9E3779B97F4A7C15 & _MASK)
-    return h / 2.0**64
-
-
-def _smooth(t: float, period: float, *parts: int) -> float:
-    """Value noise in [0, 1): continuous in t, changing over about ``period`` seconds."""
-    k = math.floor(t / period)
-    f = t / period - k
-    f = f * f * (3 - 2 * f)
-    a, b = _u(*parts, k), _u(*parts, k + 1)
-    return a + (b - a) * f
-
-
-def _clamp(x: float, lo: float, hi: float) -> float:
-    return lo if x < lo else hi if x > hi else x
-
-
 # noise channels
-_CH_UTIL, _CH_FB, _CH_POWER, _CH_TEMP, _CH_HBM, _CH_PCIE, _CH_STALL, _CH_CKPT, _CH_ID = range(9)
+_CH_UTIL, _CH_FB, _CH_POWER, _CH_TEMP, _CH_HBM, _CH_PCIE, _CH_ID = 0, 1, 2, 3, 4, 5, 8  # 6, 7: rhythm.py
 _HGX_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
-
-
-@dataclass
-class _State:
-    """One GPU's instantaneous state before counters are added."""
-
-    util: float = 0.0
-    fb_used: float = 0.0
-    power_activity: float = 0.0  # 0..1 of the way from idle power to the cap
-    tensor: float = 0.0
-    dram: float = 0.0
-    pcie_tx: float = 1e5
-    pcie_rx: float = 1e5
-    nvlink_kib_s: float = 0.0
-    process: str | None = None
-    heat_excess: float = 0.0  # thermal fault: degrees above what the power draw explains
 
 
 @dataclass
@@ -156,19 +142,27 @@ class Fleet:
     epoch: float = 0.0
     model: GpuModel = H200
     driver_version: str = "580.159.04"
+    # A node of a simulated cluster (gpudash.exporter.sim.jobs): its name in the layout, the layout, the faults
+    # on other nodes (they reach this node through shared jobs), and the cluster's seed (job rhythms).
+    node: str = ""
+    layout: Layout | None = None
+    cluster_faults: Sequence[tuple[str, int, Fault]] = ()
+    cluster_seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise UsageError(f"--simulate {self.gpus}: need at least one GPU")
-        for where in (*self.workloads, *self.faults):
+        for where in (*self.workloads, *self.faults, *(i for _, i, _ in self.cluster_faults)):
             if not 0 <= where < self.gpus:
                 raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
+        every = [(self.node, i, f) for i, faults in self.faults.items() for f in faults] + list(self.cluster_faults)
+        self._job_faults = [(n, i, f) for n, i, f in every if f.kind in SHARED_FAULTS]
         self.identities = [self._identity(i) for i in range(self.gpus)]
-        self._energy0 = [1e9 * (5 + 50 * _u(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
+        self._energy0 = [1e9 * (5 + 50 * uniform(self.seed, i, _CH_POWER, 7)) for i in range(self.gpus)]
         self._integrals = [Integral(functools.partial(self._rates, i)) for i in range(self.gpus)]
 
     def _identity(self, i: int) -> GpuIdentity:
-        h = "".join(f"{int(_u(self.seed, i, _CH_ID, k) * 2**32):08x}" for k in range(4))
+        h = "".join(f"{int(uniform(self.seed, i, _CH_ID, k) * 2**32):08x}" for k in range(4))
         uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
         bus = _HGX_BUSES[i] if i < len(_HGX_BUSES) else f"{(0x18 + 0x11 * i) % 0x100:02X}"
         domain = i // len(_HGX_BUSES)
@@ -176,6 +170,22 @@ class Fleet:
 
     def workload(self, i: int) -> str:
         return self.workloads.get(i, "train")
+
+    def job(self, i: int, t: float) -> Job | None:
+        """The job of the cluster layout running on GPU i at t (None: free, or no layout)."""
+        return None if self.layout is None else self.layout.job_at(self.node, i, t)
+
+    def process_jobs(self, i: int, t: float) -> dict[int, str]:
+        """The job id of each process this GPU may show at t, by pid (for attribution)."""
+        out: dict[int, str] = {}
+        job = self.job(i, t)
+        if job is not None:
+            out[self._pid(i, job)] = job.id
+        for fault in self.faults.get(i, ()):
+            if fault.kind == "foreign" and fault.active(t):
+                foreign = self._foreign_job(i, t, fault)
+                out[jobphysics.foreign_pid(foreign, i)] = foreign
+        return out
 
     def xid_events(self, i: int) -> list[tuple[float, int]]:
         events: list[tuple[float, int]] = []
@@ -199,31 +209,33 @@ class Fleet:
         s = self._state(i, t)
         m = self.model
         power = m.idle_power_w + (m.power_limit_w - m.idle_power_w) * s.power_activity
-        power *= 0.98 + 0.04 * _smooth(t, 3.0, self.seed, i, _CH_POWER)
+        power *= 0.98 + 0.04 * smooth(t, 3.0, self.seed, i, _CH_POWER)
         reasons = 0
-        sm_clock = m.sm_clock_max_mhz
+        sm_clock = m.sm_clock_max_mhz * s.clock_factor
         if s.util < 1:
             reasons |= _BIT["gpu_idle"]
             sm_clock = m.sm_clock_idle_mhz
-        temp = 27.0 + 0.055 * power + 2.0 * _smooth(t, 20.0, self.seed, i, _CH_TEMP) + s.heat_excess
+        if s.power_capped:
+            reasons |= _BIT["sw_power_cap"]
+        temp = 27.0 + 0.055 * power + 2.0 * smooth(t, 20.0, self.seed, i, _CH_TEMP) + s.heat_excess
         if temp >= m.sw_thermal_c:
             reasons |= _BIT["sw_thermal_slowdown"]
         if temp >= m.slowdown_c:
             reasons |= _BIT["hw_thermal_slowdown"] | _BIT["hw_slowdown"]
-        heat = _clamp((temp - (m.sw_thermal_c - 2.0)) / 6.0, 0.0, 1.0)
+        heat = clamp((temp - (m.sw_thermal_c - 2.0)) / 6.0, 0.0, 1.0)
         if heat > 0:
             sm_clock *= 1.0 - 0.35 * heat
             power *= 1.0 - 0.3 * heat
         elif power >= 0.97 * m.power_limit_w:
             reasons |= _BIT["sw_power_cap"]
-            sm_clock -= 150.0 * _smooth(t, 5.0, self.seed, i, _CH_POWER, 1)
+            sm_clock -= 150.0 * smooth(t, 5.0, self.seed, i, _CH_POWER, 1)
         power = min(power, m.power_limit_w)
-        fb_used = _clamp(round(s.fb_used), 0.0, m.fb_total_mib - m.fb_reserved_mib)
+        fb_used = clamp(round(s.fb_used), 0.0, m.fb_total_mib - m.fb_reserved_mib)
         energy, nvlink = self._counters(i, t)
         values: dict[str, float] = {
             "sm_clock": round(sm_clock),
             "mem_clock": m.mem_clock_mhz,
-            "hbm_temp": round(temp + 3.0 + 2.0 * _smooth(t, 30.0, self.seed, i, _CH_HBM)),
+            "hbm_temp": round(temp + 3.0 + 2.0 * smooth(t, 30.0, self.seed, i, _CH_HBM)),
             "gpu_temp": round(temp),
             "power": round(power, 3),
             "energy": round(energy),
@@ -245,8 +257,9 @@ class Fleet:
             "dram_active": round(s.dram, 4),
             "pcie_tx": round(s.pcie_tx),
             "pcie_rx": round(s.pcie_rx),
-            "sm_active": round(s.util / 100 * 0.86, 4),
-            "sm_occupancy": round(s.util / 100 * 0.38, 4),
+            "sm_active": round(jobphysics.sm_activity(s), 4),
+            "sm_occupancy": round(s.util / 100 * 0.38 if s.sm_active is None
+                                  else s.sm_active * jobphysics.OCCUPANCY_PER_SM, 4),
             "fb_total": m.fb_total_mib,
             "power_limit": m.power_limit_w,
             "sm_clock_max": m.sm_clock_max_mhz,
@@ -258,8 +271,10 @@ class Fleet:
             values["xid_last_time"] = xid.last_time
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
-            pid = 4000 + 17 * i + int(1000 * _u(self.seed, _CH_ID, 99))
-            processes = (ProcessUsage(pid, s.process, max(0.0, fb_used - 510.0)),)
+            own = fb_used - (s.foreign.fb_used_mib if s.foreign is not None else 0.0)
+            processes = (ProcessUsage(self._pid(i, self.job(i, t)), s.process, max(0.0, own - 510.0)),)
+        if s.foreign is not None:
+            processes += (s.foreign,)
         return GpuReading(i, True, values, frozenset({"vgpu_license"}), {}, xid, processes)
 
     # -- the model ---------------------------------------------------------------------------------
@@ -283,19 +298,36 @@ class Fleet:
                 dead = min(dead, f.start)
         return dead
 
-    def _state(self, i: int, t: float) -> _State:
-        workload = self.workload(i)
+    def _state(self, i: int, t: float) -> GpuState:
+        job = self.job(i, t)
+        workload, tau, rhythm = self.workload(i), t, self.seed
+        if self.layout is not None:
+            workload = "idle" if job is None else job.kind
+            tau = t if job is None else t - job.start
+            rhythm = self.seed if job is None else job.phase_seed(self._seed)
+        s = self._workload_state(i, t, workload, tau, rhythm)
+        self._own_faults(i, t, s)
+        if self._job_faults and s.process is not None:
+            jobphysics.apply(s, self._context(i, t, job))
+        return s
+
+    def _workload_state(self, i: int, t: float, workload: str, tau: float, rhythm: int) -> GpuState:
+        if workload == "idle" and self.layout is not None and self.job(i, t) is not None:
+            s = GpuState(process="python3")  # a job of kind idle: held, nothing computing
+            jobphysics.hold_idle(s, self.seed, i)
+            return s
         if workload == "idle" or t >= self._dead_since(i):
-            s = _State(fb_used=0.0)
-        elif workload == "inference":
-            s = self._inference(i, t)
-        else:
-            s = self._train(i, t)
+            return GpuState(fb_used=0.0)
+        if workload == "inference":
+            return self._inference(i, t, tau)
+        return self._train(i, t, tau, rhythm)
+
+    def _own_faults(self, i: int, t: float, s: GpuState) -> None:
         for fault in self.faults.get(i, ()):
             if fault.kind == "leak" and fault.start <= t < self._dead_since(i):
                 to_oom = fault.arg if fault.arg is not None else 1200.0
                 room = self.model.fb_total_mib - self.model.fb_reserved_mib - s.fb_used
-                s.fb_used += room * _clamp((t - fault.start) / to_oom, 0.0, 1.0)
+                s.fb_used += room * clamp((t - fault.start) / to_oom, 0.0, 1.0)
             elif fault.kind == "stall" and fault.active(t) and s.process is not None:
                 s.util, s.tensor, s.dram, s.power_activity = 0.0, 0.0, 0.0, 0.05
                 s.pcie_tx = s.pcie_rx = 1e5
@@ -306,43 +338,69 @@ class Fleet:
                 rise = 1.0 - math.exp(-(t - fault.start) / 60.0)
                 fall = math.exp(-(t - fault.end) / 90.0) if t >= fault.end else 1.0
                 s.heat_excess = (peak - _BUSY_TEMP_C) * rise * fall
-        return s
+            elif fault.kind == "idle-holder" and fault.active(t) and s.process is not None:
+                jobphysics.hold_idle(s, self.seed, i)
+            elif fault.kind == "foreign" and fault.active(t) and not self._lost(i, t):
+                jobphysics.add_foreign(s, self.seed, i, self._foreign_job(i, t, fault))
 
-    def _job_phase(self, t: float) -> tuple[str, float]:
-        """The node-wide training job's phase at t: ('ckpt' | 'stall' | 'run', depth 0..1)."""
-        period = 1800.0
-        k = math.floor(t / period)
-        if k >= 1:
-            ckpt_len = 45.0 + 30.0 * _u(self.seed, _CH_CKPT, k)
-            if t - k * period < ckpt_len:
-                return "ckpt", 1.0
-        slot = 600.0
-        for j in (math.floor(t / slot), math.floor(t / slot) - 1):
-            if j < 0 or _u(self.seed, _CH_STALL, j) > 0.7:
+    def _context(self, i: int, t: float, job: Job | None) -> jobphysics.JobContext:
+        """The faults of GPU i's job active at t, on any node (no layout: the node's training GPUs are one job)."""
+        def member(node: str, k: int) -> bool:
+            if job is not None:
+                return job.holds(node, k)
+            if self.layout is not None:
+                return (node, k) == (self.node, i)
+            return node == self.node and self.workload(k) == "train" and self.workload(i) == "train"
+
+        stragglers, node_starved, peer_starved = [], False, False
+        for node, k, fault in self._job_faults:
+            if not fault.active(t):
                 continue
-            begin = j * slot + 200.0 + 350.0 * _u(self.seed, _CH_STALL, j, 1)
-            length = 10.0 + 30.0 * _u(self.seed, _CH_STALL, j, 2)
-            if begin <= t < begin + length:
-                return "stall", 0.5 + 0.5 * _u(self.seed, _CH_STALL, j, 3)
-        return "run", 0.0
+            if fault.kind == "starved":
+                node_starved |= node == self.node
+                peer_starved |= node != self.node and job is not None and node in job.nodes
+            elif member(node, k):
+                stragglers.append(jobphysics.straggler_of(self._seed, node, k, fault))
+        return jobphysics.JobContext((self.node, i), tuple(stragglers), node_starved, peer_starved)
 
-    def _train(self, i: int, t: float) -> _State:
+    @property
+    def _seed(self) -> int:
+        """The cluster's seed: what every node of it shares (the node's own seed makes its GPUs differ)."""
+        return self.seed if self.cluster_seed is None else self.cluster_seed
+
+    def _pid(self, i: int, job: Job | None) -> int:
+        if job is None:
+            return 4000 + 17 * i + int(1000 * uniform(self.seed, _CH_ID, 99))
+        return 2000 + name_key(job.id) % 40000 + 17 * i
+
+    def _foreign_job(self, i: int, t: float, fault: Fault) -> str:
+        """The foreign process's job: the fault's argument, else another job of the layout, else a made-up id."""
+        if fault.arg is not None:
+            return str(int(fault.arg))
+        mine = self.job(i, t)
+        others = [j.id for j in self.layout.jobs if j is not mine] if self.layout is not None else []
+        return others[0] if others else str(90000 + int(9999 * uniform(self._seed, _CH_ID, i, 98)))
+
+    def _train(self, i: int, t: float, tau: float, rhythm: int) -> GpuState:
+        """Training at wall time t, tau into its job, the job's rhythm (its seed) shared by all its GPUs."""
         m = self.model
-        ws = m.fb_total_mib * (0.74 + 0.04 * _u(self.seed, i, _CH_FB))
-        load = _clamp(t / (120.0 + 60.0 * _u(self.seed, _CH_FB, 1)), 0.0, 1.0)
+        ws = m.fb_total_mib * (0.74 + 0.04 * uniform(self.seed, i, _CH_FB))
+        load = clamp(tau / (120.0 + 60.0 * uniform(rhythm, _CH_FB, 1)), 0.0, 1.0)
         saw = ((t + 13.0 * i) % 120.0) / 120.0
         fb = ws * load * (0.97 + 0.03 * saw)
-        util = (93.0 + 6.0 * _smooth(t, 4.0, self.seed, i, _CH_UTIL)) * load**2
-        s = _State(util=util, fb_used=fb, process="python3")
-        s.tensor = (0.40 + 0.08 * _smooth(t, 6.0, self.seed, i, _CH_UTIL, 1)) * load**2
-        s.dram = (0.30 + 0.06 * _smooth(t, 6.0, self.seed, i, _CH_UTIL, 2)) * load**2
-        s.pcie_rx = 1.2e9 + 0.6e9 * _smooth(t, 8.0, self.seed, i, _CH_PCIE)
-        s.pcie_tx = 1.5e8 + 1e8 * _smooth(t, 8.0, self.seed, i, _CH_PCIE, 1)
+        util = (93.0 + 6.0 * smooth(t, 4.0, self.seed, i, _CH_UTIL)) * load**2
+        s = GpuState(util=util, fb_used=fb, process="python3")
+        s.tensor = (0.40 + 0.08 * smooth(t, 6.0, self.seed, i, _CH_UTIL, 1)) * load**2
+        s.dram = (0.30 + 0.06 * smooth(t, 6.0, self.seed, i, _CH_UTIL, 2)) * load**2
+        s.pcie_rx = 1.2e9 + 0.6e9 * smooth(t, 8.0, self.seed, i, _CH_PCIE)
+        s.pcie_tx = 1.5e8 + 1e8 * smooth(t, 8.0, self.seed, i, _CH_PCIE, 1)
         s.nvlink_kib_s = 1.4e8 * util / 100.0
-        phase, depth = self._job_phase(t) if load >= 1.0 else ("run", 0.0)
-        if phase == "ckpt":
-            s.util = 2.0 + 6.0 * _smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
-            s.pcie_tx = 9e9 + 3e9 * _smooth(t, 5.0, self.seed, i, _CH_PCIE, 2)
+        phase, depth = training_phase(tau, rhythm, cluster=self.layout is not None) if load >= 1.0 else ("run", 0.0)
+        if phase == "eval":  # forward passes only, smaller batches
+            s.util = 45.0 + 15.0 * depth + 4.0 * smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
+        elif phase == "ckpt":
+            s.util = 2.0 + 6.0 * smooth(t, 5.0, self.seed, i, _CH_UTIL, 3)
+            s.pcie_tx = 9e9 + 3e9 * smooth(t, 5.0, self.seed, i, _CH_PCIE, 2)
             s.pcie_rx = 2e8
         elif phase == "stall":
             s.util = 5.0 + 20.0 * (1.0 - depth)
@@ -351,16 +409,16 @@ class Fleet:
             s.tensor *= s.util / 100.0
             s.dram *= s.util / 100.0
             s.nvlink_kib_s = 1.4e8 * s.util / 100.0
-        s.power_activity = _clamp(s.util / 100.0 * (0.85 + 0.2 * s.tensor), 0.0, 1.05)
+        s.power_activity = clamp(s.util / 100.0 * (0.85 + 0.2 * s.tensor), 0.0, 1.05)
         return s
 
-    def _inference(self, i: int, t: float) -> _State:
+    def _inference(self, i: int, t: float, tau: float) -> GpuState:
         m = self.model
-        load = _clamp(t / 60.0, 0.0, 1.0)
+        load = clamp(tau / 60.0, 0.0, 1.0)
         fb = 0.97 * m.fb_total_mib * load
-        wave = 0.5 + 0.5 * math.sin(2 * math.pi * (t / 3600.0 + _u(self.seed, i, _CH_UTIL)))
-        util = (20.0 + 45.0 * wave + 8.0 * _smooth(t, 10.0, self.seed, i, _CH_UTIL)) * (1.0 if load >= 1 else 0.0)
-        s = _State(util=util, fb_used=fb, process="tritonserver")
+        wave = 0.5 + 0.5 * math.sin(2 * math.pi * (t / 3600.0 + uniform(self.seed, i, _CH_UTIL)))
+        util = (20.0 + 45.0 * wave + 8.0 * smooth(t, 10.0, self.seed, i, _CH_UTIL)) * (1.0 if load >= 1 else 0.0)
+        s = GpuState(util=util, fb_used=fb, process="tritonserver")
         s.tensor = 0.3 * util / 100.0
         s.dram = 0.45 * util / 100.0
         s.pcie_rx = 5e7 + 2e8 * util / 100.0

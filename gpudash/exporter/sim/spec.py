@@ -1,6 +1,8 @@
-"""The simulated node's spec strings: ``--workload IDX=NAME`` and ``--fault IDX=KIND[:ARG][@START][+DURATION]``.
+"""The simulated node's spec strings: ``--workload IDX=NAME`` and ``--fault [NODE/]IDX=KIND[:ARG][@START][+DURATION]``.
 
-gpudash.exporter.sim.fleet documents what each workload and fault does; this module only parses them.
+gpudash.exporter.sim.fleet documents what each workload and fault does; this module only parses them. A
+fault may name the node it is on (``node-02/5=straggler``): each node of a simulated cluster is given every
+fault, keeps its own, and feels the others' through the jobs they share (gpudash.exporter.sim.jobs).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 
 WORKLOADS = ("train", "inference", "idle")
-FAULTS = ("leak", "thermal", "stall", "xid", "lost")
+FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one GPU
+JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign")  # what goes wrong with a job's use of its GPUs
+SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
 DEFAULT_FAULT_START = 60.0
 
 
@@ -22,7 +26,7 @@ class Fault:
     kind: str
     start: float = DEFAULT_FAULT_START
     duration: float | None = None  # None: lasts until the end
-    arg: float | None = None  # leak: seconds to OOM; thermal: peak C; xid: code
+    arg: float | None = None  # leak: seconds to OOM; thermal: peak C; xid: code; straggler: % slower; foreign: job id
 
     @property
     def end(self) -> float:
@@ -32,22 +36,31 @@ class Fault:
         return self.start <= t < self.end
 
 
-_FAULT = re.compile(r"^(\d+)=([a-z]+)(?::([^@+]+))?(?:@([^+]+))?(?:\+(.+))?$")
+_FAULT = re.compile(r"^(?:([A-Za-z0-9_.:-]+)/)?(\d+)=([a-z-]+)(?::([^@+]+))?(?:@([^+]+))?(?:\+(.+))?$")
 
 
 def parse_fault(spec: str) -> tuple[int, Fault]:
     """``2=leak``, ``5=thermal:93@10m+15m``, ``3=xid:48@120``, ``4=lost@1m+5m`` -> (GPU index, Fault)."""
+    node, index, fault = parse_node_fault(spec)
+    if node is not None:
+        raise UsageError(f"--fault {spec!r}: a fault on a named node needs simulated jobs (--sim-job or --sim-jobs)")
+    return index, fault
+
+
+def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
+    """``node-02/5=straggler:30@1h`` -> ("node-02", 5, Fault); without ``NODE/`` the node is None (this one)."""
     match = _FAULT.match(spec.strip())
-    usage = "expected IDX=KIND[:ARG][@START][+DURATION], KIND one of " + ", ".join(FAULTS)
+    usage = ("expected IDX=KIND[:ARG][@START][+DURATION] (NODE/IDX=... on a simulated cluster), KIND one of "
+             + ", ".join(FAULTS + JOB_FAULTS))
     if not match:
         raise UsageError(f"--fault {spec!r}: {usage}")
-    index, kind, arg, start, duration = match.groups()
-    if kind not in FAULTS:
+    node, index, kind, arg, start, duration = match.groups()
+    if kind not in FAULTS + JOB_FAULTS:
         raise UsageError(f"--fault {spec!r}: unknown fault {kind!r}; {usage}")
     try:
         value: float | None = None
         if arg is not None:
-            value = parse_seconds(arg) if kind == "leak" else float(arg)
+            value = parse_seconds(arg) if kind == "leak" else _number(arg)
         fault = Fault(
             kind,
             parse_seconds(start) if start else DEFAULT_FAULT_START,
@@ -58,7 +71,18 @@ def parse_fault(spec: str) -> tuple[int, Fault]:
         raise UsageError(f"--fault {spec!r}: bad number or time {exc.args[0]!r}; {usage}") from None
     if kind in ("leak",) and value is not None and value <= 0:
         raise UsageError(f"--fault {spec!r}: time to OOM must be positive")
-    return int(index), fault
+    if kind == "straggler" and value is not None and not 0 < value < 90:
+        raise UsageError(f"--fault {spec!r}: a straggler runs between 0 and 90 % slower (e.g. straggler:30)")
+    if kind == "foreign" and value is not None and (value != int(value) or value < 1):
+        raise UsageError(f"--fault {spec!r}: the foreign process's job id must be a positive integer (foreign:48299)")
+    return node, int(index), fault
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(text) from None
 
 
 def parse_workload(spec: str) -> tuple[int, str]:
