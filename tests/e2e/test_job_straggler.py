@@ -1,0 +1,83 @@
+"""A job across two simulated nodes with one straggler, end to end: two `gpudash exporter` processes -> a real
+Prometheus with the generated rules -> `GPUJobStraggler` fires on the straggler and on no other GPU.
+
+The rules come from `gpudash rules` with the committed thresholds.yaml, only the straggler's window and
+`for:` shortened so the test takes seconds; every level (job size, busy median, clock ratio, activity points)
+stays as committed. Each node's exporter evaluates the same job and fault options for its own --hostname.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from support.e2e import gpudash_rules, site_yaml
+from support.paths import ROOT
+
+from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
+from gpudash.stack.process import PrometheusProcess, free_port
+
+JOB, STRAGGLER_NODE, STRAGGLER_GPU = "48213", "node-02", "5"
+# The job started 650 s before the test: ramped up, and no job-wide dip falls in the next minutes (stalls
+# start 200 s or more into a 10-minute slot; the first checkpoint is 20 minutes in). The straggler began at 5m.
+AGE_S = 650
+NODES = ("node-01", "node-02")
+
+
+def short_thresholds(path: Path) -> Path:
+    data = yaml.safe_load((ROOT / "thresholds.yaml").read_text())
+    data["alerts"]["job_straggler"].update({"window": "10s", "for": "5s"})
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@dataclass
+class JobStack:
+    prometheus: PrometheusProcess
+    instance: dict[str, str]  # node name -> its scrape target
+
+
+@pytest.fixture(scope="module")
+def job_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobStack]:
+    tmp = tmp_path_factory.mktemp("job-straggler")
+    ports = {node: free_port() for node in NODES}
+    instance = {node: f"127.0.0.1:{port}" for node, port in ports.items()}
+    site = site_yaml(tmp / "site.yml", "jobs", list(instance.values()))
+    files = gpudash_rules(tmp / "generated", site, short_thresholds(tmp / "thresholds.yaml"))
+    rules = rule_files(files)
+    common = ["--simulate", "8", "--seed", "11", "--sim-nodes", ",".join(NODES),
+              "--sim-job", f"{JOB}=node-01:0-7,node-02:0-7",
+              "--fault", f"{STRAGGLER_NODE}/{STRAGGLER_GPU}=straggler:30@5m",
+              "--sim-epoch", str(time.time() - AGE_S), "--interval", "250ms", "--slow-interval", "500ms"]
+    config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s")
+    with (ExporterProcess([*common, "--hostname", NODES[0]], port=ports[NODES[0]]),
+          ExporterProcess([*common, "--hostname", NODES[1]], port=ports[NODES[1]]),
+          PrometheusProcess(config, rules) as prometheus):
+        yield JobStack(prometheus, instance)
+
+
+def test_the_straggler_fires_and_no_other_gpu_does(job_stack: JobStack) -> None:
+    prom = job_stack.prometheus
+    firing = 'ALERTS{alertname="GPUJobStraggler",alertstate="firing"}'
+    prom.wait_for(firing, timeout=90)
+    # Let every other GPU have its chance to go pending too: a window and a `for:` more.
+    prom.wait_for(f"count_over_time({firing}[1m]) >= 6", timeout=60)
+    # pending or firing at any moment of the run, any GPU (a pending and a firing series per GPU: one GPU)
+    ever = prom.query('max by (instance, gpu, hpc_job) (max_over_time(ALERTS{alertname="GPUJobStraggler"}[5m]))')
+    seen = sorted((s["metric"]["instance"], s["metric"]["gpu"], s["metric"]["hpc_job"]) for s in ever)
+    assert seen == [(job_stack.instance[STRAGGLER_NODE], STRAGGLER_GPU, JOB)]
+    (alert,) = prom.query(firing)
+    assert alert["metric"]["severity"] == "warning" and alert["metric"]["cluster"] == "jobs"
+
+
+def test_the_job_recordings_see_the_whole_job(job_stack: JobStack) -> None:
+    prom = job_stack.prometheus
+    prom.wait_for(f'cluster_job:gpu_count:count{{hpc_job="{JOB}"}} == 16', timeout=60)
+    (median,) = prom.query(f'cluster_job:gpu_sm_clock_mhz:median{{hpc_job="{JOB}"}}')
+    (straggler,) = prom.query(f'DCGM_FI_DEV_SM_CLOCK{{instance="{job_stack.instance[STRAGGLER_NODE]}",'
+                              f'gpu="{STRAGGLER_GPU}"}}')
+    assert float(straggler["value"][1]) < 0.9 * float(median["value"][1])
