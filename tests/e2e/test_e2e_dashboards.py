@@ -28,8 +28,16 @@ from gpudash.stack.process import PrometheusProcess, free_port
 
 GPUS, SEED = 8, 11
 WORKLOADS = ("3=idle", "7=inference")
-# The XID comes after Prometheus has scraped a clean reading, so "XID errors in range" sees it change.
-FAULTS = ("6=xid:13@6s+10m", "5=thermal@5s")
+# The simulated node's clock starts an hour before the fixture (its jobs are running), so fault times count
+# from there. The XID comes 25 s into the fixture, after Prometheus has scraped a clean reading, so "XID
+# errors in range" sees it change.
+AGE_S = 3600
+FAULTS = (f"6=xid:13@{AGE_S + 25}s+10m", f"5=thermal@{AGE_S}s")
+# Today the node's GPUs are held by jobs, started an hour ago (the job-level recordings and panels need one):
+# a training job on six GPUs, an inference job on GPU 7 (WORKLOADS' inference GPU); GPU 3 is free (idle).
+NODE, JOB = "gpu-node", "4242"
+JOB_ARGS = ("--hostname", NODE, "--sim-nodes", NODE, "--sim-job", f"{JOB}={NODE}:0-2,4-6",
+            "--sim-job", f"4300/inference={NODE}:7")
 
 
 class Stack:
@@ -43,7 +51,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("dashboards-e2e")
     args = ["--simulate", str(GPUS), "--seed", str(SEED)]
-    args += [p for w in WORKLOADS for p in ("--workload", w)] + [p for f in FAULTS for p in ("--fault", f)]
+    args += [p for f in FAULTS for p in ("--fault", f)] + [*JOB_ARGS, "--sim-epoch", str(time.time() - AGE_S)]
     # Yesterday first, for the address the exporter is about to get; then Prometheus, then the exporter, so
     # Prometheus reads a clean XID gauge before the XID fault fires.
     address = f"127.0.0.1:{free_port()}"
@@ -57,7 +65,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             SeededPrometheus(config, rules, blocks=blocks) as prometheus, \
             ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter:
         prometheus.wait_for("cluster:gpu_count:count", timeout=30)
-        prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=60)
+        prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=90)
         # five samples of the new XID counter (one a second), so a panel's rate window holds two
         prometheus.wait_for("min(count_over_time(gpudash_xid_errors_total[1m])) >= 5", timeout=30)
         yield Stack(prometheus, exporter, tmp / "generated" / "prometheus")
