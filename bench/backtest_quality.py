@@ -58,7 +58,8 @@ def scenario_series(scenario: Scenario, flavour: str) -> dict[str, list[float | 
     """The scenario's series, on a host and cluster of its own; a staleness marker becomes an absent sample."""
     out: dict[str, list[float | None]] = {}
     for selector, samples in build_series(scenario, flavour).items():
-        renamed = selector.replace(f'cluster="{CLUSTER}"', f'cluster="{scenario.name}"').replace(HOST, host_of(scenario))
+        renamed = selector.replace(f'cluster="{CLUSTER}"', f'cluster="{scenario.name}"')
+        renamed = renamed.replace(HOST, host_of(scenario))
         out[renamed] = [None if s in (None, "stale") else float(s) for s in samples]
     return out
 

@@ -25,7 +25,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sync": ("gpudash.sync.cli", "sync", "Write only what changed to Grafana; refuse to clobber UI edits."),
     "provision": ("gpudash.sync.cli", "provision", "Bring an empty Grafana to a working state."),
     "check": ("gpudash.check.cli", "check", "Run every panel and rule query against a live Prometheus."),
-    "backtest": ("gpudash.backtest.cli", "backtest_command", "What thresholds.yaml would have paged, over stored history."),
+    "backtest": ("gpudash.backtest.cli", "backtest_command", "What thresholds.yaml would have paged in the past."),
+    "tune": ("gpudash.backtest.cli", "tune_command", "Propose thresholds.yaml values from the fleet's history."),
     "demo": ("gpudash.stack.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
 }
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -156,3 +158,55 @@ def _inline_note(result: Result) -> None:
     s = result.stats
     inlined = f"; recorded series read from raw samples: {', '.join(result.inlined)}" if result.inlined else ""
     click.echo(f"({s.queries} range queries in {s.seconds:.1f} s{inlined})", err=True)
+
+
+@click.command("tune")
+@click.option("--since", default="14d", show_default=True, help="How much history to learn from.")
+@click.option("--write", is_flag=True, help="Write the proposals into thresholds.yaml (comments and order kept).")
+@common_options
+@config_options()
+def tune_command(since: str, write: bool, url: str, mode: str, chunk_steps: int, workers: int, timeout: float,
+                 thresholds: Path | None, site: Path | None) -> None:
+    """Propose thresholds.yaml values from the fleet's own history, and backtest them against the current ones.
+
+    Each proposal comes with one line of reasoning (per GPU model where the series carry modelName);
+    then the diff of thresholds.yaml and a backtest of old against new on the same history. Nothing is
+    written without --write; with it, only the proposed values change, every comment and the order of the
+    file kept, and the result must load before it replaces the file.
+
+    \b
+    Examples:
+      gpudash tune --prometheus http://prom:9090 --since 14d
+      gpudash tune --since 14d --write && git diff thresholds.yaml
+    """
+    from gpudash.backtest.tune import changes, propose
+    from gpudash.backtest.yamledit import edited, write_validated
+
+    settings = load_settings(thresholds, site)
+    client = _connect(url, timeout)
+    lo, hi = time_range(client, since, None, None)
+    check_history(client, presence_metric(settings.site.profile), lo, hi)
+    proposals = propose(client, settings, lo, hi)
+    if not proposals:
+        click.echo(f"no change proposed: {settings.thresholds_path} fits the last {since} of this fleet")
+        return
+    for p in proposals:
+        click.echo(f"{p.key}: {p.old:g} -> {p.value_text()}  ({p.reason})")
+    path = settings.thresholds_path
+    old_text = path.read_text(encoding="utf-8")
+    new_text = edited(old_text, changes(proposals))
+    click.echo()
+    click.echo("".join(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                            f"a/{path}", f"b/{path}")))
+    with tempfile.TemporaryDirectory(prefix="gpudash-tune-") as tmp:
+        proposed_path = Path(tmp) / path.name
+        write_validated(proposed_path, new_text)
+        proposed = load_settings(proposed_path, site)
+        old = run_backtest(client, settings, lo, hi, mode, chunk_steps, workers, "current")
+        new = run_backtest(client, proposed, lo, hi, mode, chunk_steps, workers, "proposed")
+    click.echo(render_compare(old.summary, new.summary, str(path), "proposed"))
+    if write:
+        write_validated(path, new_text)
+        click.echo(f"wrote {path}")
+    else:
+        click.echo(f"(nothing written; --write changes {path})")
