@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 from gpudash.backtest.yamledit import edited, set_value, write_validated
 from gpudash.config.loading import load_thresholds
 from gpudash.errors import ConfigError
-from support.paths import ROOT
 
 TEXT = (ROOT / "thresholds.yaml").read_text(encoding="utf-8")
 
