@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -105,18 +106,31 @@ def query_chunk(client: RangeQueries, rule: AlertSpec, lo: int, hi: int, step: i
     yield from sorted(by_ts.items())
 
 
-def replay_rule(client: RangeQueries, rule: AlertSpec, first: int, last: int, step: int, chunk_steps: int,
-                stats: Stats, tick: Callable[[], None] = lambda: None) -> list[Incident]:
-    """Every firing episode of one rule over [first, last]."""
+def _answers(client: RangeQueries, rule: AlertSpec, lo: int, hi: int, step: int,
+             stats: Stats) -> dict[int, list[dict[str, str]]]:
+    return dict(query_chunk(client, rule, lo, hi, step, stats))
+
+
+def replay_rule(pool: Executor, client: RangeQueries, rule: AlertSpec, first: int, last: int, step: int,
+                chunk_steps: int, stats: Stats, ahead: int,
+                tick: Callable[[], None] = lambda: None) -> list[Incident]:
+    """Every firing episode of one rule over [first, last]; up to `ahead` chunks are queried in advance."""
     machine = AlertMachine(rule.for_s, rule.keep_firing_for_s)
-    for lo, hi in chunks(first, last, step, chunk_steps):
-        answers = dict(query_chunk(client, rule, lo, hi, step, stats))
+    spans = list(chunks(first, last, step, chunk_steps))
+    pending: deque[Future[dict[int, list[dict[str, str]]]]] = deque()
+    for lo, hi in spans[:ahead]:
+        pending.append(pool.submit(_answers, client, rule, lo, hi, step, stats))
+    for n, (lo, hi) in enumerate(spans):
+        answers = pending.popleft().result()
+        if n + ahead < len(spans):
+            nlo, nhi = spans[n + ahead]
+            pending.append(pool.submit(_answers, client, rule, nlo, nhi, step, stats))
         for ts in range(lo, hi + step, step):
             returned = [alert_labels(m, rule.labels, rule.alert) for m in answers.get(ts, ())]
             machine.evaluate(ts, returned)
         tick()
     return [Incident(rule.alert, rule.severity, labels, span[0], span[1])
-            for labels, spans in machine.intervals.items() for span in spans]
+            for labels, spans_ in machine.intervals.items() for span in spans_]
 
 
 def replay(client: RangeQueries, rules: Sequence[AlertSpec], start: float, end: float, step: int, *,
@@ -124,14 +138,17 @@ def replay(client: RangeQueries, rules: Sequence[AlertSpec], start: float, end: 
            tick: Callable[[], None] = lambda: None) -> tuple[list[Incident], Stats]:
     """Replay every rule over [start, end] (evaluated from `warmup_s` earlier, so a `for` can be under way).
 
-    Incidents that ended before `start` are left out.
+    `workers` range queries are in flight at once: the chunks of several rules, each rule's read ahead of
+    its state machine, so at most about 2 x `workers` chunks' answers are held. Incidents that ended before
+    `start` are left out.
     """
     stats = Stats()
     began = time.monotonic()
     first, last = evaluation_times(start - warmup_s, end, step)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        per_rule = list(pool.map(lambda r: replay_rule(client, r, first, last, step, chunk_steps, stats, tick),
-                                 rules))
+    workers = max(1, workers)
+    with ThreadPoolExecutor(max_workers=workers) as queries, ThreadPoolExecutor(max_workers=workers) as machines:
+        per_rule = list(machines.map(
+            lambda r: replay_rule(queries, client, r, first, last, step, chunk_steps, stats, 2, tick), rules))
     stats.seconds = time.monotonic() - began
     incidents = [i for found in per_rule for i in found if i.end >= start]
     return sorted(incidents, key=lambda i: (i.start, i.alert, i.labels)), stats
