@@ -41,8 +41,8 @@ def render(summary: Summary, title: str = "") -> str:
     return "\n".join(lines)
 
 
-def _change(a: float, b: float, text_a: str, text_b: str) -> str:
-    return text_a if a == b else f"{text_a} -> {text_b}"
+def _change(text_a: str, text_b: str) -> str:
+    return text_a if text_a == text_b else f"{text_a} -> {text_b}"
 
 
 def render_compare(old: Summary, new: Summary, old_name: str, new_name: str) -> str:
@@ -57,10 +57,10 @@ def render_compare(old: Summary, new: Summary, old_name: str, new_name: str) -> 
         ai, bi = (a.incidents if a else 0), (b.incidents if b else 0)
         an, bn = (a.notifications if a else 0), (b.notifications if b else 0)
         af, bf = (a.firing_s if a else 0.0), (b.firing_s if b else 0.0)
-        lines.append(f"| {alert} | {severity} | {_change(ai, bi, str(ai), str(bi))} | "
-                     f"{_change(an, bn, str(an), str(bn))} | {_change(af, bf, _hours(af), _hours(bf))} |")
-    lines.append(f"| **total** | | {_change(old.incidents, new.incidents, str(old.incidents), str(new.incidents))} | "
-                 f"{_change(old.notifications, new.notifications, str(old.notifications), str(new.notifications))}"
+        lines.append(f"| {alert} | {severity} | {_change(str(ai), str(bi))} | "
+                     f"{_change(str(an), str(bn))} | {_change(_hours(af), _hours(bf))} |")
+    lines.append(f"| **total** | | {_change(str(old.incidents), str(new.incidents))} | "
+                 f"{_change(str(old.notifications), str(new.notifications))}"
                  " | |")
     return "\n".join(lines)
 
