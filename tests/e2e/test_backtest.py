@@ -9,6 +9,7 @@ synthetic fleet that runs above the default warning, and the one-line errors.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -37,10 +38,15 @@ def scenarios() -> list[corpus.Scenario]:
     return [replace(corpus.BY_NAME[n], hours=HOURS) for n in EXACT]
 
 
+@functools.cache
+def series(name: str) -> dict[str, list[float | None]]:
+    return bq.scenario_series(replace(corpus.BY_NAME[name], hours=HOURS), "bundled")
+
+
 @pytest.fixture(scope="module")
 def corpus_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SeededPrometheus, int]]:
     work = tmp_path_factory.mktemp("backtest-corpus")
-    merged = {k: v for s in scenarios() for k, v in bq.scenario_series(s, "bundled").items()}
+    merged = {k: v for name in EXACT for k, v in series(name).items()}
     base = (int(time.time()) - 2 * 86400) // 7200 * 7200
     with bq.backfilled(bq.openmetrics(merged, base), work) as prometheus:
         yield prometheus, base
@@ -54,7 +60,7 @@ def test_backtest_equals_promtool_alert_by_alert(corpus_history: tuple[SeededPro
     ours = bq.backtest_firing(prometheus.url, settings, cut, base)
 
     def reference(scenario: corpus.Scenario) -> bq.Firing:
-        return bq.reference_firing(scenario, bq.scenario_series(scenario, "bundled"), settings,
+        return bq.reference_firing(scenario, series(scenario.name), settings,
                                    tmp_path / scenario.name)
 
     with ThreadPoolExecutor(max_workers=len(cut)) as pool:
