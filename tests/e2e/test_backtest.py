@@ -24,8 +24,12 @@ from support.paths import ROOT
 from bench import alert_corpus as corpus
 from bench import backtest_quality as bq
 from gpudash.backtest.cli import backtest_command, tune_command
+from gpudash.backtest.engine import replay
+from gpudash.backtest.rules import AlertSpec
 from gpudash.backtest.yamledit import set_value
+from gpudash.check.client import PrometheusClient
 from gpudash.config.loading import load_settings
+from gpudash.errors import ConfigError
 from gpudash.stack.history import SeededPrometheus
 
 pytestmark = pytest.mark.e2e
@@ -173,3 +177,10 @@ def test_tune_proposes_a_warning_above_a_hot_fleet(tmp_path: Path) -> None:
     assert all(a.split("#")[1] == b.split("#")[1] for a, b in changed)  # comments kept
     loaded = load_settings(thresholds).thresholds.temperature.gpu
     assert (loaded.warning, loaded.critical) == (88, 93)
+
+
+def test_a_rule_that_does_not_parse_is_one_line(corpus_history: tuple[SeededPrometheus, int]) -> None:
+    prometheus, base = corpus_history
+    bad = AlertSpec("GPUBroken", "max by (gpu) (rate(DCGM_FI_DEV_GPU_TEMP[5m])", labels={"severity": "warning"})
+    with pytest.raises(ConfigError, match=r"^alert rule GPUBroken \(warning\) does not parse: .*parse error"):
+        replay(PrometheusClient(prometheus.url), [bad], base, base + 3600, corpus.STEP)
