@@ -5,7 +5,7 @@ those times would, so one query per (rule, chunk) gives what the rules manager w
 evaluation. Evaluation timestamps are multiples of the interval (promtool's unit tests evaluate at 0, I, 2I,
 ...; a live Prometheus shifts each group by a fixed offset within the interval). A chunk holds at most
 `chunk_steps` evaluations, well under the 11,000 points per series Prometheus accepts in one answer, and a
-chunk the server still refuses as too large is split in two until it passes. Only one chunk's answer and the
+chunk the server still refuses as too large, or does not answer in time, is split in two until it passes. Only one chunk's answer and the
 alerts active at its end are held at a time, whatever the length of the history.
 """
 
@@ -26,8 +26,10 @@ from gpudash.check.client import QueryError, TimeRange
 from gpudash.errors import ConfigError, RemoteError
 
 MAX_POINTS = 11_000  # Prometheus refuses a range query answering more points than this per series
-DEFAULT_CHUNK_STEPS = 1440  # six hours at 15 s
-_TOO_LARGE = ("exceeded maximum resolution", "too many samples", "would load too many samples")
+DEFAULT_CHUNK_STEPS = 720  # three hours at 15 s
+# Answers that mean "this chunk is too much for the server": split it. A query that outlives the server's
+# --query.timeout (2 m by default) or the client's deadline is one, too.
+_TOO_LARGE = ("exceeded maximum resolution", "too many samples", "would load too many samples", "timed out")
 
 
 class RangeQueries(Protocol):

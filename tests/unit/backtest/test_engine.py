@@ -53,6 +53,18 @@ def test_a_chunk_the_server_refuses_as_too_large_is_split() -> None:
     assert stats.splits >= 1 and all((hi - lo) / 15 + 1 <= 50 for lo, hi in server.windows)
 
 
+def test_a_chunk_the_server_times_out_on_is_split() -> None:
+    class Slow(Scripted):
+        def range(self, expr: str, window: TimeRange) -> list[dict[str, Any]]:
+            if window.range_s > 600:
+                raise QueryError("query timed out in expression evaluation")
+            return super().range(expr, window)
+
+    server = Slow(set(range(0, 3000, 15)))
+    incidents, stats = replay(server, [RULE], 0, 2985, 15, chunk_steps=200, workers=2)
+    assert [(i.start, i.end) for i in incidents] == [(30, 2985)] and stats.splits >= 2
+
+
 def test_a_rule_that_does_not_parse_names_itself() -> None:
     with pytest.raises(ConfigError, match=r"alert rule Hot \(warning\) does not parse"):
         replay(Scripted(set(), error="bad_data: 1:3: parse error: unexpected"), [RULE], 0, 100, 15)
