@@ -5,8 +5,9 @@ those times would, so one query per (rule, chunk) gives what the rules manager w
 evaluation. Evaluation timestamps are multiples of the interval (promtool's unit tests evaluate at 0, I, 2I,
 ...; a live Prometheus shifts each group by a fixed offset within the interval). A chunk holds at most
 `chunk_steps` evaluations, well under the 11,000 points per series Prometheus accepts in one answer, and a
-chunk the server still refuses as too large, or does not answer in time, is split in two until it passes. Only one chunk's answer and the
-alerts active at its end are held at a time, whatever the length of the history.
+chunk the server still refuses as too large, or does not answer in time, is split in two until it passes.
+Only a few chunks' answers (read ahead of the state machines) and the alerts active at the end of a chunk
+are held at a time, whatever the length of the history.
 """
 
 from __future__ import annotations
