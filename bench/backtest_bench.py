@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     alerts = [rules.inlined(a) for a in rules.alerts]
     with fleet_tsdb.running_prometheus(data, data.parent / "prometheus.log") as url:
         client = PrometheusClient(url, timeout=600)
+        cpu_before = fleet_tsdb.metric_value(url, "process_cpu_seconds_total")
         tracemalloc.start()
         incidents, stats = replay(client, alerts, built["start"], built["end"], rules.interval_s,
                                   warmup_s=max(a.for_s for a in alerts), chunk_steps=args.chunk,
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         prometheus_rss = fleet_tsdb.metric_value(url, "process_resident_memory_bytes")
+        prometheus_cpu = fleet_tsdb.metric_value(url, "process_cpu_seconds_total") - cpu_before
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     per_hour = stats.seconds / args.hours
     print(f"backtest: {len(alerts)} rules, {stats.queries} range queries ({stats.splits} split), "
@@ -106,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
           f"Prometheus RSS {prometheus_rss / 2**20:.0f} MiB")
     print(f"rate: {per_hour:.1f} s per hour of history; 7 days at this rate: {per_hour * 168 / 60:.1f} min "
           f"(extrapolated, linear in the span)")
+    # Prometheus evaluates each range query on one core: the CPU it spent is the cost on any machine.
+    cpu_7d = prometheus_cpu / args.hours * 168
+    print(f"Prometheus CPU: {prometheus_cpu:.0f} core-s ({prometheus_cpu / args.hours:.1f} per hour of history); "
+          f"7 days: {cpu_7d / 60:.0f} core-min, about {cpu_7d / 60 / 16:.1f} min with 16 queries in flight on 16 "
+          f"cores (extrapolated)")
     return 0
 
 
