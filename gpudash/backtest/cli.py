@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -45,20 +46,31 @@ def parse_time(text: str, option: str) -> float:
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def time_range(client: PrometheusClient, since: str, start: str | None, end: str | None) -> tuple[float, float]:
+def explicit_range(start: str | None, end: str | None) -> tuple[float, float] | None:
+    """--start and --end, checked before anything is asked of the server; None when --since is used."""
     if (start is None) != (end is None):
         raise UsageError("--start and --end go together (or use --since)")
-    if start is not None and end is not None:
-        lo, hi = parse_time(start, "--start"), parse_time(end, "--end")
-        if hi <= lo:
-            raise UsageError(f"--end {end!r} is not after --start {start!r}")
-        return lo, hi
+    if start is None or end is None:
+        return None
+    lo, hi = parse_time(start, "--start"), parse_time(end, "--end")
+    if hi <= lo:
+        raise UsageError(f"--end {end!r} is not after --start {start!r}")
+    return lo, hi
+
+
+def since_seconds(since: str) -> int:
     try:
-        span = parse_duration(since).seconds
+        return parse_duration(since).seconds
     except ValueError as exc:
         raise UsageError(f"--since {since!r}: {exc}") from None
+
+
+def time_range(client: PrometheusClient, since: str, explicit: tuple[float, float] | None) -> tuple[float, float]:
+    """The explicit range, or the last `since` by the server's clock."""
+    if explicit is not None:
+        return explicit
     now = client.now()
-    return now - span, now
+    return now - since_seconds(since), now
 
 
 @contextmanager
@@ -67,8 +79,14 @@ def progress(total: int, label: str) -> Iterator[Callable[[], None]]:
     if not sys.stderr.isatty():
         yield lambda: None
         return
+    lock = threading.Lock()  # chunks finish on several threads
     with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-        yield lambda: bar.update(1)
+
+        def tick() -> None:
+            with lock:
+                bar.update(1)
+
+        yield tick
 
 
 def run_backtest(client: PrometheusClient, settings: Settings, start: float, end: float, mode: str,
@@ -135,10 +153,12 @@ def backtest_command(since: str, start: str | None, end: str | None, compare: Pa
       gpudash backtest --since 14d --compare proposed-thresholds.yaml   # paste into the pull request
       gpudash backtest --start 2026-11-01T00:00:00Z --end 2026-11-08T00:00:00Z --json
     """
+    explicit = explicit_range(start, end)
+    since_seconds(since)
     settings = load_settings(thresholds, site)
     other = load_settings(compare, site) if compare is not None else None
     client = _connect(url, timeout)
-    lo, hi = time_range(client, since, start, end)
+    lo, hi = time_range(client, since, explicit)
     check_history(client, presence_metric(settings.site.profile), lo, hi)
     first = run_backtest(client, settings, lo, hi, mode, chunk_steps, workers, str(settings.thresholds_path))
     if other is None:
@@ -182,9 +202,10 @@ def tune_command(since: str, write: bool, url: str, mode: str, chunk_steps: int,
     from gpudash.backtest.tune import changes, propose
     from gpudash.backtest.yamledit import edited, write_validated
 
+    since_seconds(since)
     settings = load_settings(thresholds, site)
     client = _connect(url, timeout)
-    lo, hi = time_range(client, since, None, None)
+    lo, hi = time_range(client, since, None)
     check_history(client, presence_metric(settings.site.profile), lo, hi)
     proposals = propose(client, settings, lo, hi)
     if not proposals:
