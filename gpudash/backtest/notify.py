@@ -131,16 +131,23 @@ def uninhibited(incidents: Sequence[Incident], rules: Sequence[Inhibition], step
     spans: dict[Labels, list[Span]] = {}
     for i in incidents:
         spans.setdefault(i.labels, []).append((i.start, i.end + step))
+    # per rule, the sources by their values of the `equal` labels: each target looks up its own
+    sources: list[dict[tuple[str, ...], list[tuple[Labels, list[Span]]]]] = []
+    for rule in rules:
+        by_equal: dict[tuple[str, ...], list[tuple[Labels, list[Span]]]] = {}
+        for labels, own in spans.items():
+            source = dict(labels)
+            if all(m.matches(source) for m in rule.source):
+                by_equal.setdefault(tuple(source.get(e, "") for e in rule.equal), []).append((labels, own))
+        sources.append(by_equal)
     out: dict[Labels, list[Span]] = {}
     for labels, own in spans.items():
         target = dict(labels)
-        for rule in rules:
+        for rule, by_equal in zip(rules, sources, strict=True):
             if not all(m.matches(target) for m in rule.target):
                 continue
-            for other, theirs in spans.items():
-                source = dict(other)
-                if other != labels and all(m.matches(source) for m in rule.source) \
-                        and all(source.get(e, "") == target.get(e, "") for e in rule.equal):
+            for other, theirs in by_equal.get(tuple(target.get(e, "") for e in rule.equal), ()):
+                if other != labels:  # an alert never inhibits itself
                     own = _subtract(own, theirs)
         if own:
             out[labels] = own
