@@ -35,7 +35,7 @@ from gpudash.stack.history import SeededPrometheus
 pytestmark = pytest.mark.e2e
 
 EXACT = ("memory-leak-oom", "thermal-throttling", "stalled-job", "exporter-down")
-HOURS = 2.5  # each scenario cut short (its faults begin by 1h10m), so promtool's reference stays quick
+HOURS = 2.0  # each scenario cut short (its faults begin by 1h10m), so promtool's reference stays quick
 
 
 def scenarios() -> list[corpus.Scenario]:
