@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo apt-missing dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync \
-        bench-alerts bench-scale e2e-grafana kubernetes-example clean
+        bench-alerts bench-scale bench-backtest backtest e2e-grafana kubernetes-example clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -110,6 +110,13 @@ bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stan
 
 bench-alerts: venv deps ## alert-quality report: gpudash rules against naive rules on the scenario corpus
 	$(BIN)/python bench/alert_quality.py
+
+backtest: venv ## what thresholds.yaml would have paged over PROMETHEUS_URL's last 7 days (COMPARE=other.yaml)
+	$(GPUDASH) backtest $(if $(COMPARE),--compare $(COMPARE),)
+
+bench-backtest: venv deps ## backtest on the scenario corpus against promtool, then at fleet scale (GPUS=1024 HOURS=6)
+	$(BIN)/python bench/backtest_quality.py
+	$(BIN)/python bench/backtest_bench.py --gpus $(or $(GPUS),1024) --hours $(or $(HOURS),6)
 
 bench-scale: venv deps ## dashboard load time against fleet size (first run ~1 h, cached in .bench/; SIZES=256,1024)
 	$(BIN)/python bench/fleet_scale.py $(if $(SIZES),--sizes $(SIZES),)

@@ -283,6 +283,16 @@ def _totals(label: str, outs: list[Outcome]) -> None:
             print(f"[{label}] thermal throttling, {what}: {text}")
 
 
+def _backtest_column(scenarios: list[Scenario], flavour: str, thresholds: Path | None, work: Path) -> None:
+    """`gpudash backtest`'s engine over the same series backfilled into Prometheus, against promtool's evaluation."""
+    from bench.backtest_quality import backtest_column, compare
+
+    comparisons = compare(scenarios, flavour, load_settings(thresholds), work / "backtest")
+    print(f"\n{'scenario':<24} backtest (staleness markers as absent samples on both sides)")
+    for name, text in backtest_column(comparisons).items():
+        print(f"{name:<24} {text}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flavour", choices=(*FLAVOURS, "all"), default="all")
@@ -290,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--thresholds", type=Path, default=None, help="thresholds.yaml to render the rules from")
     parser.add_argument("--keep", type=Path, default=None, help="write the promtool test files here and keep them")
     parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--backtest", action="store_true", help="add the backtest column (backtest_quality.py)")
     args = parser.parse_args(argv)
     scenarios = [s for s in SCENARIOS if not args.scenario or s.name in args.scenario]
     if not scenarios:
@@ -301,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             work.mkdir(parents=True, exist_ok=True)
             ours, naive = evaluate(scenarios, flavour, args.thresholds, work, args.jobs)
             report(flavour, ours, naive)
+            if args.backtest:  # the backtest column: bench/backtest_quality.py
+                _backtest_column(scenarios, flavour, args.thresholds, work)
     return 0
 
 

@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "provision": ("gpudash.sync.cli", "provision", "Bring an empty Grafana to a working state."),
     "check": ("gpudash.check.cli", "check", "Run every panel and rule query against a live Prometheus."),
     "doctor": ("gpudash.doctor.cli", "doctor", "Check the chain from NVML to the pager, link by link."),
+    "backtest": ("gpudash.backtest.cli", "backtest_command", "What thresholds.yaml would have paged in the past."),
+    "tune": ("gpudash.backtest.cli", "tune_command", "Propose thresholds.yaml values from the fleet's history."),
     "demo": ("gpudash.stack.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
     "init": ("gpudash.init.cli", "init", "Create a site repository (configs, dashboards, Makefile, CI) in DIR."),
 }
