@@ -56,7 +56,11 @@ INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the prod
 INTERVAL_S = parse_duration(INTERVAL).seconds
 GPUS = 8
 SEED = 7
-WORKLOADS = ("3=idle", "7=inference")
+WORKLOADS = ("3=idle", "7=inference")  # yesterday's history, before the jobs below
+# Today the node's GPUs are held by jobs (hpc_job, as the Slurm job-mapping files would give them): training on
+# six GPUs, inference on GPU 7, GPU 3 free; they start with the exporter, so the job dashboard has one to show.
+NODE = "gpu-node"
+JOBS = (f"4242={NODE}:0-2,4-6", f"4300/inference={NODE}:7")
 # A fault that pages at once, and two that build up over minutes, as they do on a real node.
 FAULTS = ("6=xid:13@10s", "5=thermal@1m", "2=leak:20m@1m")
 FAULT_STORY = (
@@ -140,8 +144,8 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
         prometheus = stack.enter_context(_with_yesterday(config, files, address, site.scrape_job, echo))
     else:
         prometheus = stack.enter_context(PrometheusProcess(config, rule_files(files)))
-    args = ["--simulate", str(GPUS), "--seed", str(SEED), *_flags("--workload", WORKLOADS),
-            *_flags("--fault", FAULTS)] if simulate else []
+    args = ["--simulate", str(GPUS), "--seed", str(SEED), "--hostname", NODE, "--sim-nodes", NODE,
+            "--sim-epoch", str(time.time()), *_flags("--sim-job", JOBS), *_flags("--fault", FAULTS)] if simulate else []
     exporter = stack.enter_context(ExporterProcess(args, port=int(address.rsplit(":", 1)[1])))
     echo(f"  exporter:      {exporter.url} ({f'{GPUS} simulated H200s' if simulate else 'this machine, NVML'})")
     echo(f"  prometheus:    {prometheus.url} (rules and scrape config from `gpudash rules`, every {INTERVAL})")
