@@ -134,7 +134,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
                   f"{label}) {job_gpus}"
         layout.add(table(
             f"Processes on the job's GPUs that belong to another job (top {k} by memory)",
-            [Query(f"topk({k}, {foreign})")],
+            [Query(f"topk({k}, ({foreign}) > 0)")],
             f"Processes on the job's GPUs whose own `{label}` is another job's or unknown, by framebuffer used "
             "(MiB): a card taken by someone else's task. The bundled exporter labels each process with its own "
             "job (Slurm: its cgroup; Kubernetes: its container's pod); dcgm-exporter publishes no per-process "
