@@ -68,6 +68,7 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
       gpudash check --prometheus http://127.0.0.1:9090
       PROMETHEUS_URL=http://vm:8428 gpudash check --var cluster=prod-a
       gpudash check --profile nvidia_smi --no-rules
+      gpudash check --dashboards dashboards/json/gpudash-job.json --no-rules --var job=48213
     """
     settings = load_settings(thresholds, site)
     variables = _parse_vars(var_pairs)
