@@ -154,7 +154,7 @@ JOB_SECTION = "## The job dashboard"
 
 
 def write_job_section(path: Path, results: Results, jobs: Mapping[int, tuple[str, int]], machine: str, repeat: int,
-                      fleet: str, job: str) -> None:
+                      fleet: str, job: str, loads: Mapping[int, list[float]]) -> None:
     """Write (or replace) the job dashboard's section of fleet-scale.md; the rest of the file is kept."""
     sizes = sorted(results)
     largest = sizes[-1]
@@ -166,7 +166,10 @@ def write_job_section(path: Path, results: Results, jobs: Mapping[int, tuple[str
         "when the fleet is larger, then jobs of 16, 8, 4 and 2 GPUs and one free node in six) and the job-level "
         "recording rules. The job dashboard opens as Grafana opens it with no choice made: the first job, "
         f"which is the largest; open = median of {repeat} opens after one warm-up, as above, next to the fleet "
-        "dashboard on the same data.", "",
+        "dashboard on the same data. 1-minute load average before each dashboard: "
+        + "; ".join(f"{g:,} GPUs {min(v):.2f}-{max(v):.2f}" for g, v in sorted(loads.items()))
+        + " (other work shared the machine: compare the two dashboards with each other, not with the table above).",
+        "",
     ]
     rows = []
     for gpus in sizes:

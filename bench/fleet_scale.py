@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.jobs_section:
         fleet_report.write_job_section(args.out / "fleet-scale.md", results, {g: m.job for g, m in extra.items()},
-                                       machine, args.repeat, FLEET, JOB)
+                                       machine, args.repeat, FLEET, JOB, {g: m.loads for g, m in extra.items()})
         print(f"wrote the job section of {args.out / 'fleet-scale.md'}")
         return 0
     fleet_report.write_markdown(args.out / "fleet-scale.md", results, keys, machine, args.repeat,
