@@ -10,8 +10,14 @@ promtool, gpudash's recording rules are backfilled on top, and Prometheus compac
 (bench/fleet_tsdb.py); the TSDB is cached under --cache and reused by later runs. Then Prometheus serves it
 and each dashboard is opened the way Grafana opens it (bench/grafana_load.py): gpudash's fleet dashboard
 reading its recording rules, the same dashboard with the rules' expressions inlined (`recorded=False`),
-gpudash's node dashboard, and dcgm-exporter's dashboard 12239. Prints a table; writes fleet-scale.md and
+gpudash's node dashboard, gpudash's job dashboard (opened on the fleet's largest job: the 1,024-GPU job
+from 2,048 GPUs up) and dcgm-exporter's dashboard 12239. Prints a table; writes fleet-scale.md and
 fleet-scale.png to --out.
+
+    python bench/fleet_scale.py --sizes 2048 --jobs-section
+
+measures the fleet and job dashboards only and writes (or replaces) the section "The job dashboard" of
+the existing fleet-scale.md, leaving the rest of it as it was.
 """
 
 from __future__ import annotations
@@ -36,13 +42,14 @@ from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
 from gpudash.dashboards.build import build_all
-from gpudash.layout import DEFINITIONS_DIR, FLEET_UID, NODE_UID
+from gpudash.layout import DEFINITIONS_DIR, FLEET_UID, JOB_UID, NODE_UID
 from gpudash.promql.builders import recording_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 DCGM_12239 = ROOT / "tests" / "fixtures" / "dcgm-exporter" / "dashboard-12239.json"
 FLEET = "gpudash fleet (recording rules)"
-FORMAT = 3  # bump when what is generated changes, so cached TSDBs are rebuilt
+JOB = "gpudash job (largest job)"
+FORMAT = 4  # bump when what is generated changes, so cached TSDBs are rebuilt
 
 
 def dashboards(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -52,6 +59,7 @@ def dashboards(settings: Settings) -> dict[str, dict[str, Any]]:
         FLEET: recorded[f"{FLEET_UID}.json"],
         "gpudash fleet (raw expressions)": raw[f"{FLEET_UID}.json"],
         "gpudash node": recorded[f"{NODE_UID}.json"],
+        JOB: recorded[f"{JOB_UID}.json"],
         "dcgm-exporter 12239": json.loads(DCGM_12239.read_text()),
     }
 
@@ -141,13 +149,17 @@ class Measured:
     opens: dict[str, grafana_load.OpenResult]
     loads: list[float]  # 1-minute load average before each dashboard
     topk: list[tuple[str, int, int]]  # fleet top-k panels: (title, series as sent, series as a range query)
+    job: tuple[str, int] = ("", 0)  # the job the job dashboard opened on, and its GPUs
 
 
 def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat: int, log: Path,
             quiet: float) -> Measured:
     out, loads = {}, []
+    job = ("", 0)
     with fleet_tsdb.running_prometheus(data, log) as url:
         topk = topk_as_range(url, boards[FLEET], built.end)
+        if JOB in boards:
+            job = opened_job(url, boards[JOB], built.end)
         for name, board in boards.items():
             loads.append(wait_for_quiet(quiet))
             out[name] = grafana_load.median_open(url, board, built.end, repeat)
@@ -155,7 +167,15 @@ def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat:
             slowest = max(r.panels, key=lambda p: p.seconds)
             print(f"  {built.gpus:>5} GPUs  {name:<34} open {r.seconds:6.3f} s  slowest {slowest.seconds:6.3f} s "
                   f"({slowest.title})  max series {max(p.series for p in r.panels)}  load {loads[-1]:.2f}")
-    return Measured(out, loads, topk)
+    return Measured(out, loads, topk, job)
+
+
+def opened_job(url: str, board: dict[str, Any], end: int) -> tuple[str, int]:
+    """The job Grafana opens the job dashboard on (the first of $job), and how many GPUs it holds."""
+    job = (grafana_load.resolve_variables(url, board, end).options.get("job") or [""])[0]
+    query = {"query": f'sum(cluster_job:gpu_count:count{{hpc_job="{job}"}})', "time": str(end)}
+    result = json.loads(grafana_load.post(url, "/api/v1/query", query))["data"]["result"]
+    return job, int(float(result[0]["value"][1])) if result else 0
 
 
 def topk_as_range(url: str, board: dict[str, Any], end: int) -> list[tuple[str, int, int]]:
@@ -185,11 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet-load", type=float, default=1.0,
                         help="before each dashboard, wait (up to 5 min) for the 1-minute load average to fall to this")
+    parser.add_argument("--jobs-section", action="store_true",
+                        help="measure the fleet and job dashboards only; write the job section of --out's "
+                             "fleet-scale.md, keeping the rest")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = load_settings(ROOT / "thresholds.yaml")
     boards = dashboards(settings)
     keys = fg.keys_read(boards.values())
+    if args.jobs_section:
+        boards = {name: board for name, board in boards.items() if name in (FLEET, JOB)}
     args.cache.mkdir(parents=True, exist_ok=True)
     end = int(time.time()) // fleet_tsdb.BLOCK_S * fleet_tsdb.BLOCK_S
     print(f"signals generated: {', '.join(keys)}")
@@ -204,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         results[gpus] = (built, extra[gpus].opens)
     machine = f"{platform.machine()}, {fleet_report.cpu_count()} cores, {fleet_report.memory_gb():.0f} GB RAM"
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.jobs_section:
+        fleet_report.write_job_section(args.out / "fleet-scale.md", results, {g: m.job for g, m in extra.items()},
+                                       machine, args.repeat, FLEET, JOB, {g: m.loads for g, m in extra.items()})
+        print(f"wrote the job section of {args.out / 'fleet-scale.md'}")
+        return 0
     fleet_report.write_markdown(args.out / "fleet-scale.md", results, keys, machine, args.repeat,
                                 {g: m.loads for g, m in extra.items()}, {g: m.topk for g, m in extra.items()})
     fleet_report.write_plot(args.out / "fleet-scale.png", results)

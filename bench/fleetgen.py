@@ -2,7 +2,9 @@
 
 The fleet is N GPUs on N/8 nodes in N/1,024 clusters (at least 2, at most 8), labelled like dcgm-exporter
 scraped by Prometheus (gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION, then
-instance, job, cluster).
+instance, job, cluster), and `hpc_job` on the GPUs a job holds (`FleetShape.job`): one 1,024-GPU job on the
+first 128 nodes when the fleet is larger than that, then blocks of six nodes holding jobs of 2 nodes, 1 node,
+half a node, a quarter node, and one free node.
 
 Behaviour comes from gpudash's simulated node (`gpudash.exporter.sim.source.Fleet`): a pool of
 `TEMPLATE_NODES` distinct nodes (each its own seed, workload mix, job start and at most one injected fault)
@@ -31,6 +33,7 @@ from gpudash.catalog import (
     CLOCK_EVENT_REASONS,
     DCGM,
     DRIVER_VERSION_LABEL,
+    HPC_JOB_LABEL,
     THERMAL_OR_BRAKE_REASONS,
     Profile,
 )
@@ -46,6 +49,14 @@ HOUR = 3600
 # gpudash_clock_event_active is published for these reasons only: the ones panels and rules select. The other
 # five reasons' series sit under other label values, which a query's index lookup never reaches.
 REASONS = tuple((bit, name) for bit, name in CLOCK_EVENT_REASONS if name in THERMAL_OR_BRAKE_REASONS)
+
+BIG_JOB_NODES = 128  # the 1,024-GPU job's nodes, laid first when the fleet has more nodes than that
+BIG_JOB = "100000"  # sorts before the other jobs, so the job dashboard opens on it
+# After the big job, blocks of six nodes; per node, the block's job index of each GPU (-1 = free): a 2-node
+# job, a 1-node job, two 4-GPU jobs, a node shared by 2-, 2- and 4-GPU jobs, a free node.
+JOB_BLOCK: tuple[tuple[int, ...], ...] = ((0,) * 8, (0,) * 8, (1,) * 8, (2,) * 4 + (3,) * 4,
+                                          (4, 4, 5, 5, 6, 6, 6, 6), (-1,) * 8)
+JOBS_PER_BLOCK = 7
 
 
 def cluster_count(gpus: int) -> int:
@@ -113,6 +124,15 @@ class FleetShape:
     def instance(self, node: int) -> str:
         c = node * self.clusters // self.nodes
         return f"10.{16 + c}.{node >> 8 & 255}.{node & 255}:9400"
+
+    def job(self, node: int, gpu: int) -> str:
+        """The `hpc_job` a GPU is attributed to; "" for a free GPU."""
+        big = self.nodes > BIG_JOB_NODES
+        if big and node < BIG_JOB_NODES:
+            return BIG_JOB
+        block, row = divmod(node - (BIG_JOB_NODES if big else 0), len(JOB_BLOCK))
+        index = JOB_BLOCK[row][gpu]
+        return "" if index < 0 else str(200_000 + block * JOBS_PER_BLOCK + index)
 
     def uuid(self, node: int, gpu: int) -> str:
         h = f"{random.Random(f'{self.seed}/{node}/{gpu}').getrandbits(128):032x}"
@@ -257,8 +277,10 @@ def node_text(shape: FleetShape, node: int, pool: Sequence[Sequence[Series]], pr
     host = shape.hostname(node)
     for g, series in enumerate(pool):
         bus = f"00000000:{('18', '2A', '3A', '5D', '9A', 'AB', 'BA', 'DB')[g]}:00.0"
+        job = shape.job(node, g)
         gpu_labels = (f'gpu="{g}",UUID="{shape.uuid(node, g)}",pci_bus_id="{bus}",device="nvidia{g}",'
-                      f'modelName="NVIDIA H200",hostname="{host}",{DRIVER_VERSION_LABEL}="{DRIVER_VERSION}"')
+                      f'modelName="NVIDIA H200",hostname="{host}",{DRIVER_VERSION_LABEL}="{DRIVER_VERSION}"'
+                      + (f',{HPC_JOB_LABEL}="{job}"' if job else ""))
         for s in series:
             samples = s.samples[shift] if len(s.samples) > 1 else s.samples[0]
             prefix = f"{profile.ref(s.key).name}{{{gpu_labels}{s.extra},{target}}} "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from grafanalib import core as G
 
 from gpudash.dashboards.build import BuildContext
-from gpudash.dashboards.gpu_panels import comparison_row, stat_row
+from gpudash.dashboards.gpu_panels import comparison_row, per_gpu, stat_row
 from gpudash.dashboards.panels import (
     GREEN,
     RED,
@@ -35,30 +35,33 @@ def build(ctx: BuildContext) -> G.Dashboard:
     q = ctx.promql("node")
     t = ctx.thresholds
     gpu = q.gpu
-    per_gpu = f"GPU {{{{{gpu}}}}}"
-    by_gpu = f"by (cluster, instance, {gpu})"
+    legend = f"GPU {{{{{gpu}}}}}"
     layout = Layout()
+
+    def each(key: str) -> str:
+        # One series per GPU even while its job or pod labels change (gpu_panels.per_gpu).
+        return per_gpu(q, q.metric(key))
 
     layout.section("Node at a glance")
     stat_row(layout, q, "node")
 
     layout.section("Utilization")
     layout.add(heatmap(
-        "Utilization per GPU", Query(q.metric("gpu_util"), per_gpu),
+        "Utilization per GPU", Query(each("gpu_util"), legend),
         f"One row per GPU over time, colour = utilization: yellow under {t.utilization.idle_below_percent:g} % "
         f"(idle), green, red over {t.utilization.saturated_above_percent:g} % (saturated).", t), w=24, h=9)
-    layout.add(timeseries("Utilization", [Query(q.metric("gpu_util"), per_gpu)], "percent",
+    layout.add(timeseries("Utilization", [Query(each("gpu_util"), legend)], "percent",
                           "GPU utilization: share of time a kernel was running.", utilization_steps(t), 0, 100), w=12)
     if q.has("tensor_active"):
-        layout.add(timeseries("Tensor core activity", [Query(q.metric("tensor_active"), per_gpu)], "percentunit",
+        layout.add(timeseries("Tensor core activity", [Query(each("tensor_active"), legend)], "percentunit",
                               "Ratio of cycles the tensor pipe is active: real work, unlike utilization.", None, 0, 1),
                    w=12)
 
     layout.section("Memory")
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
-        layout.add(bar_gauge("Memory used per GPU", Query(q.fb_used_ratio(), per_gpu), "percentunit",
+        layout.add(bar_gauge("Memory used per GPU", Query(per_gpu(q, q.fb_used_ratio()), legend), "percentunit",
                              "Framebuffer used / (used + free) of each GPU.", level_steps(t.memory), 0, 1), w=8, h=9)
-    layout.add(timeseries("Memory used", [Query(q.metric("fb_used"), per_gpu)], "mbytes",
+    layout.add(timeseries("Memory used", [Query(each("fb_used"), legend)], "mbytes",
                           "Framebuffer used (MiB) per GPU; a line that only climbs is a leak.", None, 0), w=16, h=9)
     if q.has("process_fb_used"):
         layout.add(table("Memory per process", [Query(q.metric("process_fb_used"))],
@@ -69,44 +72,44 @@ def build(ctx: BuildContext) -> G.Dashboard:
     temp = t.temperature
     for key, title, levels in (("gpu_temp", "GPU temperature", temp.gpu), ("hbm_temp", "HBM temperature", temp.hbm)):
         if q.has(key):
-            layout.add(gauge(title, Query(q.metric(key), per_gpu), "celsius",
+            layout.add(gauge(title, Query(each(key), legend), "celsius",
                              f"{title} of each GPU now, against the warning and critical levels.",
                              level_steps(levels), 0, 100), w=12, h=7)
-    temps = [Query(q.metric("gpu_temp"), f"{per_gpu} die")]
+    temps = [Query(each("gpu_temp"), f"{legend} die")]
     if q.has("hbm_temp"):
-        temps.append(Query(q.metric("hbm_temp"), f"{per_gpu} HBM"))
+        temps.append(Query(each("hbm_temp"), f"{legend} HBM"))
     if q.has("slowdown_temp"):
-        temps.append(Query(f"max {by_gpu} ({q.metric('slowdown_temp')})", f"{per_gpu} slowdown", ref="Z"))
+        temps.append(Query(each("slowdown_temp"), f"{legend} slowdown", ref="Z"))
     layout.add(timeseries("Temperature", temps, "celsius", "GPU die and HBM temperature; dashed: slowdown level.",
                           level_steps(temp.gpu), dashed_refs=("Z",)), w=24)
 
     layout.section("Power")
-    power = [Query(q.metric("power"), per_gpu, ref="A")]
+    power = [Query(each("power"), legend, ref="A")]
     if q.has("power_limit"):
-        power.append(Query(q.metric("power_limit"), f"{per_gpu} limit", ref="L"))
+        power.append(Query(each("power_limit"), f"{legend} limit", ref="L"))
     layout.add(timeseries("Power per GPU", power, "watt",
                           "Power draw per GPU; dashed: the enforced power limit where the exporter gives it.",
                           None, 0, dashed_refs=("L",)), w=16)
     if q.has("power", "power_limit"):
-        layout.add(bar_gauge("Power against limit", Query(f"{q.metric('power')} / {q.metric('power_limit')}",
-                                                          per_gpu),
+        layout.add(bar_gauge("Power against limit", Query(f"{each('power')} / {each('power_limit')}",
+                                                          legend),
                              "percentunit", "Power draw as a fraction of the enforced limit.", level_steps(t.power),
                              0, 1), w=8)
 
     layout.section("SM clock")
-    clocks = [Query(q.metric("sm_clock"), per_gpu, ref="A")]
+    clocks = [Query(each("sm_clock"), legend, ref="A")]
     if q.has("sm_clock_max"):
-        clocks.append(Query(q.metric("sm_clock_max"), f"{per_gpu} max", ref="M"))
+        clocks.append(Query(each("sm_clock_max"), f"{legend} max", ref="M"))
     layout.add(timeseries("SM clock", clocks, "rotmhz",
                           "SM clock per GPU; dashed: the maximum clock. Busy and well under max = throttled.",
                           None, 0, dashed_refs=("M",)), w=16)
     if q.has("clock_event_active"):
         layout.add(state_timeline(
-            "Throttle reasons", Query(q.throttled(), per_gpu),
+            "Throttle reasons", Query(q.throttled(), legend),
             "Red while a thermal or power-brake clock event reason is set.", color_steps((GREEN, None), (RED, 1))), w=8)
     elif q.has("clock_event_reasons"):
         layout.add(state_timeline(
-            "Clock event reasons (bitmask)", Query(q.metric("clock_event_reasons"), per_gpu),
+            "Clock event reasons (bitmask)", Query(each("clock_event_reasons"), legend),
             "NVML clock event reason bitmask; 0 = none, 1 = idle; anything else slows the clocks.",
             color_steps((GREEN, None), ("yellow", 2))), w=8)
 
@@ -115,14 +118,15 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     layout.section("Errors and I/O")
     if q.has("pcie_rx", "pcie_tx"):
-        layout.add(timeseries("PCIe throughput", [Query(q.metric("pcie_rx"), f"{per_gpu} RX"),
-                                                  Query(q.metric("pcie_tx"), f"{per_gpu} TX")],
+        layout.add(timeseries("PCIe throughput", [Query(each("pcie_rx"), f"{legend} RX"),
+                                                  Query(each("pcie_tx"), f"{legend} TX")],
                               "Bps", "Host <-> GPU PCIe throughput per GPU.", None, 0), w=12)
     if q.has("xid_last"):
-        layout.add(timeseries("Last XID error", [Query(q.metric("xid_last"), per_gpu)], "none",
+        layout.add(timeseries("Last XID error", [Query(each("xid_last"), legend)], "none",
                               "Code of the last XID error per GPU (0 = none since start).", None, 0), w=12)
     if q.has("xid_total"):
-        xids = Query(f"increase({q.metric('xid_total')}[$__rate_interval])", f"{per_gpu} XID {{{{xid}}}}")
+        increase = per_gpu(q, f"increase({q.metric('xid_total')}[$__rate_interval])", "xid")
+        xids = Query(increase, f"{legend} XID {{{{xid}}}}")
         layout.add(timeseries("XID errors by code", [xids], "none",
                               "XID events per interval, by code (bundled exporter).", None, 0), w=12)
 

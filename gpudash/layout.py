@@ -26,5 +26,6 @@ PROVISIONING_DIR = GENERATED_DIR / "grafana-provisioning"  # `gpudash provision`
 GRAFANA_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 FLEET_UID = "gpudash-fleet"
 NODE_UID = "gpudash-node"
+JOB_UID = "gpudash-job"
 
 TAG = "gpudash"  # on every dashboard gpudash builds; prune deletes only dashboards that carry it

@@ -5,8 +5,8 @@ Dashboards that look right but query nothing are the commonest failure of GPU da
 and variable query of each dashboard, interpolated as Grafana would with every variable set to All, and
 each alerting and recording rule. It prints one table per dashboard and rule file, and fails when an
 expression does not parse or a query that should have data has none. Queries on optional signals, ones
-that look back further than the server's history, filters nothing passes and alerts not firing are
-reported as such, not failed.
+that look back further than the server's history, filters nothing passes, alerts not firing and the
+job dashboard of a site where no series carries the job label ("no jobs") are reported as such, not failed.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
       gpudash check --prometheus http://127.0.0.1:9090
       PROMETHEUS_URL=http://vm:8428 gpudash check --var cluster=prod-a
       gpudash check --profile nvidia_smi --no-rules
+      gpudash check --dashboards dashboards/json/gpudash-job.json --no-rules --var job=48213
     """
     settings = load_settings(thresholds, site)
     variables = _parse_vars(var_pairs)
@@ -83,7 +84,7 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
     if not no_rules:
         groups += rule_groups(list(rule_paths) or [RULES_DIR])
     metric_profile = profile(profile_name or settings.site.profile)
-    results = run_check(url, groups, metric_profile, timeout, scrape_s)
+    results = run_check(url, groups, metric_profile, timeout, scrape_s, settings.site.job_label)
     if fmt == "json":
         click.echo(as_json(results))
     else:

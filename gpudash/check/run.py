@@ -8,7 +8,9 @@ A query that returns series is fine. An empty one is looked into, selector by se
 - everything it reads exists: *needs history* when it looks back with `offset` and has data without it,
   or when its series are younger than its range window (a counter that appeared seconds ago);
   *nothing matches* when it filters with a comparison (a list of GPUs with XID errors is rightly empty);
-  *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance).
+  *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance);
+- it reads the site's job label (gpudash.yaml `jobs.label`) or a job-level recording, and no GPU series
+  carries that label: *no jobs*, the rightly empty job dashboard of a site without job attribution.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
+from gpudash.catalog import BY_DCGM_NAME, BY_KEY, HPC_JOB_LABEL, Profile, Signal
 from gpudash.check.client import QUERY_TIMEOUT_S, PrometheusClient, QueryError, TimeRange, series_count
 from gpudash.check.targets import ALERT, VARIABLE, CheckQuery, Group, Interpolation, unresolved
 from gpudash.promql.builders import JOB_RECORDINGS, RECORDING_BY_NAME
@@ -30,6 +32,7 @@ class Status(Enum):
     NOT_FIRING = "not firing"
     NOTHING_MATCHES = "nothing matches now"
     NEEDS_HISTORY = "needs history"
+    NO_JOBS = "no jobs"
     OPTIONAL = "optional"
     SKIPPED = "not checked"
     EMPTY = "NO DATA"
@@ -67,10 +70,12 @@ _QUERY_RESULT = re.compile(r"^\s*query_result\((?P<expr>.+)\)\s*$", re.S)
 class Checker:
     """Runs queries for one profile against one server, all at the same moment `window.end`."""
 
-    def __init__(self, prometheus: PrometheusClient, profile: Profile, window: TimeRange) -> None:
+    def __init__(self, prometheus: PrometheusClient, profile: Profile, window: TimeRange,
+                 job_label: str = HPC_JOB_LABEL) -> None:
         self.prometheus = prometheus
         self.profile = profile
         self.window = window
+        self.job_label = job_label
         self._by_name = {ref.name: BY_KEY[key] for key, ref in profile.metrics.items()}
         self._exists: dict[str, bool] = {}
 
@@ -108,6 +113,8 @@ class Checker:
                 return Result(query, len(values), Status.OK, f"{label}: {_sample(values)}")
             if match and not self._has(match.strip()):
                 return self._missing(query, [_as_selector(match.strip())])
+            if label == self.job_label and not self._jobs_here():
+                return Result(query, 0, Status.NO_JOBS, self._no_jobs())
             return Result(query, 0, Status.EMPTY, f"no series carries a {label!r} label: the variable lists nothing")
         if query_result:
             count = series_count(self.prometheus.instant(query_result.group("expr"), self.window.end))
@@ -172,6 +179,9 @@ class Checker:
     def _why_missing(self, sel: Selector, kind: str) -> tuple[str, Status]:
         """Why a selector has no series, and what that makes of the query."""
         name = sel.name
+        by_job = name in _JOB_RECORDS or re.search(rf"\b{re.escape(self.job_label)}\s*(=~|!=|=)", sel.matchers)
+        if by_job and not self._jobs_here():
+            return f"no {sel}: {self._no_jobs()}", Status.NO_JOBS
         if name in RECORDING_BY_NAME:
             needs = RECORDING_BY_NAME[name].needs
             absent = [k for k in needs if not self.profile.has(k) or not self._has(self.profile.ref(k).name)]
@@ -195,6 +205,14 @@ class Checker:
             return f"{name} exists, none matches {sel.matchers} now", Status.NOTHING_MATCHES
         return self._signals_reason([signal], name)
 
+    def _jobs_here(self) -> bool:
+        """Whether any GPU series carries the job label (a job is attributed somewhere)."""
+        return self._has(f'{self.profile.ref("gpu_util").name}{{{self.job_label}!=""}}')
+
+    def _no_jobs(self) -> str:
+        return (f"no GPU series carries the job label {self.job_label!r}: no job is attributed here "
+                "(see docs/jobs.md)")
+
     def _signals_reason(self, signals: list[Signal], what: str) -> tuple[str, Status]:
         if all(s.optional for s in signals):
             publishers = sorted({s.publisher.value for s in signals})
@@ -207,11 +225,12 @@ class Checker:
 
 
 # From least to most serious: a query with several missing selectors takes the most serious reason.
-_SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.OPTIONAL, Status.EMPTY)
+_SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.NO_JOBS, Status.OPTIONAL, Status.EMPTY)
+_JOB_RECORDS = frozenset(r.record for r in JOB_RECORDINGS)
 
 
 def run_check(url: str, groups: Sequence[Group], metric_profile: Profile, timeout: float = QUERY_TIMEOUT_S,
-              scrape_interval_s: int = 15) -> list[GroupResult]:
+              scrape_interval_s: int = 15, job_label: str = HPC_JOB_LABEL) -> list[GroupResult]:
     """Run every query of every group; raise RemoteError (one line) when the server cannot be reached."""
     server = PrometheusClient(url, timeout)
     try:
@@ -219,7 +238,7 @@ def run_check(url: str, groups: Sequence[Group], metric_profile: Profile, timeou
         now = server.now()
         longest = max((g.range_s for g in groups), default=3600) or 3600
         step = Interpolation(longest, scrape_interval_s).interval_s
-        checker = Checker(server, metric_profile, TimeRange(now, longest, step))
+        checker = Checker(server, metric_profile, TimeRange(now, longest, step), job_label)
         return [checker.run_group(group) for group in groups]
     finally:
         server.close()

@@ -25,7 +25,7 @@ from gpudash.dashboards.grafanalib_fixups import modernize
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import Outcome, stale_owned, write_owned
 from gpudash.layout import DEFINITIONS_DIR, GRAFANA_UID, TAG
-from gpudash.promql.builders import PromQL, dashboard_scope
+from gpudash.promql.builders import Matcher, PromQL, Scope, dashboard_scope
 
 
 @dataclass(frozen=True)
@@ -38,20 +38,36 @@ class BuildContext:
     def thresholds(self) -> Any:
         return self.settings.thresholds
 
+    @property
+    def job_label(self) -> str:
+        """The series label that names a job (gpudash.yaml `jobs.label`)."""
+        return self.settings.site.job_label
+
     def promql(self, level: str) -> PromQL:
-        return PromQL(self.profile, self.settings.thresholds, dashboard_scope(self.profile, level), self.recorded,
-                      self.settings.site.job_label)
+        scope = self.job_scope() if level == "job" else dashboard_scope(self.profile, level)
+        return PromQL(self.profile, self.settings.thresholds, scope, self.recorded, self.job_label)
+
+    def job_scope(self) -> Scope:
+        """The job dashboard's matchers: $cluster, $job, and only series that carry a job at all."""
+        matchers: tuple[Matcher, ...] = (("cluster", "=~", "$cluster"), (self.job_label, "=~", "$job"),
+                                         (self.job_label, "!=", ""))
+        return Scope(matchers)
 
     def variables(self, level: str) -> G.Templating:
-        """$datasource, $cluster; on the node dashboard also $instance (by cluster) and $gpu (by instance)."""
+        """$datasource, $cluster; on the node dashboard also $instance (by cluster) and $gpu (by instance); on
+        the job dashboard $job (the values of the site's job label, by cluster)."""
         anchor = self.profile.ref("gpu_util").name
         chain = [("cluster", "Cluster", anchor)]
         if level == "node":
             chain += [("instance", "Node", f'{anchor}{{cluster=~"$cluster"}}'),
                       (self.profile.gpu_label, "GPU", f'{anchor}{{cluster=~"$cluster",instance=~"$instance"}}')]
+        elif level == "job":
+            # One series per job when the recording rules run, instead of every GPU's.
+            jobs = "cluster_job:gpu_count:count" if self.recorded else anchor
+            chain += [(self.job_label, "Job", f'{jobs}{{cluster=~"$cluster"}}')]
         templates = [G.Template(name="datasource", label="Data source", query="prometheus", type="datasource")]
         for label, title, series in chain:
-            name = "gpu" if label == self.profile.gpu_label else label
+            name = {self.profile.gpu_label: "gpu", self.job_label: "job"}.get(label, label)
             templates.append(G.Template(
                 name=name, label=title, query=f"label_values({series}, {label})", dataSource="${datasource}",
                 includeAll=True, multi=True, allValue=".*", sort=3 if name == "gpu" else 1,

@@ -18,29 +18,45 @@ from gpudash.dashboards.panels import (
 from gpudash.promql.builders import PromQL, Scope
 
 
+def per_gpu(q: PromQL, expr: str, *keep: str) -> str:
+    """One series per GPU, whatever job or pod labels come and go on it.
+
+    dcgm-exporter and the bundled exporter add `hpc_job` / `pod` / `namespace` / `container` to a GPU's
+    series, one copy per job: a GPU whose job changes (or that two jobs share) would otherwise draw two
+    lines, be counted twice, or take two places of a topk. The copies carry the same reading, so `max`
+    keeps it. `keep` names further labels to keep apart (an XID code).
+    """
+    return f"max by ({', '.join(('cluster', 'instance', q.gpu, *keep))}) ({expr})"
+
+
 def aggregate(q: PromQL, level: str, what: str) -> str | None:
-    """Whole-scope aggregates: from recording rules on the fleet dashboard, from raw series on a node."""
+    """Whole-scope aggregates: from recording rules on the fleet dashboard, from raw series on a node (each
+    GPU once, see `per_gpu`)."""
     fleet = level == "fleet"
+
+    def gpus(key: str) -> str:
+        return per_gpu(q, q.metric(key))
+
     exprs: dict[str, tuple[tuple[str, ...], str]] = {
         "gpus": (("gpu_util",),
-                 f"sum({q.use('cluster:gpu_count:count')})" if fleet else f"count({q.metric('gpu_util')})"),
+                 f"sum({q.use('cluster:gpu_count:count')})" if fleet else f"count({gpus('gpu_util')})"),
         "util": (("gpu_util",),
                  f"sum({q.use('cluster:gpu_utilization:sum')}) / sum({q.use('cluster:gpu_count:count')})"
-                 if fleet else f"avg({q.metric('gpu_util')})"),
+                 if fleet else f"avg({gpus('gpu_util')})"),
         "idle": (("gpu_util",),
                  f"sum({q.use('cluster:gpu_idle:count')})" if fleet else
-                 f"sum({q.metric('gpu_util')} < bool {q.thresholds.utilization.idle_below_percent:g})"),
+                 f"sum({gpus('gpu_util')} < bool {q.thresholds.utilization.idle_below_percent:g})"),
         "hottest": (("gpu_temp",),
                     f"max({q.use('cluster:gpu_temperature_celsius:max')})" if fleet else
-                    f"max({q.metric('gpu_temp')})"),
+                    f"max({gpus('gpu_temp')})"),
         "power": (("power",),
-                  f"sum({q.use('cluster:gpu_power_watts:sum')})" if fleet else f"sum({q.metric('power')})"),
+                  f"sum({q.use('cluster:gpu_power_watts:sum')})" if fleet else f"sum({gpus('power')})"),
         "memory": (("fb_used", "fb_free"),
                    f"sum({q.use('cluster:gpu_fb_used_mib:sum')}) / sum({q.use('cluster:gpu_fb_total_mib:sum')})"
-                   if fleet else f"sum({q.metric('fb_used')}) / sum({q.metric('fb_used')} + {q.metric('fb_free')})"),
+                   if fleet else f"sum({gpus('fb_used')}) / sum({gpus('fb_used')} + {gpus('fb_free')})"),
         "temp_mean": (("gpu_temp", "gpu_util") if fleet else ("gpu_temp",),
                       f"sum({q.use('cluster:gpu_temperature_celsius:sum')}) / sum({q.use('cluster:gpu_count:count')})"
-                      if fleet else f"avg({q.metric('gpu_temp')})"),
+                      if fleet else f"avg({gpus('gpu_temp')})"),
     }
     needs, expr = exprs[what]
     return expr if q.has(*needs) else None

@@ -6,7 +6,7 @@ profile without (say) HBM temperature gets a dashboard without that panel instea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import gcd
 from typing import Any
@@ -142,14 +142,20 @@ def count_heatmap(title: str, query: Query, description: str, max_points: int = 
 
 def table(title: str, queries: Sequence[Query], description: str, unit: str = "",
           steps: list[G.Threshold] | None = None, links: Sequence[dict[str, Any]] = (),
-          hide_columns: Sequence[str] = ()) -> G.Table:
+          hide_columns: Sequence[str] = (), link_column: str = "instance",
+          rename: Mapping[str, str] | None = None) -> G.Table:
+    """Instant queries merged into one table; `links` go on the `link_column` cells; `rename` titles columns
+    (a merged query's values are "Value #<refId>")."""
     instant = [Query(q.expr, "__table__", True, q.ref) for q in queries]
     transformations: list[dict[str, Any]] = [{"id": "merge", "options": {}}]
     excluded = {"Time": True, **{c: True for c in hide_columns}}
-    transformations.append({"id": "organize", "options": {"excludeByName": excluded}})
+    organize: dict[str, Any] = {"excludeByName": excluded}
+    if rename:
+        organize["renameByName"] = dict(rename)
+    transformations.append({"id": "organize", "options": organize})
     overrides = []
     if links:
-        overrides.append({"matcher": {"id": "byName", "options": "instance"},
+        overrides.append({"matcher": {"id": "byName", "options": link_column},
                           "properties": [{"id": "links", "value": list(links)}]})
     return G.Table(
         title=title, description=description, targets=_targets(instant), unit=unit,

@@ -5,7 +5,9 @@ promtool into a real Prometheus, gpudash's recording rules on top; then every pa
 it when the dashboard opens (bench/grafana_load.py). A fleet panel may draw one series per cluster (and
 per utilization band or XID code inside a cluster), or at most `fleet_topk` GPUs or nodes: never a number
 that grows with the fleet. dcgm-exporter's dashboard 12239 runs too, as proof that a per-GPU panel here
-would be caught.
+would be caught. The fleets carry `hpc_job` labels (bench/fleetgen.py: jobs of 16 down to 2 GPUs, free
+nodes), so the fleet's job tables fill up and the job dashboard draws the same number of series for a
+16-GPU job at both sizes.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def dashboards() -> dict[str, dict[str, Any]]:
     recorded = build_all(settings, ROOT / "dashboards", recorded=True, profile_name="dcgm")
     raw = build_all(settings, ROOT / "dashboards", recorded=False, profile_name="dcgm")
     return {"fleet": recorded["gpudash-fleet.json"], "fleet raw": raw["gpudash-fleet.json"],
-            "node": recorded["gpudash-node.json"],
+            "node": recorded["gpudash-node.json"], "job": recorded["gpudash-job.json"],
             "dcgm 12239": json.loads((ROOT / "tests/fixtures/dcgm-exporter/dashboard-12239.json").read_text())}
 
 
@@ -94,7 +96,21 @@ def test_fleet_panels_do_not_grow_with_the_fleet(opened: Opened, variant: str) -
         assert series <= max(small[title], k, fleetgen.cluster_count(LARGE) * PER_CLUSTER), title
     # The lists do fill up (so the bounds above were tested against real rankings): 16 nodes, 128 GPUs > k.
     ranked = [p for p in opened[LARGE][variant].panels if f"(top {k})" in p.title or f"(bottom {k})" in p.title]
-    assert len(ranked) >= 4 and all(p.series == k for p in ranked), [(p.title, p.series) for p in ranked]
+    per_gpu = [p for p in ranked if "per job" not in p.title]
+    assert len(per_gpu) >= 4 and all(p.series == k for p in per_gpu), [(p.title, p.series) for p in per_gpu]
+    # 18 jobs at 128 GPUs: the job table holds k of them, and their idle GPU-hours beside (at most k more).
+    (held,) = [p for p in ranked if "per job" in p.title]
+    assert k < held.series <= 2 * k and held.labels >= {"cluster", "hpc_job"}, held
+
+
+def test_job_dashboard_does_not_depend_on_fleet_size(opened: Opened) -> None:
+    """Opened on the first job (a 16-GPU job at both sizes): the same series, and a panel's count is bounded."""
+    small = [(p.title, p.series) for p in opened[SMALL]["job"].panels]
+    large = [(p.title, p.series) for p in opened[LARGE]["job"].panels]
+    assert [t for t, _ in small] == [t for t, _ in large]
+    for (title, few), (_, many) in zip(small, large, strict=True):
+        assert many <= max(few, topk()), title
+    assert sum(series for _, series in large) > 20  # the job is there: its panels have data
 
 
 def test_the_check_catches_a_panel_that_draws_every_gpu(opened: Opened) -> None:

@@ -156,7 +156,8 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
     """Dashboard queries without data for a reason the test does not accept, as readable lines.
 
     Accepted: data; `optional` only when the query reads a signal outside dcgm-exporter's defaults;
-    `needs history` only with an offset; `nothing matches now` only with a filtering comparison.
+    `needs history` only with an offset; `nothing matches now` only with a filtering comparison; `no jobs`
+    (the job label's queries where no series carries it).
     """
     prof = profile(metric_profile)
     bad = []
@@ -165,7 +166,8 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
         ok = (r.status is Status.OK
               or (r.status is Status.OPTIONAL and any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals))
               or (r.status is Status.NEEDS_HISTORY and bool(offsets(r.query.expr)))
-              or (r.status is Status.NOTHING_MATCHES and filters(r.query.expr)))
+              or (r.status is Status.NOTHING_MATCHES and filters(r.query.expr))
+              or r.status is Status.NO_JOBS)
         if not ok:
             bad.append(f"{r.query.source} / {r.query.item} [{r.query.ref}]: {r.status.value}: {r.detail} "
                        f"-- {r.query.expr}")

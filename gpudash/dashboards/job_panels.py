@@ -1,0 +1,69 @@
+"""Job-level pieces the fleet and job dashboards share: hours over the time range, and data links.
+
+A job is named by the site's job label (gpudash.yaml `jobs.label`, default `hpc_job`). Everything here reads
+the job-level recording rules (`cluster_job:*`, one series per job), so a 1,024-GPU job costs what a 1-GPU
+job costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudash.config.durations import Duration
+from gpudash.dashboards.panels import Layout, Query, table
+from gpudash.layout import JOB_UID, NODE_UID
+from gpudash.promql.builders import PromQL
+
+
+def field(name: str) -> str:
+    """A table cell's value in a data link, percent-encoded so a job id with `&` or `/` survives the URL."""
+    return f"${{__data.fields.{name}:percentencode}}"
+
+
+def node_link(gpu_label: str | None = None) -> dict[str, Any]:
+    """Open the node dashboard on a table row's node (and GPU, when the row names one)."""
+    gpu = f"&var-gpu={field(gpu_label)}" if gpu_label else ""
+    return {"title": "Open node ${__data.fields.instance}", "targetBlank": False,
+            "url": f"/d/{NODE_UID}?var-cluster={field('cluster')}&var-instance={field('instance')}{gpu}"
+                   "&${__url_time_range}"}
+
+
+def job_link(job_label: str) -> dict[str, Any]:
+    """Open the job dashboard on a table row's job."""
+    return {"title": f"Open job ${{__data.fields.{job_label}}}", "targetBlank": False,
+            "url": f"/d/{JOB_UID}?var-cluster={field('cluster')}&var-job={field(job_label)}&${{__url_time_range}}"}
+
+
+def hours_over_range(series: str, step: Duration) -> str:
+    """The integral over the dashboard's range of a per-job gauge, in hours (GPUs -> GPU-hours, W -> Wh).
+
+    A subquery samples the recorded series every `step` (the scrape interval) and adds the samples up: exact
+    to one step, and a job that lived for part of the range counts only while it lived (a recorded series
+    goes stale when its job ends, so no sample is taken after it).
+    """
+    seconds = step.seconds
+    return f"sum_over_time(({series})[$__range:{step}]) * {seconds:g} / 3600"
+
+
+def fleet_job_hours(layout: Layout, q: PromQL, step: Duration, k: int) -> None:
+    """GPU-hours held and held idle per job over the range: the largest holders and the largest idle holders."""
+    label = q.job_label
+    held = hours_over_range(q.use("cluster_job:gpu_count:count"), step)
+    idle = hours_over_range(q.use("cluster_job:gpu_idle:count"), step)
+    level = q.thresholds.alerts.allocated_idle.util_below_percent
+    how = (f"GPU-hours: the job's GPU count (recording cluster_job:gpu_count:count) added up over the time range, "
+           f"sampled every {step} (exact to one sample); idle: its GPUs under {level:g} % utilization "
+           f"(cluster_job:gpu_idle:count). A job is a value of the `{label}` label; click one to open it.")
+    columns = {"Value #A": "GPU-hours held", "Value #B": "GPU-hours idle"}
+    top_held = f"topk({k}, {held})"
+    layout.add(table(
+        f"GPU-hours held per job (top {k})",
+        [Query(top_held, ref="A"), Query(f"{idle} and on (cluster, {label}) {top_held}", ref="B")],
+        how, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
+        rename=columns), w=12, h=8)
+    top_idle = f"topk({k}, {idle} > 0)"
+    layout.add(table(
+        f"Largest idle holders (top {k} GPU-hours idle)",
+        [Query(f"{held} and on (cluster, {label}) {top_idle}", ref="A"), Query(top_idle, ref="B")],
+        how, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
+        rename=columns), w=12, h=8)
