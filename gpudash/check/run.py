@@ -61,7 +61,6 @@ class GroupResult:
         return [r for r in self.results if r.status.failed]
 
 
-_PER_JOB = frozenset(r.record for r in JOB_RECORDINGS)
 _LABEL_VALUES = re.compile(
     r"^\s*label_values\(\s*(?:(?P<match>.+),\s*)?(?P<label>[a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$", re.S)
 _QUERY_RESULT = re.compile(r"^\s*query_result\((?P<expr>.+)\)\s*$", re.S)
@@ -185,10 +184,6 @@ class Checker:
         if name in RECORDING_BY_NAME:
             needs = RECORDING_BY_NAME[name].needs
             absent = [k for k in needs if not self.profile.has(k) or not self._has(self.profile.ref(k).name)]
-            if not absent and name in _PER_JOB:
-                # recorded from the GPUs of a job only: a fleet without job attribution has none
-                return (f"no {name}: no GPU is in a job now (no series carries the job label), or the recording "
-                        "rules are not loaded", Status.NOTHING_MATCHES)
             if not absent:
                 return (f"no {name}: its inputs exist, so the recording rules are not loaded or not evaluated yet",
                         Status.EMPTY)

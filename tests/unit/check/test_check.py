@@ -207,6 +207,6 @@ def test_a_missing_job_recording_is_no_job_yet_and_a_missing_gpu_recording_is_a_
     prometheus = cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL"))
     checker = Checker(prometheus, profile("dcgm"), TimeRange(0, 60, 15))
     job = checker.run(CheckQuery("rules", "GPUJobStraggler", ALERT, "cluster_job:gpu_count:count >= 4"))
-    assert job.status is Status.NOTHING_MATCHES and "no GPU is in a job" in job.detail
+    assert job.status is Status.NO_JOBS and "no GPU series carries the job label" in job.detail
     fleet = checker.run(CheckQuery("rules", "Fleet", ALERT, "cluster:gpu_count:count > 0"))
     assert fleet.status is Status.EMPTY and "recording rules are not loaded" in fleet.detail
