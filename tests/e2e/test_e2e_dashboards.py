@@ -32,12 +32,14 @@ WORKLOADS = ("3=idle", "7=inference")
 # from there. The XID comes 25 s into the fixture, after Prometheus has scraped a clean reading, so "XID
 # errors in range" sees it change.
 AGE_S = 3600
-FAULTS = (f"6=xid:13@{AGE_S + 25}s+10m", f"5=thermal@{AGE_S}s")
+# GPU 5 has been overheating (throttled) for 10 minutes; GPU 4 carries another job's process.
+FAULTS = (f"6=xid:13@{AGE_S + 25}s+10m", f"5=thermal:93@{AGE_S - 600}s", f"4=foreign@{AGE_S - 600}s")
 # Today the node's GPUs are held by jobs, started an hour ago (the job-level recordings and panels need one):
-# a training job on six GPUs, an inference job on GPU 7 (WORKLOADS' inference GPU); GPU 3 is free (idle).
+# a training job on six GPUs, an inference job on GPU 7 (WORKLOADS' inference GPU), and a job that holds GPU 3
+# idle (WORKLOADS' idle GPU).
 NODE, JOB = "gpu-node", "4242"
 JOB_ARGS = ("--hostname", NODE, "--sim-nodes", NODE, "--sim-job", f"{JOB}={NODE}:0-2,4-6",
-            "--sim-job", f"4300/inference={NODE}:7")
+            "--sim-job", f"4300/inference={NODE}:7", "--sim-job", f"4310/idle={NODE}:3")
 
 
 class Stack:
