@@ -73,6 +73,11 @@ class PromQL:
     def with_scope(self, scope: Scope) -> PromQL:
         return PromQL(self.profile, self.thresholds, scope, self.recorded, self.job_label)
 
+    def gpu_once(self, key: str) -> str:
+        """One signal, one series per GPU: the copies a GPU gets per job (or pod labels that come and go) merged,
+        so a GPU two jobs share is counted, summed and averaged once."""
+        return f"max by (cluster, instance, {self.gpu}) ({self.metric(key)})"
+
     def in_job(self, key: str) -> str:
         """One signal on the GPUs that a job holds (their job label set)."""
         return self.metric(key, ((self.job_label, "!=", ""),))
@@ -148,7 +153,7 @@ def _by(*labels: str) -> str:
 
 def _fleet_bands(q: PromQL) -> str:
     # Ten 10 %-wide utilization bands (0-9 ... 90-100): one series per band however many GPUs there are.
-    band = f"clamp_max(floor({q.metric('gpu_util')} / 10) * 10, 90)"
+    band = f"clamp_max(floor({q.gpu_once('gpu_util')} / 10) * 10, 90)"
     return f'count_values {_by("cluster")} ("band", {band})'
 
 
@@ -213,41 +218,42 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance_gpu:gpu_fb_used:ratio", ("fb_used", "fb_free"),
               lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU."),
     Recording("cluster:gpu_count:count", ("gpu_util",),
-              lambda q: f"count {_by('cluster')} ({q.metric('gpu_util')})", "GPUs reporting, per cluster."),
+              lambda q: f"count {_by('cluster')} ({q.gpu_once('gpu_util')})", "GPUs reporting, per cluster."),
     Recording("cluster:gpu_utilization:sum", ("gpu_util",),
-              lambda q: f"sum {_by('cluster')} ({q.metric('gpu_util')})",
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_util')})",
               "Sum of GPU utilization (%), per cluster; divide by the count for the mean."),
     Recording("cluster:gpu_idle:count", ("gpu_util",),
-              lambda q: f"sum {_by('cluster')} ({q.metric('gpu_util')} < bool "
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_util')} < bool "
                         f"{q.thresholds.utilization.idle_below_percent:g})",
               "GPUs under the idle utilization level, per cluster."),
     Recording("cluster:gpu_utilization_band:count", ("gpu_util",), _fleet_bands,
               "GPUs per 10 % utilization band, per cluster (the fleet heatmap)."),
     Recording("cluster:gpu_fb_used_mib:sum", ("fb_used",),
-              lambda q: f"sum {_by('cluster')} ({q.metric('fb_used')})", "Framebuffer used (MiB), per cluster."),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('fb_used')})", "Framebuffer used (MiB), per cluster."),
     Recording("cluster:gpu_fb_total_mib:sum", ("fb_used", "fb_free"),
-              lambda q: f"sum {_by('cluster')} ({q.metric('fb_used')} + {q.metric('fb_free')})",
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('fb_used')} + {q.gpu_once('fb_free')})",
               "Framebuffer used + free (MiB), per cluster."),
     Recording("cluster:gpu_power_watts:sum", ("power",),
-              lambda q: f"sum {_by('cluster')} ({q.metric('power')})", "Power draw (W), per cluster."),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('power')})", "Power draw (W), per cluster."),
     Recording("cluster:gpu_temperature_celsius:max", ("gpu_temp",),
-              lambda q: f"max {_by('cluster')} ({q.metric('gpu_temp')})", "Hottest GPU (C), per cluster."),
+              lambda q: f"max {_by('cluster')} ({q.gpu_once('gpu_temp')})", "Hottest GPU (C), per cluster."),
     Recording("cluster:gpu_sm_clock_mhz:avg", ("sm_clock",),
-              lambda q: f"avg {_by('cluster')} ({q.metric('sm_clock')})", "Mean SM clock (MHz), per cluster."),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('sm_clock')})", "Mean SM clock (MHz), per cluster."),
     # Read by fleet panels that would otherwise read every GPU's series over the whole range at each load.
     Recording("cluster:gpu_temperature_celsius:sum", ("gpu_temp",),
-              lambda q: f"sum {_by('cluster')} ({q.metric('gpu_temp')})",
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_temp')})",
               "Sum of GPU temperatures (C), per cluster; divide by the GPU count for the mean."),
     Recording("cluster:gpu_pcie_rx_bytes_per_second:sum", ("pcie_rx",),
-              lambda q: f"sum {_by('cluster')} ({q.metric('pcie_rx')})", "PCIe receive throughput (B/s), per cluster."),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('pcie_rx')})",
+              "PCIe receive throughput (B/s), per cluster."),
     Recording("cluster:gpu_pcie_tx_bytes_per_second:sum", ("pcie_tx",),
-              lambda q: f"sum {_by('cluster')} ({q.metric('pcie_tx')})",
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('pcie_tx')})",
               "PCIe transmit throughput (B/s), per cluster."),
     Recording("cluster_instance:gpu_utilization:avg", ("gpu_util",),
-              lambda q: f"avg {_by('cluster', 'instance')} ({q.metric('gpu_util')})",
+              lambda q: f"avg {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
               "Mean GPU utilization (%), per node."),
     Recording("cluster_instance:gpu_power_watts:sum", ("power",),
-              lambda q: f"sum {_by('cluster', 'instance')} ({q.metric('power')})", "Power draw (W), per node."),
+              lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
     *JOB_RECORDINGS,
 )
 

@@ -428,3 +428,16 @@ def test_hostile_site_strings_reach_the_scrape_config_unchanged(tmp_path: Path) 
     assert job["job_name"] == HOSTILE_SITE["scrape"]["job"]
     assert [g["labels"] for g in job["static_configs"]] == [
         {"cluster": c["name"], "rack": c["targets"][0].get("rack", "rack-1")} for c in HOSTILE_SITE["clusters"]]
+
+
+def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
+    from support.paths import ROOT
+
+    from gpudash.catalog import DCGM
+    from gpudash.config.loading import load_settings
+    from gpudash.promql.builders import JOB_RECORDINGS, recording_rules
+
+    job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio"}
+    for rec, expr in recording_rules(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds):
+        if rec.record not in job_level:  # per cluster or per node: every GPU signal merged per GPU first
+            assert "max by (cluster, instance, gpu) (DCGM_" in expr, (rec.record, expr)
