@@ -109,7 +109,7 @@ bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stan
 	$(BIN)/python bench/sync_bench.py
 
 bench-alerts: venv deps ## alert-quality report: gpudash rules against naive rules on the scenario corpus
-	$(BIN)/python bench/alert_quality.py
+	$(BIN)/python bench/alert_quality.py --backtest
 
 backtest: venv ## what thresholds.yaml would have paged over PROMETHEUS_URL's last 7 days (COMPARE=other.yaml)
 	$(GPUDASH) backtest $(if $(COMPARE),--compare $(COMPARE),)
