@@ -104,16 +104,17 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     layout.section("Errors and throttling")
     if q.has("xid_last"):
-        changed = per_gpu(cluster, f"changes({cluster.metric('xid_last')}[$__range])")
+        # Both exporters copy every series of a GPU per job on it, XIDs included: the job's own copies, no join.
+        changed = per_gpu(q, f"changes({q.metric('xid_last')}[$__range])")
         layout.add(table(
-            "The job's GPUs with an XID error in range", [Query(f"topk({k}, {on_job_gpus(f'{changed} > 0')})")],
+            "The job's GPUs with an XID error in range", [Query(f"topk({k}, {changed} > 0)")],
             "The job's GPUs whose last-XID value changed in the time range. Click one to open its node.", "none",
             None, links=[node_link(gpu)], hide_columns=("__name__",)), w=12)
     if q.has("xid_total"):
-        increase = per_gpu(cluster, f"increase({cluster.metric('xid_total')}[$__rate_interval])", "xid")
+        increase = per_gpu(q, f"increase({q.metric('xid_total')}[$__rate_interval])", "xid")
         layout.add(timeseries(
             "XID errors on the job's GPUs, by code",
-            [Query(f"sum by (cluster, xid) ({on_job_gpus(increase)})", "{{cluster}} XID {{xid}}")],
+            [Query(f"sum by (cluster, xid) ({increase})", "{{cluster}} XID {{xid}}")],
             "none", "XID events per interval on the job's GPUs, by code (bundled exporter).", None, 0), w=12)
     if q.has("clock_event_active"):
         throttled = on_job_gpus(f"{cluster.throttled()} > 0")
