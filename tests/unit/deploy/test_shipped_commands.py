@@ -30,6 +30,17 @@ def test_the_daemonsets_args_are_exporter_options() -> None:
     assert "$(NODE_NAME)" not in "".join(args) and "NODE_NAME" in names  # what the args refer to is defined
 
 
+def test_the_daemonsets_commented_job_attribution_flags_parse_when_switched_on() -> None:
+    text = (DEPLOY / "kubernetes" / "daemonset.yaml").read_text()
+    commented = [m.group(1) for m in re.finditer(r"^\s*# - (--[a-z-]+(?:=\S+)?)", text, re.M)]
+    assert "--kubernetes" in commented and "--kubernetes-enable-pod-labels" in commented
+    daemonset = yaml.safe_load(text)
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    args = [arg.replace("$(NODE_NAME)", "gpu-node-1") for arg in container["args"]]
+    with exporter.make_context("exporter", [*args, *commented]) as ctx:
+        assert ctx.params["kubernetes"] is not None  # the Kubernetes options parsed into a kubelet config
+
+
 @pytest.mark.parametrize("unit", [DEPLOY / "systemd" / "gpudash-exporter.service",
                                   DEPLOY / "slurm" / "gpudash-exporter.service"], ids=lambda p: p.parent.name)
 def test_the_units_exec_start_is_an_exporter_command(unit: Path) -> None:
