@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.e2e import gpudash_rules, site_yaml
+from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
 
+from gpudash.catalog import DCGM
+from gpudash.check.run import Status, run_check
+from gpudash.check.targets import dashboard_groups, load_dashboards
+from gpudash.layout import JOB_UID
 from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.process import PrometheusProcess, free_port
 
@@ -81,3 +85,21 @@ def test_the_job_recordings_see_the_whole_job(job_stack: JobStack) -> None:
     (straggler,) = prom.query(f'DCGM_FI_DEV_SM_CLOCK{{instance="{job_stack.instance[STRAGGLER_NODE]}",'
                               f'gpu="{STRAGGLER_GPU}"}}')
     assert float(straggler["value"][1]) < 0.9 * float(median["value"][1])
+
+
+def test_every_panel_of_the_job_dashboard_answers_for_this_job(job_stack: JobStack) -> None:
+    dashboards = load_dashboards([ROOT / "dashboards" / "json" / f"{JOB_UID}.json"])
+    groups = dashboard_groups(dashboards, scrape_interval_s=1, variables={"job": JOB}, range_s=600)
+    results = run_check(job_stack.prometheus.url, groups, DCGM, scrape_interval_s=1)
+    rows = panel_results(results)
+    assert len(rows) > 20
+    # data, or rightly nothing: no GPU of this job is idle, throttled or shared with another job's process
+    assert unexplained(results) == []
+    assert not [r for r in rows if r.status is Status.NO_JOBS]
+    tables = [r for r in rows if "against the job's median" in r.query.item or "from the job's median" in r.query.item]
+    assert len(tables) == 2 and all(r.status is Status.OK and r.series for r in tables)
+    # and the straggler leads the slow-clock table
+    (panel,) = [p for p in dashboards[0][0]["panels"] if p.get("title", "").startswith("Slowest SM clocks")]
+    expr = panel["targets"][0]["expr"].replace("$cluster", ".*").replace("$job", JOB)
+    top = max(job_stack.prometheus.query(expr), key=lambda s: float(s["value"][1]))
+    assert (top["metric"]["instance"], top["metric"]["gpu"]) == (job_stack.instance[STRAGGLER_NODE], STRAGGLER_GPU)
