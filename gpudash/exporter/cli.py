@@ -159,6 +159,8 @@ def exporter(
         raise UsageError("--workload and --fault need --simulate N")
     if (sim_job or sim_jobs or sim_nodes or sim_epoch is not None) and simulate is None:
         raise UsageError("--sim-job, --sim-jobs, --sim-nodes and --sim-epoch need --simulate N")
+    if (sim_job or sim_jobs) and hpc_job_mapping_dir is not None:
+        raise UsageError("--hpc-job-mapping-dir with --sim-job/--sim-jobs: both would set hpc_job; give one of them")
     attributors: list[Attributor] = []
     fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()

@@ -46,3 +46,12 @@ def test_the_mapping_dir_brings_per_process_attribution_with_sluids_from_the_sam
 def test_simulated_processes_are_not_looked_up_in_this_machines_proc(tmp_path: Path) -> None:
     (only,) = _attribution(tmp_path, Path("/proc"), None, simulated=True)
     assert isinstance(only, HpcJobMapping)
+
+
+def test_simulated_jobs_and_a_mapping_dir_together_are_refused(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(exporter, ["--simulate", "2", "--sim-nodes", "n1", "--hostname", "n1",
+                                           "--sim-job", "7=n1:0-1", "--hpc-job-mapping-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--hpc-job-mapping-dir with --sim-job/--sim-jobs: both would set hpc_job" in result.output
