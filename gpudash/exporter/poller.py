@@ -83,7 +83,7 @@ class Poller:
         self.slow_interval = slow_interval
         self.clock = clock
         self.attributor = attributor
-        self._attribution_failing = False
+        self._attribution_failing: set[str] = set()  # the steps (refresh, labels) whose failure was logged
         self.gpus = list(source.gpus())
         self._labels = (hostname, hostname_label, source.driver_version() if driver_version_label else None)
         self._state = {g.index: _GpuState() for g in self.gpus}
@@ -163,13 +163,16 @@ class Poller:
         try:
             self.attributor.refresh(self.gpus, now)
         except Exception as exc:  # attribution is an extra: its failure never costs a sweep
-            self._attribution_failed(exc)
+            self._attribution_failed("refresh", exc)
+        else:
+            self._attribution_failing.discard("refresh")
 
-    def _attribution_failed(self, exc: Exception) -> None:
+    def _attribution_failed(self, step: str, exc: Exception) -> None:
         self._count_error("attribution")
-        if not self._attribution_failing:
-            self._attribution_failing = True
-            log.warning("job attribution failed, series go out without its labels: %s (logged once)", exc)
+        if step not in self._attribution_failing:
+            self._attribution_failing.add(step)
+            log.warning("job attribution (%s) failed, series go out without its labels: %s (logged once until it "
+                        "recovers)", step, exc)
 
     def _attribution(self, views: list[GpuView]) -> list[GpuView]:
         """The views with each GPU's copies and its processes' labels, or unchanged when that fails."""
@@ -183,9 +186,9 @@ class Poller:
                 out.append(replace(view, copies=attributor.gpu_copies(view.identity),
                                    process_labels={pid: labels for pid, labels in procs.items() if labels}))
         except Exception as exc:
-            self._attribution_failed(exc)
+            self._attribution_failed("labels", exc)
             return views
-        self._attribution_failing = False
+        self._attribution_failing.discard("labels")
         return out
 
     def _count_error(self, key: str) -> None:

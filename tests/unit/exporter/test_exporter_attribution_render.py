@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from support.exposition import parse_exposition
 
 from gpudash.exporter.attribution import Labels, combined
@@ -91,3 +92,17 @@ def test_combined_multiplies_job_copies_by_pod_labels() -> None:
                                      (("hpc_job", "2"), ("pod", "p"), ("namespace", "ns")))
     assert both.process_labels(9) == (("pod", "p"),)
     assert combined([]) is None and combined([jobs]) is jobs
+
+
+def test_a_refresh_that_keeps_failing_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    class RefreshFails(Fixed):
+        def refresh(self, gpus: Sequence[GpuIdentity], now: float) -> None:
+            raise OSError("directory gone")
+
+    poller = _poller(RefreshFails({0: ((("hpc_job", "41"),),)}))
+    with caplog.at_level("WARNING", logger="gpudash.exporter"):
+        for t in range(5):
+            poller.sweep("fast", 601.0 + t)
+    assert sum("attribution (refresh) failed" in r.getMessage() for r in caplog.records) == 1
+    # the labels it last knew still go out: a failed refresh is not a failed render
+    assert {s.get("hpc_job") for s in _util(poller) if s["gpu"] == "0"} == {"41"}
