@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,10 @@ def test_sync_watch_follows_a_thresholds_change(repo_copy: Path) -> None:
         process = subprocess.Popen(
             [sys.executable, "-m", "gpudash", "sync", "--watch", "--interval", "0.2", "--watch-polls", "300"],
             cwd=repo_copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []  # what it printed so far, read as it prints (a cycle reports once it is done)
+        assert process.stdout is not None
+        reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
+        reader.start()
         try:
             first = eventually(lambda: grafana.dashboard("gpudash-node"), timeout=60, what="the first cycle's push")
             thresholds = repo_copy / "thresholds.yaml"
@@ -31,10 +36,14 @@ def test_sync_watch_follows_a_thresholds_change(repo_copy: Path) -> None:
             thresholds.write_text(yaml.safe_dump(data, sort_keys=False))
             eventually(lambda: grafana.dashboard("gpudash-node") != first, timeout=60,
                        what="the push that follows the thresholds.yaml change")
+            eventually(lambda: any("updated  gpudash-node" in line for line in lines), timeout=60,
+                       what="the cycle's report of that push")
             process.send_signal(signal.SIGINT)  # Ctrl-C, as a person stops it
-            out, _ = process.communicate(timeout=30)
+            process.wait(timeout=30)
+            reader.join(timeout=30)
         finally:
             process.kill()
+        out = "".join(lines)
         assert process.returncode == 0, out
         assert out.rstrip().endswith("watch: stopped")
         node, fleet = grafana.dashboard("gpudash-node"), grafana.dashboard("gpudash-fleet")
