@@ -19,14 +19,8 @@ from gpudash.promql.builders import PromQL, Scope
 
 
 def per_gpu(q: PromQL, expr: str, *keep: str) -> str:
-    """One series per GPU, whatever job or pod labels come and go on it.
-
-    dcgm-exporter and the bundled exporter add `hpc_job` / `pod` / `namespace` / `container` to a GPU's
-    series, one copy per job: a GPU whose job changes (or that two jobs share) would otherwise draw two
-    lines, be counted twice, or take two places of a topk. The copies carry the same reading, so `max`
-    keeps it. `keep` names further labels to keep apart (an XID code).
-    """
-    return f"max by ({', '.join(('cluster', 'instance', q.gpu, *keep))}) ({expr})"
+    """One series per GPU (PromQL.per_gpu: the same merge the recording rules use)."""
+    return q.per_gpu(expr, *keep)
 
 
 def aggregate(q: PromQL, level: str, what: str) -> str | None:

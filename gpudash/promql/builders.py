@@ -73,10 +73,19 @@ class PromQL:
     def with_scope(self, scope: Scope) -> PromQL:
         return PromQL(self.profile, self.thresholds, scope, self.recorded, self.job_label)
 
+    def per_gpu(self, expr: str, *keep: str) -> str:
+        """One series per GPU, whatever job or pod labels come and go on it.
+
+        dcgm-exporter and the bundled exporter add `hpc_job` / `pod` / `namespace` / `container` to a GPU's
+        series, one copy per job: a GPU whose job changes (or that two jobs share) would otherwise draw two
+        lines, be counted twice, or take two places of a topk. The copies carry the same reading, so `max`
+        keeps it. `keep` names further labels to keep apart (an XID code).
+        """
+        return f"max by ({', '.join(('cluster', 'instance', self.gpu, *keep))}) ({expr})"
+
     def gpu_once(self, key: str) -> str:
-        """One signal, one series per GPU: the copies a GPU gets per job (or pod labels that come and go) merged,
-        so a GPU two jobs share is counted, summed and averaged once."""
-        return f"max by (cluster, instance, {self.gpu}) ({self.metric(key)})"
+        """One signal, one series per GPU (`per_gpu`): a GPU two jobs share is counted, summed, averaged once."""
+        return self.per_gpu(self.metric(key))
 
     def in_job(self, key: str) -> str:
         """One signal on the GPUs that a job holds (their job label set)."""
