@@ -8,6 +8,9 @@ from typing import TypeVar
 
 import click
 
+from gpudash.config.durations import parse_seconds
+from gpudash.errors import UsageError
+
 F = TypeVar("F", bound=Callable[..., object])
 
 THRESHOLDS_HELP = "thresholds.yaml to read (default: ./thresholds.yaml or $GPUDASH_THRESHOLDS)."
@@ -24,3 +27,14 @@ def config_options(dir_okay: bool = False, thresholds_help: str = THRESHOLDS_HEL
         return click.option("--thresholds", type=kind, default=None, help=thresholds_help)(command)
 
     return decorate
+
+
+def option_seconds(flag: str, text: str, *, minimum: float, examples: str) -> float:
+    """A command-line duration (``500ms``, ``5s``, ``1m``) in seconds, or UsageError naming the flag."""
+    try:
+        value = parse_seconds(text, milliseconds=True)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: expected a duration such as {examples}") from None
+    if value < minimum:
+        raise UsageError(f"{flag} {text!r}: must be at least {minimum * 1000:g}ms")
+    return value

@@ -11,7 +11,7 @@ from types import FrameType
 import click
 
 from gpudash.catalog import SIGNALS
-from gpudash.config.durations import parse_seconds
+from gpudash.config.options import option_seconds
 from gpudash.errors import UsageError
 from gpudash.exporter.attribution import Attributor, combined
 from gpudash.exporter.attribution.hpc import HpcJobMapping
@@ -30,13 +30,7 @@ log = logging.getLogger("gpudash.exporter")
 
 
 def _seconds(flag: str, text: str) -> float:
-    try:
-        value = parse_seconds(text, milliseconds=True)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: expected a duration such as 1s, 500ms or 30s") from None
-    if value < 0.05:
-        raise UsageError(f"{flag} {text!r}: must be at least 50ms")
-    return value
+    return option_seconds(flag, text, minimum=0.05, examples="1s, 500ms or 30s")
 
 
 def _fields_table() -> str:

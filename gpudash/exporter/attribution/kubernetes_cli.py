@@ -17,7 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from gpudash.config.durations import parse_seconds
+from gpudash.config.options import option_seconds
 from gpudash.errors import UsageError
 from gpudash.exporter.attribution.devices import ID_TYPES
 from gpudash.exporter.attribution.kubelet import DEFAULT_SOCKET, KubeletAttributor, KubeletConfig, api_pod_source
@@ -85,13 +85,7 @@ def kubernetes_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _seconds(flag: str, text: str) -> float:
-    try:
-        value = parse_seconds(text, milliseconds=True)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: expected a duration such as 500ms, 5s or 1m") from None
-    if value < 0.1:
-        raise UsageError(f"{flag} {text!r}: must be at least 100ms")
-    return value
+    return option_seconds(flag, text, minimum=0.1, examples="500ms, 5s or 1m")
 
 
 def _comma_list(text: str) -> tuple[str, ...]:
