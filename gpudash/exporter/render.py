@@ -117,9 +117,8 @@ def extra_labels(labels: Labels) -> str:
                    if name not in _RESERVED and not name.startswith("__") and _LABEL_NAME.fullmatch(name))
 
 
-def attributed(view: GpuView, snap: Snapshot) -> list[tuple[GpuView, str]]:
-    """The GPU's label text once per copy of its series."""
-    base = gpu_labels(view.identity, snap)
+def attributed(view: GpuView, base: str) -> list[tuple[GpuView, str]]:
+    """The GPU's label text (`base`: its gpu_labels) once per copy of its series."""
     if not view.copies:
         return [(view, base)]
     return [(view, base + extra_labels(copy)) for copy in view.copies]
@@ -197,9 +196,9 @@ def _family(name: str, kind: str, help_: str, lines: list[str], out: list[str]) 
 
 
 def render(snap: Snapshot) -> bytes:
-    gpus = [pair for view in snap.gpus for pair in attributed(view, snap)]
     # A process belongs to one job: its series carries the GPU's labels and its own attribution, once.
     bases = [(view, gpu_labels(view.identity, snap)) for view in snap.gpus]
+    gpus = [pair for view, base in bases for pair in attributed(view, base)]
     out: list[str] = []
     for key in snap.keys:
         signal = BY_KEY[key]
