@@ -441,3 +441,21 @@ def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
     for rec, expr in recording_rules(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds):
         if rec.record not in job_level:  # per cluster or per node: every GPU signal merged per GPU first
             assert "max by (cluster, instance, gpu) (DCGM_" in expr, (rec.record, expr)
+
+
+def test_operator_output_never_replaces_another_teams_resource(settings: Settings, tmp_path: Path) -> None:
+    theirs = tmp_path / "kubernetes" / "prometheus-rules.yaml"  # a hand-written PrometheusRule in --out
+    theirs.parent.mkdir()
+    theirs.write_text("kind: PrometheusRule\n")
+    beside = tmp_path / "kubernetes" / "team-monitor.yaml"
+    beside.write_text("kind: ServiceMonitor\n")
+    args = ["rules", "--out", str(tmp_path), "--format", "all", "--thresholds", str(settings.thresholds_path),
+            "--dashboards-json", str(ROOT / "dashboards" / "json")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"gpudash: {theirs}: would be overwritten but was not written by gpudash")
+    assert theirs.read_text() == "kind: PrometheusRule\n" and beside.read_text() == "kind: ServiceMonitor\n"
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["prometheus-rules.yaml", "team-monitor.yaml"]
+    theirs.unlink()
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert beside.read_text() == "kind: ServiceMonitor\n"
