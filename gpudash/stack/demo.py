@@ -37,7 +37,7 @@ from gpudash.config.options import config_options
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
-from gpudash.promql.builders import RECORDING_BY_NAME, recording_rules
+from gpudash.promql.builders import JOB_RECORDINGS, RECORDING_BY_NAME, recording_rules
 from gpudash.stack.cluster import (
     ExporterProcess,
     NodeExporter,
@@ -206,6 +206,13 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
                                          demo.settings.site.job_label):
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
                 prometheus.wait_for(rule.record, timeout=left())
+        # The job dashboard's GPU-hours and energy sum a recording over a subquery at the site's scrape interval:
+        # they answer once the recording has spanned two of its steps.
+        span = 2 * demo.settings.site.scrape_interval.seconds
+        for rec in JOB_RECORDINGS:
+            if prometheus.query(rec.record):
+                prometheus.wait_for(f"min(count_over_time({rec.record}[10m])) * {INTERVAL_S:g} > {span:g}",
+                                    timeout=left())
     except RemoteError as exc:
         echo(f"  still waiting after {time.monotonic() - started:.0f} s ({exc.format_message()}); checking anyway")
     return time.monotonic() - started
