@@ -34,6 +34,7 @@ from gpudash.check.targets import dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.durations import grafana_ms, parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.config.options import config_options
+from gpudash.config.site import Site
 from gpudash.errors import CheckFailed, GpudashError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
@@ -207,8 +208,9 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
                 prometheus.wait_for(rule.record, timeout=left())
         # The job dashboard's GPU-hours and energy sum a recording over a subquery at the site's scrape interval:
-        # they answer once the recording has spanned two of its steps.
-        span = 2 * demo.settings.site.scrape_interval.seconds
+        # they answer once the recording has spanned two of its steps (the committed dashboards' step: the default
+        # site's scrape interval, not the demo's faster one).
+        span = 2 * Site().scrape_interval.seconds
         for rec in JOB_RECORDINGS:
             if prometheus.query(rec.record):
                 prometheus.wait_for(f"min(count_over_time({rec.record}[10m])) * {INTERVAL_S:g} > {span:g}",
