@@ -99,6 +99,34 @@ SIGNALS: tuple[Signal, ...] = (
     _s("shutdown_temp", "DCGM_FI_DEV_SHUTDOWN_TEMP", "C", "gauge", "Shutdown temperature (in C).", OPT),
     _s("clock_event_reasons", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "1", "gauge",
        "Current clock event (throttle) reasons, as the NVML bitmask.", OPT),
+    _s("ecc_sbe_vol", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "1", "counter",
+       "Total number of single-bit volatile ECC errors.", OPT),
+    _s("ecc_dbe_vol", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "1", "counter",
+       "Total number of double-bit volatile ECC errors.", OPT),
+    _s("ecc_sbe_agg", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "1", "counter",
+       "Total number of single-bit persistent ECC errors.", OPT),
+    _s("ecc_dbe_agg", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "1", "counter",
+       "Total number of double-bit persistent ECC errors.", OPT),
+    _s("row_remap_pending", "DCGM_FI_DEV_ROW_REMAP_PENDING", "1", "gauge",
+       "Whether a row remap is pending (applied at the next GPU reset).", OPT),
+    _s("nvlink_crc_flit", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "1", "counter",
+       "Total number of NVLink flow-control CRC errors.", OPT),
+    _s("nvlink_crc_data", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "1", "counter",
+       "Total number of NVLink data CRC errors.", OPT),
+    _s("nvlink_replay", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "1", "counter",
+       "Total number of NVLink retries.", OPT),
+    _s("nvlink_recovery", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "1", "counter",
+       "Total number of NVLink recovery errors.", OPT),
+    _s("gpu_max_op_temp", "DCGM_FI_DEV_GPU_MAX_OP_TEMP", "C", "gauge",
+       "Maximum operating temperature of the GPU (in C).", OPT),
+    _s("mem_max_op_temp", "DCGM_FI_DEV_MEM_MAX_OP_TEMP", "C", "gauge",
+       "Maximum operating temperature of the GPU memory (in C).", OPT),
+    _s("temp_margin", "DCGM_FI_DEV_GPU_TEMP_LIMIT", "C", "gauge",
+       "Degrees left before the GPU's maximum operating temperature (T.Limit).", OPT),
+    _s("thermal_violation", "DCGM_FI_DEV_THERMAL_VIOLATION", "ns", "counter",
+       "Throttling duration due to thermal constraints (in ns).", OPT),
+    _s("power_violation", "DCGM_FI_DEV_POWER_VIOLATION", "ns", "counter",
+       "Throttling duration due to power constraints (in ns).", OPT),
     # Published only by the bundled exporter.
     _s("clock_event_active", "gpudash_clock_event_active", "1", "gauge",
        "1 while this clock event (throttle) reason is active, else 0.", OWN, "clock_event"),
@@ -110,6 +138,10 @@ SIGNALS: tuple[Signal, ...] = (
        "Framebuffer memory used by one process (in MiB).", OWN, "pid", "process_name"),
     _s("gpu_up", "gpudash_gpu_up", "1", "gauge",
        "1 when the last sweep read this GPU, 0 when it fell off the bus or NVML lost it.", OWN),
+    _s("nvlink_link_errors", "gpudash_nvlink_errors_total", "1", "counter",
+       "NVLink errors per link, by error kind (crc_flit, crc_data, replay, recovery).", OWN, "link", "error"),
+    _s("gpus_expected", "gpudash_node_gpus_expected", "1", "gauge",
+       "How many GPUs this node should have (node-level: no per-GPU labels).", OWN),
 )
 
 BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
@@ -129,6 +161,11 @@ EXPORTER_SWEEP_SECONDS = "gpudash_exporter_collection_duration_seconds"
 EXPORTER_ERRORS = "gpudash_exporter_collection_errors_total"
 EXPORTER_LAST_SWEEP = "gpudash_exporter_last_sweep_timestamp_seconds"
 EXPORTER_PENDING = "gpudash_exporter_fields_pending"
+
+# Prometheus' own series of its alerts: one per alert and state (ALERTS), and the time each became active
+# (ALERTS_FOR_STATE, Unix seconds). The health dashboard reads the health alerts from them by their `action`.
+PROMETHEUS_ALERTS = "ALERTS"
+PROMETHEUS_ALERTS_FOR_STATE = "ALERTS_FOR_STATE"
 
 # Clock event (throttle) reason bits, as NVML defines them; label values follow dcgm-exporter's clock_event.
 CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
@@ -159,6 +196,7 @@ class Profile:
     name: str
     gpu_label: str  # the label that names one GPU on its node
     hostname_label: str | None  # the label with the node's host name, when the exporter sets one
+    uuid_label: str  # the label with the GPU's UUID: it follows the GPU from node to node
     metrics: dict[str, MetricRef]
     description: str
 
@@ -175,6 +213,7 @@ DCGM = Profile(
     name="dcgm",
     gpu_label="gpu",
     hostname_label="hostname",
+    uuid_label="UUID",
     metrics={s.key: MetricRef(s.dcgm_name) for s in SIGNALS},
     description="dcgm-exporter names and labels (also what `gpudash exporter` publishes)",
 )
@@ -185,6 +224,7 @@ NVIDIA_SMI = Profile(
     name="nvidia_smi",
     gpu_label="uuid",
     hostname_label=None,
+    uuid_label="uuid",
     metrics={
         "gpu_util": MetricRef("nvidia_smi_utilization_gpu_ratio", "* 100"),
         "mem_copy_util": MetricRef("nvidia_smi_utilization_memory_ratio", "* 100"),
