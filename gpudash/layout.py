@@ -27,5 +27,6 @@ GRAFANA_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 FLEET_UID = "gpudash-fleet"
 NODE_UID = "gpudash-node"
 JOB_UID = "gpudash-job"
+HEALTH_UID = "gpudash-health"
 
 TAG = "gpudash"  # on every dashboard gpudash builds; prune deletes only dashboards that carry it

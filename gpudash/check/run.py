@@ -8,6 +8,7 @@ A query that returns series is fine. An empty one is looked into, selector by se
 - everything it reads exists: *needs history* when it looks back with `offset` and has data without it,
   or when its series are younger than its range window (a counter that appeared seconds ago);
   *nothing matches* when it filters with a comparison (a list of GPUs with XID errors is rightly empty);
+  *not firing* when it reads Prometheus' own ALERTS series and no such alert is active;
   *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance);
 - it reads the site's job label (gpudash.yaml `jobs.label`) or a job-level recording, and no GPU series
   carries that label: *no jobs*, the rightly empty job dashboard of a site without job attribution.
@@ -20,7 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from gpudash.catalog import BY_DCGM_NAME, BY_KEY, HPC_JOB_LABEL, Profile, Signal
+from gpudash.catalog import (
+    BY_DCGM_NAME,
+    BY_KEY,
+    HPC_JOB_LABEL,
+    PROMETHEUS_ALERTS,
+    PROMETHEUS_ALERTS_FOR_STATE,
+    Profile,
+    Signal,
+)
 from gpudash.check.client import QUERY_TIMEOUT_S, PrometheusClient, QueryError, TimeRange, series_count
 from gpudash.check.targets import ALERT, VARIABLE, CheckQuery, Group, Interpolation, unresolved
 from gpudash.promql.builders import JOB_RECORDINGS, RECORDING_BY_NAME
@@ -189,6 +198,8 @@ class Checker:
                         Status.EMPTY)
             signals = [BY_KEY[k] for k in absent]
             return self._signals_reason(signals, f"{name} (recorded from {', '.join(self._names(signals))})")
+        if name in _ALERT_SERIES:
+            return f"no {sel}: no such alert active now", Status.NOT_FIRING
         signal = self._by_name.get(name) or BY_DCGM_NAME.get(name)
         if signal is None:
             if kind == ALERT:
@@ -222,6 +233,8 @@ class Checker:
 # From least to most serious: a query with several missing selectors takes the most serious reason.
 _SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.NO_JOBS, Status.OPTIONAL, Status.EMPTY)
 _JOB_RECORDS = frozenset(r.record for r in JOB_RECORDINGS)
+# Prometheus' own series of active alerts: none while nothing fires, which is no fault of the dashboard.
+_ALERT_SERIES = frozenset((PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE))
 
 
 def run_check(url: str, groups: Sequence[Group], metric_profile: Profile, timeout: float = QUERY_TIMEOUT_S,

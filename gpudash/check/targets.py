@@ -124,7 +124,11 @@ def _template_values(dashboard: dict[str, Any], chosen: Mapping[str, str]) -> di
             continue
         if name in chosen:
             values[name] = chosen[name]
-        elif var.get("type") in ("constant", "custom", "textbox") and not var.get("includeAll"):
+        elif var.get("type") == "custom" and not var.get("includeAll"):
+            # Grafana sends the variable's current value; a custom variable's query is the list of choices.
+            current = (var.get("current") or {}).get("value")
+            values[name] = str(current or str(var.get("query") or "").split(",")[0].strip())
+        elif var.get("type") in ("constant", "textbox") and not var.get("includeAll"):
             values[name] = str(var.get("query") or "")
         else:
             values[name] = var.get("allValue") or ".*"

@@ -55,12 +55,14 @@ class BuildContext:
 
     def variables(self, level: str) -> G.Templating:
         """$datasource, $cluster; on the node dashboard also $instance (by cluster) and $gpu (by instance); on
-        the job dashboard $job (the values of the site's job label, by cluster)."""
+        the health dashboard $instance; on the job dashboard $job (the values of the site's job label, by
+        cluster)."""
         anchor = self.profile.ref("gpu_util").name
         chain = [("cluster", "Cluster", anchor)]
+        if level in ("node", "health"):
+            chain += [("instance", "Node", f'{anchor}{{cluster=~"$cluster"}}')]
         if level == "node":
-            chain += [("instance", "Node", f'{anchor}{{cluster=~"$cluster"}}'),
-                      (self.profile.gpu_label, "GPU", f'{anchor}{{cluster=~"$cluster",instance=~"$instance"}}')]
+            chain += [(self.profile.gpu_label, "GPU", f'{anchor}{{cluster=~"$cluster",instance=~"$instance"}}')]
         elif level == "job":
             # One series per job when the recording rules run, instead of every GPU's.
             jobs = "cluster_job:gpu_count:count" if self.recorded else anchor

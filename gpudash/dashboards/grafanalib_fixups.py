@@ -257,6 +257,14 @@ def _variable(var: dict[str, Any]) -> dict[str, Any]:
     if var["type"] == "datasource":
         base.update({"query": "prometheus", "refresh": 1, "regex": "", "multi": False, "includeAll": False})
         return base
+    if var["type"] == "custom":
+        # A fixed list of values (the health ledger's window), opened on its default.
+        values = [v.strip() for v in var["query"].split(",")]
+        chosen = (var.get("current") or {}).get("value") or values[0]
+        base.update({"query": var["query"], "multi": False, "includeAll": False,
+                     "current": {"selected": True, "text": chosen, "value": chosen},
+                     "options": [{"selected": v == chosen, "text": v, "value": v} for v in values]})
+        return base
     query = var["query"]
     base.update({
         "datasource": dict(DATASOURCE),

@@ -143,23 +143,33 @@ def count_heatmap(title: str, query: Query, description: str, max_points: int = 
 def table(title: str, queries: Sequence[Query], description: str, unit: str = "",
           steps: list[G.Threshold] | None = None, links: Sequence[dict[str, Any]] = (),
           hide_columns: Sequence[str] = (), link_column: str = "instance",
-          rename: Mapping[str, str] | None = None) -> G.Table:
+          rename: Mapping[str, str] | None = None, join_on: str | None = None,
+          before: Sequence[dict[str, Any]] = (), overrides: Sequence[dict[str, Any]] = ()) -> G.Table:
     """Instant queries merged into one table; `links` go on the `link_column` cells; `rename` titles columns
-    (a merged query's values are "Value #<refId>")."""
+    (a merged query's values are "Value #<refId>").
+
+    `join_on` joins the queries' rows on that label instead (outer join), for queries that carry different
+    labels; `before` are transformations that run before columns are hidden and renamed (to filter or sort
+    on a hidden value); `overrides` are further field overrides (a unit per column)."""
     instant = [Query(q.expr, "__table__", True, q.ref) for q in queries]
-    transformations: list[dict[str, Any]] = [{"id": "merge", "options": {}}]
-    excluded = {"Time": True, **{c: True for c in hide_columns}}
+    first = ({"id": "joinByField", "options": {"byField": join_on, "mode": "outer"}} if join_on else
+             {"id": "merge", "options": {}})
+    transformations: list[dict[str, Any]] = [first, *before]
+    # A join keeps each query's time column apart, numbered from 1.
+    times = [f"Time {i}" for i in range(1, len(queries) + 1)] if join_on else []
+    excluded = {"Time": True, **{t: True for t in times}, **{c: True for c in hide_columns}}
     organize: dict[str, Any] = {"excludeByName": excluded}
     if rename:
         organize["renameByName"] = dict(rename)
     transformations.append({"id": "organize", "options": organize})
-    overrides = []
+    field_overrides = []
     if links:
-        overrides.append({"matcher": {"id": "byName", "options": link_column},
-                          "properties": [{"id": "links", "value": list(links)}]})
+        field_overrides.append({"matcher": {"id": "byName", "options": link_column},
+                                "properties": [{"id": "links", "value": list(links)}]})
+    field_overrides += overrides
     return G.Table(
         title=title, description=description, targets=_targets(instant), unit=unit,
-        thresholds=steps or color_steps((GREEN, None)), transformations=transformations, overrides=overrides,
+        thresholds=steps or color_steps((GREEN, None)), transformations=transformations, overrides=field_overrides,
         maxDataPoints=None,
     )
 

@@ -42,10 +42,13 @@ NO_SCOPE = Scope()
 
 
 def dashboard_scope(profile: Profile, level: str) -> Scope:
-    """Matchers for a dashboard: `fleet` filters by $cluster, `node` by $cluster, $instance and $gpu."""
+    """Matchers for a dashboard: `fleet` filters by $cluster, `health` by $cluster and $instance, `node` by
+    $cluster, $instance and $gpu."""
     matchers: list[Matcher] = [("cluster", "=~", "$cluster")]
     if level == "node":
         matchers += [("instance", "=~", "$instance"), (profile.gpu_label, "=~", "$gpu")]
+    elif level == "health":
+        matchers += [("instance", "=~", "$instance")]
     elif level != "fleet":
         raise ValueError(f"unknown dashboard level {level!r}")
     return Scope(tuple(matchers))

@@ -156,7 +156,7 @@ def test_a_healthy_stack_holds_at_every_link(stack: Stack, alertmanager: Alertma
     for link in LINKS:
         assert lines(ran, "ok", link), f"no ok line for {link}:\n{ran.out}"
     assert f"ok    exporter  {stack.exporter.address}: gpudash exporter: 2 GPUs (0, 1)" in ran.out
-    assert "ok    grafana   Grafana 11.6.0: 3 of 3 dashboards as generated" in ran.out
+    assert "ok    grafana   Grafana 11.6.0: 4 of 4 dashboards as generated" in ran.out
     assert ran.out.rstrip().endswith("every link checked holds")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support.paths import ROOT
 
-from gpudash.catalog import PROFILES
+from gpudash.catalog import PROFILES, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all, check_all, render, write_all
 from gpudash.errors import ConfigError, OutputError, StaleOutputError
@@ -208,7 +208,8 @@ def test_24h_comparison_row(built: dict[str, dict[str, Any]], name: str) -> None
 
 
 def _known_names() -> set[str]:
-    names = set(RECORDING_BY_NAME)
+    # Prometheus' own series of its alerts: what the health dashboard reads the health alerts from.
+    names = set(RECORDING_BY_NAME) | {PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE}
     for profile in PROFILES.values():
         names |= {ref.name for ref in profile.metrics.values()}
     return names
@@ -276,7 +277,8 @@ def test_gauges_bar_gauges_and_stats_in_modern_form(built: dict[str, dict[str, A
         if kind == "bargauge":
             assert options["displayMode"] in ("gradient", "lcd", "basic")
             assert "fieldOptions" not in options
-            assert defaults["min"] == 0 and defaults["max"] == 1
+            # Fractions 0-1; the health dashboard's temperature headroom in degrees.
+            assert (defaults["min"], defaults["max"]) == ((0, 40) if defaults["unit"] == "celsius" else (0, 1))
         if kind in ("gauge", "bargauge"):
             assert all(t["instant"] for t in panel["targets"]), panel["title"]
         if kind == "stat":
@@ -320,7 +322,8 @@ def test_two_runs_give_identical_bytes_and_the_second_writes_nothing(tmp_path: P
     settings = load_settings(ROOT / "thresholds.yaml")
     first = build_all(settings, ROOT / "dashboards")
     outcome = write_all(first, tmp_path)
-    assert [p.name for p in outcome.written] == ["gpudash-fleet.json", "gpudash-job.json", "gpudash-node.json", RECORD]
+    assert [p.name for p in outcome.written] == ["gpudash-fleet.json", "gpudash-health.json", "gpudash-job.json",
+                                                 "gpudash-node.json", RECORD]
     snapshot = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     second = build_all(settings, ROOT / "dashboards")
     assert {name: render(d) for name, d in second.items()} == {k: v for k, v in snapshot.items() if k != RECORD}
@@ -437,7 +440,7 @@ def test_a_failure_staging_the_second_dashboard_leaves_the_folder_as_it_was(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tempfile, "mkstemp", full_disk_on_second)
-    with pytest.raises(OutputError, match=r"gpudash-job\.json: cannot write: No space left on device$"):
+    with pytest.raises(OutputError, match=r"gpudash-health\.json: cannot write: No space left on device$"):
         write_all(built, tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
