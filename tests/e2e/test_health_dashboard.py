@@ -1,0 +1,217 @@
+"""The health dashboard against a real Prometheus holding 40 days of a small fleet's health history.
+
+The history is written as OpenMetrics and turned into TSDB blocks with `promtool tsdb create-blocks-from
+openmetrics`, one sample an hour, then one a minute over the last quarter hour. GPU-MOVER sat in node A's
+slot 0 until ten days ago and in node B's slot 1 since: three double-bit errors on node A (25 days ago), two
+more on node B (5 days ago), and an XID 79 on node A 35 days ago, inside 90 days but not inside 30. GPU-FAILED
+(node B slot 0) has had a row-remap failure for three days; GPU-STEADY (node A slot 1) a pending remap.
+Synthetic ALERTS / ALERTS_FOR_STATE series stand for the firing health alerts, as Prometheus writes them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support.paths import ROOT
+
+from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
+from gpudash.check.run import Status, run_check
+from gpudash.check.targets import PANEL, dashboard_groups, load_dashboards
+from gpudash.stack.history import SeededPrometheus
+
+DAY, HOUR = 86400, 3600
+JSON = ROOT / "dashboards" / "json" / "gpudash-health.json"
+A, B = "node-a:9400", "node-b:9400"
+MOVER, FAILED, STEADY = "GPU-MOVER", "GPU-FAILED", "GPU-STEADY"
+
+
+def _name(key: str) -> str:
+    return DCGM.ref(key).name
+
+
+class History:
+    """Samples per series, written as OpenMetrics (each series' samples together and in time order)."""
+
+    def __init__(self, times: list[int]) -> None:
+        self.times = times
+        self.lines: dict[str, list[str]] = {}
+
+    def add(self, name: str, labels: dict[str, str], value: Any, start: float = 0, end: float = float("inf")) -> None:
+        """`value(t)` (or a constant) at every sample time in [start, end)."""
+        text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        rows = self.lines.setdefault(name, [])
+        for t in self.times:
+            if start <= t < end:
+                v = value(t) if callable(value) else value
+                rows.append(f"{name}{{{text}}} {float(v)!r} {t}")
+
+    def openmetrics(self) -> str:
+        return "\n".join([*(line for name in sorted(self.lines) for line in self.lines[name]), "# EOF"]) + "\n"
+
+
+def fleet_history(now: int) -> History:
+    base = (now - 40 * DAY) // HOUR * HOUR  # hour-aligned, as the ledger's "seen last" subquery steps are
+    hourly = list(range(base, now - 15 * 60, HOUR))
+    history = History(hourly + list(range(hourly[-1] + 60, now + 1, 60)))
+    moved = now - 10 * DAY
+    slots = [  # (UUID, instance, gpu, from, until)
+        (MOVER, A, "0", 0, moved), (MOVER, B, "1", moved, float("inf")),
+        (STEADY, A, "1", 0, float("inf")), (FAILED, B, "0", 0, float("inf")),
+    ]
+    for uuid, instance, gpu, start, end in slots:
+        labels = {"cluster": "e2e", "instance": instance, "gpu": gpu, "UUID": uuid, "modelName": "NVIDIA H200"}
+        history.add(_name("gpu_util"), labels, 90, start, end)
+        history.add(_name("gpu_temp"), labels, 70 if uuid != STEADY else 84, start, end)
+        history.add(_name("gpu_max_op_temp"), labels, 87, start, end)
+        history.add(_name("hbm_temp"), labels, 80, start, end)
+        history.add(_name("mem_max_op_temp"), labels, 95 if uuid != FAILED else 85, start, end)
+        history.add(_name("gpu_up"), labels, 1, start, end)
+        for key in ("remapped_rows_unc", "remapped_rows_cor"):  # dcgm-exporter's defaults: there, and 0
+            history.add(_name(key), labels, 0, start, end)
+        history.add(_name("row_remap_failure"), labels, lambda t, u=uuid: int(u == FAILED and t >= now - 3 * DAY),
+                    start, end)
+        history.add(_name("row_remap_pending"), labels, lambda t, u=uuid: int(u == STEADY and t >= now - 2 * DAY),
+                    start, end)
+        if uuid == MOVER:
+            # Aggregate DBEs persist on the GPU: node B's series starts where node A's ended.
+            dbe = (lambda t: 3 * (t >= now - 25 * DAY)) if instance == A else (lambda t: 3 + 2 * (t >= now - 5 * DAY))
+            history.add(_name("ecc_dbe_agg"), labels, dbe, start, end)
+            if instance == A:
+                history.add(_name("xid_total"), {**labels, "xid": "79"}, lambda t: int(t >= now - 35 * DAY), start, end)
+        else:
+            history.add(_name("ecc_dbe_agg"), labels, 0, start, end)
+    for instance in (A, B):
+        history.add(_name("gpus_expected"), {"cluster": "e2e", "instance": instance}, 2)
+    recent = now - 20 * 60
+    alerts = [  # (alertname, alertstate, action, instance, gpu)
+        ("GPURowRemapFailure", "firing", "rma", B, "0"),
+        ("GPURowRemapPending", "firing", "reset_gpu", A, "1"),
+        ("GPUFellOffBus", "firing", "reboot_node", A, ""),  # node-level: expected GPUs missing, no gpu label
+        ("GPUXidError", "firing", "none", B, "1"),  # action none: nothing to do, counted nowhere
+        ("GPUEccUncorrectable", "pending", "drain", B, "1"),  # not firing yet
+    ]
+    for alertname, state, action, instance, gpu in alerts:
+        labels = {"alertname": alertname, "action": action, "severity": "critical", "cluster": "e2e",
+                  "instance": instance, **({"gpu": gpu} if gpu else {})}
+        history.add(PROMETHEUS_ALERTS, {**labels, "alertstate": state}, 1, recent)
+        history.add(PROMETHEUS_ALERTS_FOR_STATE, labels, recent - HOUR, recent)
+    return history
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededPrometheus]:
+    tmp = tmp_path_factory.mktemp("health-dashboard-e2e")
+    now = int(time.time())
+    (tmp / "history.om").write_text(fleet_history(now).openmetrics(), encoding="utf-8")
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    done = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet",
+                           "--max-block-duration=1000h", str(tmp / "history.om"), str(tmp / "blocks")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    blocks = sorted(p for p in (tmp / "blocks").iterdir() if p.is_dir())
+    with SeededPrometheus("global: {}\n", blocks=blocks,
+                          extra_args=["--storage.tsdb.retention.time=400d"]) as server:
+        server.wait_for(f'{_name("gpu_util")}{{UUID="{MOVER}"}}')
+        yield server
+
+
+def _queries(ledger: str, **variables: str) -> dict[tuple[str, str], Any]:
+    (dashboard, origin), = load_dashboards([JSON])
+    (group,) = dashboard_groups([(dashboard, origin)], 15, {"ledger": ledger, **variables})
+    return {(q.item, q.ref): q for q in group.queries if q.kind == PANEL}
+
+
+def _value(series: list[dict[str, Any]]) -> float:
+    (one,) = series
+    return float(one["value"][1])
+
+
+def test_every_panel_answers_or_is_rightly_empty(prometheus: SeededPrometheus) -> None:
+    for ledger in ("30d", "90d"):
+        (dashboard, origin), = load_dashboards([JSON])
+        groups = dashboard_groups([(dashboard, origin)], 15, {"ledger": ledger})
+        results = [r for g in run_check(prometheus.url, groups, DCGM) for r in g.results]
+        assert not [f"{r.query.item}: {r.status.value} {r.detail}" for r in results if r.status.failed]
+        ok = {r.query.item for r in results if r.status is Status.OK}
+        assert {"RMA", "Reset GPU", "Firing health alerts, costliest action first", "GPUs down / expected",
+                "Firing health alerts per action", "GPU core headroom: the 10 closest to their limit"} <= ok
+        # No drain is firing (only pending): rightly empty, not a failure.
+        drain = next(r for r in results if r.query.item == "Drain")
+        assert drain.status is Status.NOT_FIRING, drain
+
+
+def test_the_action_stats_count_firing_alerts_per_gpu(prometheus: SeededPrometheus) -> None:
+    queries = _queries("30d")
+
+    def stat(title: str) -> list[dict[str, Any]]:
+        return prometheus.query(queries[(title, "A")].expr)
+
+    assert _value(stat("RMA")) == 1 and _value(stat("Reset GPU")) == 1 and _value(stat("Reboot node")) == 1
+    assert stat("Drain") == [] and stat("Restart job") == []  # the drain alert is only pending
+    assert _value(stat("GPUs needing any action")) == 3  # the `none` alert is nothing to do
+
+
+def test_the_alert_table_sorts_by_cost_and_names_each_gpus_uuid(prometheus: SeededPrometheus) -> None:
+    queries = _queries("30d")
+    title = "Firing health alerts, costliest action first"
+    costs = prometheus.query(queries[(title, "A")].expr)
+    rows = sorted(((float(s["value"][1]), s["metric"]["alertname"], s["metric"].get("UUID")) for s in costs),
+                  reverse=True)
+    assert rows == [(5, "GPURowRemapFailure", FAILED), (3, "GPUFellOffBus", None), (2, "GPURowRemapPending", STEADY)]
+    since = prometheus.query(queries[(title, "B")].expr)
+    assert len(since) == 3 and all(float(s["value"][1]) < time.time() * 1000 for s in since)
+
+
+def _ledger(prometheus: SeededPrometheus, ledger: str) -> dict[str, dict[str, Any]]:
+    """The ledger's rows by UUID: the row query's labels and value, and each column's value."""
+    queries = _queries(ledger)
+    title = next(item for item, _ in queries if item.startswith("GPU ledger by UUID"))
+    panel = {ref: q for (item, ref), q in queries.items() if item == title}
+    rows = {s["metric"]["UUID"]: {"labels": s["metric"], "score": float(s["value"][1])}
+            for s in prometheus.query(panel["A"].expr)}
+    (dashboard, _), = load_dashboards([JSON])
+    table = next(p for p in dashboard["panels"] if p["title"] == title)
+    names = next(t["options"]["renameByName"] for t in table["transformations"] if t["id"] == "organize")
+    for ref, query in panel.items():
+        if ref == "A":
+            continue
+        for series in prometheus.query(query.expr):
+            if series["metric"]["UUID"] in rows:
+                rows[series["metric"]["UUID"]][names[f"Value #{ref}"]] = float(series["value"][1])
+    return rows
+
+
+def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPrometheus) -> None:
+    month, quarter = _ledger(prometheus, "30d"), _ledger(prometheus, "90d")
+    assert set(month) == {MOVER, FAILED, STEADY}
+    mover = month[MOVER]
+    # Seen last in node B's slot 1; its DBEs on node A and on node B both count.
+    assert (mover["labels"]["instance"], mover["labels"]["gpu"]) == (B, "1")
+    assert round(mover["DBE aggregate"]) == 5
+    assert "XIDs pcie" not in mover  # XID 79 was 35 days ago
+    assert round(quarter[MOVER]["XIDs pcie"]) == 1 and round(quarter[MOVER]["DBE aggregate"]) == 5
+    assert month[FAILED]["Remap failure"] == 1 and month[STEADY]["Remap pending"] == 1
+    # Worst first: the failed remap (rma) over five DBEs (reset_gpu) over one pending remap (reset_gpu).
+    order = sorted(month, key=lambda uuid: month[uuid]["score"], reverse=True)
+    assert order == [FAILED, MOVER, STEADY]
+
+
+def test_the_headroom_ranks_the_gpus_closest_to_their_own_limits(prometheus: SeededPrometheus) -> None:
+    queries = _queries("30d")
+    core = prometheus.query(queries[("GPU core headroom: the 10 closest to their limit", "A")].expr)
+    coolest = min(core, key=lambda s: float(s["value"][1]))
+    assert (coolest["metric"]["instance"], coolest["metric"]["gpu"], float(coolest["value"][1])) == (A, "1", 3)
+    hbm = prometheus.query(queries[("HBM headroom: the 10 closest to their limit", "A")].expr)
+    assert sorted(float(s["value"][1]) for s in hbm) == [5, 15, 15]
+
+
+def test_gpus_reporting_against_expected(prometheus: SeededPrometheus) -> None:
+    queries = _queries("30d")
+    title = "GPUs down / expected"
+    assert _value(prometheus.query(queries[(title, "A")].expr)) == 3
+    assert _value(prometheus.query(queries[(title, "E")].expr)) == 4
