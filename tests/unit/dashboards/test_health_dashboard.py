@@ -1,0 +1,151 @@
+"""The health dashboard as generated: its panels, the ALERTS it reads, the ledger keyed by UUID, its links."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.paths import ROOT
+
+from gpudash.config.loading import load_settings
+from gpudash.dashboards.build import build_all
+from gpudash.dashboards.health_ledger import xid_classes
+from gpudash.health.xid import XID_TABLE
+from gpudash.promql.scanner import metric_names
+
+NAME = "gpudash-health.json"
+LEDGER = "GPU ledger by UUID over $ledger (worst 50)"
+ALERT_TABLE = "Firing health alerts, costliest action first"
+
+
+@pytest.fixture(scope="module")
+def dcgm() -> dict[str, Any]:
+    return build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards")[NAME]
+
+
+@pytest.fixture(scope="module")
+def smi() -> dict[str, Any]:
+    return build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", profile_name="nvidia_smi")[NAME]
+
+
+def panels(dashboard: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["title"]: p for p in dashboard["panels"] if p["type"] != "row"}
+
+
+def exprs(panel: dict[str, Any]) -> dict[str, str]:
+    return {t["refId"]: t["expr"] for t in panel["targets"]}
+
+
+def test_uid_title_variables_and_sections(dcgm: dict[str, Any]) -> None:
+    assert (dcgm["uid"], dcgm["title"]) == ("gpudash-health", "GPU health")
+    variables = {v["name"]: v for v in dcgm["templating"]["list"]}
+    assert list(variables) == ["datasource", "cluster", "instance", "ledger"]
+    assert variables["instance"]["definition"] == 'label_values(DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster"}, instance)'
+    ledger = variables["ledger"]
+    assert (ledger["type"], ledger["query"], ledger["current"]["value"]) == ("custom", "30d,90d", "30d")
+    assert [o["value"] for o in ledger["options"]] == ["30d", "90d"]
+    rows = [p["title"] for p in dcgm["panels"] if p["type"] == "row"]
+    assert rows == ["GPUs needing action now", "GPU ledger by UUID", "Fleet health over time", "Temperature headroom"]
+    assert all(p.get("description") for p in panels(dcgm).values())
+
+
+def test_one_coloured_stat_per_action_read_from_firing_alerts(dcgm: dict[str, Any]) -> None:
+    found = panels(dcgm)
+    for title, action, colour in (("RMA", "rma", "dark-red"), ("Drain", "drain", "red"),
+                                  ("Reboot node", "reboot_node", "orange"), ("Reset GPU", "reset_gpu", "yellow"),
+                                  ("Restart job", "restart_job", "blue")):
+        panel = found[title]
+        assert panel["type"] == "stat"
+        assert exprs(panel)["A"] == (
+            'count(count by (cluster, instance, gpu) (ALERTS{cluster=~"$cluster",instance=~"$instance",'
+            f'alertstate="firing",action="{action}"}}))')
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert [(s["color"], s["value"]) for s in steps] == [("green", None), (colour, 1)]
+
+
+def test_the_alert_table_sorts_by_cost_then_hides_it_and_links_to_the_gpu(dcgm: dict[str, Any]) -> None:
+    table = panels(dcgm)[ALERT_TABLE]
+    cost, since = exprs(table)["A"], exprs(table)["B"]
+    for action, value in (("rma", 5), ("drain", 4), ("reboot_node", 3), ("reset_gpu", 2), ("restart_job", 1)):
+        assert f'ALERTS{{cluster=~"$cluster",instance=~"$instance",alertstate="firing",action="{action}"}}) * 0 + ' \
+               f"{value}" in cost
+    assert 'action="none"' not in cost and "ALERTS_FOR_STATE" in since and since.count("* 1000") == 2
+    assert "group_left (UUID)" in cost and "unless on (cluster, instance, gpu)" in cost
+    kinds = [t["id"] for t in table["transformations"]]
+    assert kinds == ["merge", "sortBy", "organize"]  # sorted on the cost before the cost column is hidden
+    assert table["transformations"][1]["options"]["sort"] == [{"field": "Value #A", "desc": True}]
+    assert table["transformations"][2]["options"]["excludeByName"]["Value #A"] is True
+    link = table["fieldConfig"]["overrides"][0]["properties"][0]["value"][0]["url"]
+    assert link == ("/d/gpudash-node?var-cluster=${__data.fields.cluster:percentencode}"
+                    "&var-instance=${__data.fields.instance:percentencode}&var-gpu=${__data.fields.gpu:percentencode}"
+                    "&${__url_time_range}")
+
+
+def test_the_ledger_is_keyed_by_uuid_over_the_ledger_window(dcgm: dict[str, Any]) -> None:
+    table = panels(dcgm)[LEDGER]
+    queries = exprs(table)
+    assert table["transformations"][0] == {"id": "joinByField", "options": {"byField": "UUID", "mode": "outer"}}
+    rows = queries.pop("A")
+    assert rows.startswith("topk(50, sum by (UUID) (")
+    assert "* on (UUID) group_left (cluster, instance, gpu)" in rows
+    assert "topk by (UUID) (1, max by (UUID, cluster, instance, gpu) (max_over_time(timestamp(" \
+           'DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster",instance=~"$instance"})[$ledger:1h])))' in rows
+    for expr in queries.values():
+        # Every column: per UUID, over the window, across every node in the chosen clusters.
+        assert "sum by (UUID) (" in expr and "[$ledger]" in expr and "$instance" not in expr, expr
+        assert expr.endswith(" > 0")
+    names = table["transformations"][3]["options"]["renameByName"]
+    assert names["Value #A"] == "worst action"
+    assert {"DBE volatile", "DBE aggregate", "SBE volatile", "SBE aggregate", "Uncorrectable remapped rows",
+            "Correctable remapped rows", "Remap pending", "Remap failure", "NVLink errors", "Thermal throttled",
+            "Power throttled", "XIDs not in the table"} <= set(names.values())
+
+
+def test_xid_columns_are_built_from_the_xid_tables_classes(dcgm: dict[str, Any]) -> None:
+    table = panels(dcgm)[LEDGER]
+    names = table["transformations"][3]["options"]["renameByName"]
+    by_title = {names[f"Value #{ref}"]: expr for ref, expr in exprs(table).items() if ref != "A"}
+    classes = xid_classes()
+    assert sorted(c for codes in classes.values() for c in codes) == sorted(XID_TABLE)
+    for cls, codes in classes.items():
+        assert f'xid=~"{"|".join(str(c) for c in codes)}"' in by_title[f"XIDs {cls}"]
+    assert 'xid!~"' in by_title["XIDs not in the table"]
+    memory = by_title["XIDs memory"]
+    assert '"48|' in memory or "|48|" in memory
+
+
+def test_the_worst_action_column_reads_the_score_as_an_action(dcgm: dict[str, Any]) -> None:
+    table = panels(dcgm)[LEDGER]
+    override = next(o for o in table["fieldConfig"]["overrides"] if o["matcher"]["options"] == "worst action")
+    ranges = [(m["options"]["from"], m["options"]["result"]["text"]) for m in override["properties"][0]["value"]]
+    assert ranges == [(1, "none"), (100, "restart_job"), (10 ** 4, "reset_gpu"), (10 ** 6, "reboot_node"),
+                      (10 ** 8, "drain"), (10 ** 10, "rma")]
+    rows = exprs(table)["A"]
+    assert "clamp_max(" in rows and "* 10000000000" in rows  # a remap failure (rma) outweighs 99 of anything else
+
+
+def test_headroom_reads_each_gpus_own_limits(dcgm: dict[str, Any]) -> None:
+    found = panels(dcgm)
+    core = exprs(found["GPU core headroom: the 10 closest to their limit"])["A"]
+    assert core.startswith("bottomk(10, (max by (cluster, instance, gpu) (DCGM_FI_DEV_GPU_MAX_OP_TEMP{")
+    assert "DCGM_FI_DEV_GPU_TEMP_LIMIT" in core
+    hbm = exprs(found["HBM headroom: the 10 closest to their limit"])["A"]
+    assert "DCGM_FI_DEV_MEM_MAX_OP_TEMP" in hbm and "DCGM_FI_DEV_MEMORY_TEMP" in hbm
+
+
+def test_nvidia_smi_leaves_out_what_it_cannot_fill(smi: dict[str, Any]) -> None:
+    found = panels(smi)
+    assert not any("headroom" in title for title in found)
+    table = found[LEDGER]
+    names = set(table["transformations"][3]["options"]["renameByName"].values())
+    # nvidia_gpu_exporter publishes remapped rows and the remap failure flag; no ECC, XIDs or NVLink counters.
+    assert names == {"worst action", "Uncorrectable remapped rows", "Correctable remapped rows", "Remap failure"}
+    assert table["transformations"][0]["options"]["byField"] == "uuid"
+    ledger_exprs = exprs(table).values()
+    assert all("DCGM_" not in e and "gpudash_" not in e for e in ledger_exprs)
+    assert all("sum by (uuid)" in e for e in ledger_exprs)
+    down = exprs(found["GPUs down / expected"])
+    assert list(down) == ["A"] and "nvidia_smi_utilization_gpu_ratio" in down["A"]
+    for panel in found.values():
+        for expr in exprs(panel).values():
+            assert not any(name.startswith("DCGM_") for name in metric_names(expr)), expr
