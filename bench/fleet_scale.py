@@ -42,7 +42,7 @@ from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
 from gpudash.dashboards.build import build_all
-from gpudash.layout import DEFINITIONS_DIR, FLEET_UID, JOB_UID, NODE_UID
+from gpudash.layout import DEFINITIONS_DIR, FLEET_UID, HEALTH_UID, JOB_UID, NODE_UID
 from gpudash.promql.builders import recording_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +60,7 @@ def dashboards(settings: Settings) -> dict[str, dict[str, Any]]:
         "gpudash fleet (raw expressions)": raw[f"{FLEET_UID}.json"],
         "gpudash node": recorded[f"{NODE_UID}.json"],
         JOB: recorded[f"{JOB_UID}.json"],
+        "gpudash health": recorded[f"{HEALTH_UID}.json"],
         "dcgm-exporter 12239": json.loads(DCGM_12239.read_text()),
     }
 
