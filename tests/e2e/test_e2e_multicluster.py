@@ -97,9 +97,12 @@ def test_every_panel_returns_that_clusters_data_from_the_global_store(fleet: Fle
     results = run_check(fleet.store.url, groups, profile("dcgm"), scrape_interval_s=1)
     assert unexplained(results) == []
     panels = [r for g in results for r in g.results if r.query.kind == PANEL]
-    # everything has data but the comparison with yesterday, which this store has no history for
-    assert [r.query.item for r in panels if r.status not in (Status.OK, Status.NO_JOBS)
-            and "offset 1d" not in r.query.expr] == []
+    # everything has data but the comparison with yesterday, which this store has no history for, and the
+    # health dashboard, rightly empty where nothing is unhealthy (no alert fires, no ECC error, no XID of a
+    # class): `unexplained` above holds it to the accepted reasons
+    assert [f"{r.query.item}: {r.status.value} {r.detail}" for r in panels
+            if r.status not in (Status.OK, Status.NO_JOBS) and "offset 1d" not in r.query.expr
+            and r.query.source != "GPU health"] == []
 
     # and the data is that cluster's: every series that names a cluster names this one
     client = Client(fleet.store.url)

@@ -13,12 +13,12 @@ from typing import Any
 
 import yaml
 
-from gpudash.catalog import Publisher, profile
+from gpudash.catalog import PROMETHEUS_ALERTS, Publisher, profile
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import PANEL, VARIABLE
 from gpudash.config.loading import Settings
 from gpudash.promql.builders import signals_in
-from gpudash.promql.scanner import filters, offsets
+from gpudash.promql.scanner import filters, metric_names, offsets
 from gpudash.stack.loopback import LoopbackHTTPServer
 from support.cli import gpudash
 from support.paths import ROOT
@@ -157,7 +157,7 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
 
     Accepted: data; `optional` only when the query reads a signal outside dcgm-exporter's defaults;
     `needs history` only with an offset; `nothing matches now` only with a filtering comparison; `no jobs`
-    (the job label's queries where no series carries it).
+    (the job label's queries where no series carries it); `not firing` only where it reads Prometheus' ALERTS.
     """
     prof = profile(metric_profile)
     bad = []
@@ -167,7 +167,8 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
               or (r.status is Status.OPTIONAL and any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals))
               or (r.status is Status.NEEDS_HISTORY and bool(offsets(r.query.expr)))
               or (r.status is Status.NOTHING_MATCHES and filters(r.query.expr))
-              or r.status is Status.NO_JOBS)
+              or r.status is Status.NO_JOBS
+              or (r.status is Status.NOT_FIRING and PROMETHEUS_ALERTS in metric_names(r.query.expr)))
         if not ok:
             bad.append(f"{r.query.source} / {r.query.item} [{r.query.ref}]: {r.status.value}: {r.detail} "
                        f"-- {r.query.expr}")
