@@ -210,3 +210,32 @@ def test_a_missing_job_recording_is_no_job_yet_and_a_missing_gpu_recording_is_a_
     assert job.status is Status.NO_JOBS and "no GPU series carries the job label" in job.detail
     fleet = checker.run(CheckQuery("rules", "Fleet", ALERT, "cluster:gpu_count:count > 0"))
     assert fleet.status is Status.EMPTY and "recording rules are not loaded" in fleet.detail
+
+
+def test_no_active_alert_is_not_firing_and_a_missing_gpu_series_still_fails() -> None:
+    from gpudash.catalog import profile
+    from gpudash.check.client import PrometheusClient, TimeRange
+    from gpudash.check.run import Checker
+
+    checker = Checker(cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL")), profile("dcgm"), TimeRange(0, 60, 15))
+    stat = checker.run(CheckQuery("GPU health", "RMA", PANEL, 'count(ALERTS{alertstate="firing",action="rma"})'))
+    assert stat.status is Status.NOT_FIRING and "no such alert active now" in stat.detail
+    since = checker.run(CheckQuery("GPU health", "since", PANEL, 'ALERTS_FOR_STATE{action!=""} * 1000'))
+    assert since.status is Status.NOT_FIRING
+    # Not firing only excuses the alert series: a GPU signal every exporter publishes is still a failure.
+    both = checker.run(CheckQuery("GPU health", "x", PANEL, "ALERTS * on (gpu) group_left DCGM_FI_DEV_GPU_TEMP"))
+    assert both.status is Status.EMPTY
+
+
+def test_a_custom_variable_is_sent_as_its_current_value_unless_chosen() -> None:
+    (dashboard, origin), = load_dashboards([ROOT / "dashboards" / "json" / "gpudash-health.json"])
+    ledger = next(v for v in dashboard["templating"]["list"] if v["name"] == "ledger")
+    assert ledger["query"] == "30d,90d"
+    (group,) = dashboard_groups([(dashboard, origin)], 15)
+    windows = {q.expr for q in group.queries if "[$" not in q.expr and "increase(" in q.expr}
+    assert windows and all("[30d]" in e and "30d,90d" not in e for e in windows)
+    (chosen,) = dashboard_groups([(dashboard, origin)], 15, {"ledger": "90d"})
+    assert all("[90d]" in q.expr for q in chosen.queries if "increase(" in q.expr)
+    without_current = {**dashboard, "templating": {"list": [{**ledger, "current": {}}]}}
+    (first,) = dashboard_groups([(without_current, origin)], 15)
+    assert all("[30d]" in q.expr for q in first.queries if "increase(" in q.expr)
