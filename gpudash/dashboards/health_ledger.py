@@ -132,7 +132,8 @@ def seen_last(q: PromQL) -> str:
 
 def _action_mappings() -> list[dict[str, Any]]:
     """The score shown as the costliest action it holds (its highest two-digit group)."""
-    return [{"type": "range", "options": {"from": 100 ** i, "to": 100 ** (i + 1) - 1e-9,
+    # `none` from 0: seconds throttled can add up to less than one.
+    return [{"type": "range", "options": {"from": 100 ** i if i else 0, "to": 100 ** (i + 1) - 1e-9,
                                           "result": {"text": action, "index": i}}}
             for i, action in enumerate(ACTIONS)]
 

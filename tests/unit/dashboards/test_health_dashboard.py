@@ -118,7 +118,7 @@ def test_the_worst_action_column_reads_the_score_as_an_action(dcgm: dict[str, An
     table = panels(dcgm)[LEDGER]
     override = next(o for o in table["fieldConfig"]["overrides"] if o["matcher"]["options"] == "worst action")
     ranges = [(m["options"]["from"], m["options"]["result"]["text"]) for m in override["properties"][0]["value"]]
-    assert ranges == [(1, "none"), (100, "restart_job"), (10 ** 4, "reset_gpu"), (10 ** 6, "reboot_node"),
+    assert ranges == [(0, "none"), (100, "restart_job"), (10 ** 4, "reset_gpu"), (10 ** 6, "reboot_node"),
                       (10 ** 8, "drain"), (10 ** 10, "rma")]
     rows = exprs(table)["A"]
     assert "clamp_max(" in rows and "* 10000000000" in rows  # a remap failure (rma) outweighs 99 of anything else
