@@ -31,7 +31,8 @@ class SimulatedSource:
             index,
             True,
             {k: v for k, v in full.values.items() if k in keys},
-            full.unsupported & keys,
+            # A field the simulated node has no value for is unsupported, as NVML would say on a real GPU.
+            (full.unsupported | (keys - full.values.keys() - {"process_fb_used"})) & keys,
             {},
             full.xid,
             full.processes if "process_fb_used" in keys else None,
