@@ -119,6 +119,9 @@ def resolve_variables(url: str, dashboard: dict[str, Any], now: int) -> Variable
     out = Variables()
     start = now - dashboard_range_s(dashboard)
     for var in dashboard.get("templating", {}).get("list", []):
+        if var.get("type") == "custom":  # a fixed list (the health ledger's window): its current value, no query
+            out.values[var["name"]] = (var.get("current") or {}).get("value") or var["query"].split(",")[0]
+            continue
         if var.get("type") != "query":
             continue
         query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
