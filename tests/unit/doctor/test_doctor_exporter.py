@@ -121,3 +121,15 @@ def test_metrics_url_accepts_an_address() -> None:
     assert metrics_url("node-1:9400") == "http://node-1:9400/metrics"
     assert metrics_url("https://node-1:9400") == "https://node-1:9400/metrics"
     assert metrics_url("http://node-1:9400/custom") == "http://node-1:9400/custom"
+
+
+def test_a_counter_written_without_total_is_published(expect: Expectations) -> None:
+    # dcgm-exporter's remapped-row counters are TYPE counter without `_total`; the parser renames their samples.
+    name = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+    assert "remapped_rows_unc" in expect.used_by  # the health ledger reads it
+    typed = exposition(expect).replace(f"{name}{{", f"# TYPE {name} counter\n{name}{{", 1)
+    assert f"{name}_total" in parse_exposition(typed) and name not in parse_exposition(typed)
+    assert failed(exporter_findings(page(typed), expect)) == []
+    gone = exposition(expect, drop=(name,))
+    (missing,) = failed(exporter_findings(page(gone), expect))
+    assert missing.what == f"missing 1 fields the dashboards read: {name}"
