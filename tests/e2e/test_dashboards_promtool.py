@@ -28,7 +28,7 @@ def exprs(dashboard: dict[str, Any]) -> Iterator[str]:
 def substitute_variables(expr: str) -> str:
     """What Grafana sends for a panel with every variable at All."""
     for name, value in (("$__rate_interval", "1m"), ("$__range", "6h"), ("$__interval", "30s"),
-                        ("$cluster", ".*"), ("$instance", ".*"), ("$gpu", ".*")):
+                        ("$cluster", ".*"), ("$instance", ".*"), ("$gpu", ".*"), ("$ledger", "30d")):
         expr = expr.replace(name, value)
     return expr
 
