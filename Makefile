@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo apt-missing dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync \
-        bench-alerts bench-scale bench-backtest backtest e2e-grafana kubernetes-example clean
+        bench-alerts bench-scale bench-backtest backtest e2e-grafana kubernetes-example git-diff-driver preview clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -81,6 +81,11 @@ sync: venv ## write only what changed to Grafana; refuse to overwrite UI edits
 
 diff: venv ## show how Grafana differs from the local dashboards
 	$(GPUDASH) diff
+
+git-diff-driver: venv ## make `git diff` / `git log -p` show dashboards/json changes panel by panel, in this clone
+	git config diff.gpudash.textconv "$(abspath $(GPUDASH)) diff --textconv"
+	git config diff.gpudash.cachetextconv true
+	@echo "git diff now renders dashboards/json/*.json through gpudash (see .gitattributes; docs/reviewing.md)"
 
 provision: venv ## bring an empty Grafana to a working state (GRAFANA_URL, PROMETHEUS_URL)
 	$(GPUDASH) provision
