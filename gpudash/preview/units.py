@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ def _decimals(value: float, decimals: int | None) -> int:
     return 0 if size >= 100 or size == int(size) else 1 if size >= 10 else 2
 
 
+def _fixed(value: float, decimals: int) -> str:
+    """Rounded half away from zero, as JavaScript's toFixed (Grafana) does: 87.25 -> 87.3, not 87.2."""
+    return f"{Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP):f}"
+
+
 def format_value(value: float | None, unit: str | None, decimals: int | None = None) -> str:
     """`value` in `unit` as Grafana writes it; an unknown unit is written after the number."""
     if value is None or math.isnan(value):
@@ -56,11 +62,11 @@ def format_value(value: float | None, unit: str | None, decimals: int | None = N
         return "+Inf" if value > 0 else "-Inf"
     known = UNITS.get(unit or "none")
     if known is None:
-        return f"{value:.{_decimals(value, decimals)}f} {unit}"
+        return f"{_fixed(value, _decimals(value, decimals))} {unit}"
     scaled = value * known.scale
     factor, suffix = known.ladder[0]
     for step_factor, step_suffix in known.ladder:
         if abs(scaled) >= step_factor:
             factor, suffix = step_factor, step_suffix
     shown = scaled / factor
-    return f"{shown:.{_decimals(shown, decimals)}f}{suffix}"
+    return f"{_fixed(shown, _decimals(shown, decimals))}{suffix}"
