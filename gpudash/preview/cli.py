@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from gpudash.check.client import PrometheusClient
 from gpudash.check.targets import load_dashboards, parse_range
 from gpudash.config.durations import parse_duration
 from gpudash.errors import UsageError
 from gpudash.layout import DASHBOARDS_JSON_DIR
-from gpudash.preview.run import Dashboards, Previewer, write_previews
+from gpudash.preview.run import Dashboards, draw_previews
 
 DEFAULT_OUT = Path("previews")
 
@@ -77,24 +75,7 @@ def preview(prometheus_url: str, out: Path, range_text: str, uids: tuple[str, ..
         raise UsageError(f"--scrape-interval {scrape_interval!r}: {exc}") from None
     variables = _variables(pairs)
     after = Dashboards.of([d for d, _ in load_dashboards([directory])])
-    before = Dashboards.of(_revision(ref, directory)) if ref is not None else Dashboards({})
-    chosen = after.only(uids, before)
-    client = PrometheusClient(prometheus_url)
-    try:
-        client.probe()
-        previewer = Previewer(client, range_s, scrape_s, variables)
-        pictures: dict[str, bytes] = {}
-        for uid in chosen:
-            started = time.monotonic()
-            if ref is not None:
-                pixels = previewer.compared(before.by_uid.get(uid), after.by_uid.get(uid), ref)
-                name = f"{uid}.compare.png"
-            else:
-                pixels = previewer.picture(after.by_uid[uid])
-                name = f"{uid}.png"
-            pictures[name] = previewer.png(pixels)
-            click.echo(f"drew {uid} ({time.monotonic() - started:.1f} s)", err=True)
-    finally:
-        client.close()
-    for path in write_previews(out, pictures):
+    before = Dashboards.of(_revision(ref, directory)) if ref is not None else None
+    for path in draw_previews(prometheus_url, out, after, uids, range_s, scrape_s, variables, before, ref,
+                              progress=lambda line: click.echo(line, err=True)):
         click.echo(str(path))

@@ -8,7 +8,8 @@ install.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -99,3 +100,33 @@ def write_previews(out: Path, pictures: Mapping[str, bytes]) -> list[Path]:
     """Write every PNG or none (gpudash.files.write_tree); return every picture's path, written or unchanged."""
     write_tree(out, pictures)
     return [out / name for name in pictures]
+
+
+def draw_previews(prometheus_url: str, out: Path, after: Dashboards, uids: Sequence[str], range_s: int,
+                  scrape_interval_s: int, variables: Mapping[str, str] | None = None,
+                  before: Dashboards | None = None, ref: str | None = None,
+                  progress: Callable[[str], None] = lambda line: None) -> list[Path]:
+    """Draw the chosen dashboards (with `ref`, before | after) and write them all; return their paths.
+
+    matplotlib is looked for first, so a missing extra is said before any server is asked anything.
+    """
+    drawing()
+    chosen = after.only(uids, *([before] if before is not None else []))
+    client = PrometheusClient(prometheus_url)
+    try:
+        client.probe()
+        previewer = Previewer(client, range_s, scrape_interval_s, variables)
+        pictures: dict[str, bytes] = {}
+        for uid in chosen:
+            started = time.monotonic()
+            if ref is not None and before is not None:
+                pixels = previewer.compared(before.by_uid.get(uid), after.by_uid.get(uid), ref)
+                name = f"{uid}.compare.png"
+            else:
+                pixels = previewer.picture(after.by_uid[uid])
+                name = f"{uid}.png"
+            pictures[name] = previewer.png(pixels)
+            progress(f"drew {uid} ({time.monotonic() - started:.1f} s)")
+    finally:
+        client.close()
+    return write_previews(out, pictures)
