@@ -85,7 +85,7 @@ def draw_stat(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, 
             _sparkline(canvas, Box(cell.x, cell.y + cell.h * 3 // 5, cell.w, cell.h * 2 // 5), one, span, color)
         named = len(series) > 1 and one.name
         text = value_text(panel, value)
-        size = min(cell.h * (0.42 if named else 0.55), cell.w / max(3, len(text)) * 1.6, 56)
+        size = min(cell.h * (0.42 if named else 0.55), cell.w / max(3, len(text)) * 1.3, 56)
         if named:
             canvas.text(cell.x + cell.w / 2, cell.y + cell.h * 0.2, one.name, min(13, cell.h * 0.2), TEXT,
                         ha="center", va="center")
@@ -121,12 +121,14 @@ def draw_bargauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelDa
     series = list(data.series)
     row_h = max(14, min(40, box.h // max(1, len(series))))
     rows = min(len(series), max(1, box.h // row_h))
-    name_w = min(140, box.w // 4)
+    name_w = min(240, box.w // 3)
     for index, one in enumerate(series[:rows]):
         y = box.y + index * row_h
         value = one.last
         color = threshold_color(panel, value, low, high)
-        canvas.text(box.x + 4, y + row_h / 2, one.name[:20], min(12, row_h * 0.55), TEXT, va="center")
+        fits = max(4, name_w // 7 - 1)  # characters of a 12 px name in its column
+        name = one.name if len(one.name) <= fits else one.name[: fits - 1] + "…"
+        canvas.text(box.x + 4, y + row_h / 2, name, min(12, row_h * 0.55), TEXT, va="center")
         bar = Box(box.x + name_w, y + 2, box.w - name_w - 80, row_h - 4)
         canvas.rect(bar, BORDER)
         if value is not None and not math.isnan(value):
