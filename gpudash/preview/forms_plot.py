@@ -37,7 +37,8 @@ def _time_axis(ax: Any, span: TimeRange, width_px: int) -> None:
 
 def _legend(canvas: Canvas, box: Box, names: Sequence[str], colors: Sequence[str]) -> None:
     per_row = max(1, box.w // 150)
-    shown = min(len(names), per_row * MAX_LEGEND_ROWS)
+    room = per_row * MAX_LEGEND_ROWS
+    shown = len(names) if len(names) <= room else room - 1  # the last place says how many more
     handles = [Line2D([0], [0], color=c, linewidth=3) for c in colors[:shown]]
     labels = [n if len(n) <= 24 else n[:23] + "…" for n in names[:shown]]
     if len(names) > shown:
@@ -55,9 +56,7 @@ def _split(box: Box, count: int) -> tuple[Box, Box | None]:
     """The plot's box and, below it, the legend's (None when there is no room or no series)."""
     if count == 0:
         return box, None
-    per_row = max(1, box.w // 150)
-    rows = min(MAX_LEGEND_ROWS, math.ceil(count / per_row) + (1 if count > per_row * MAX_LEGEND_ROWS else 0))
-    rows = min(rows, MAX_LEGEND_ROWS)
+    rows = min(MAX_LEGEND_ROWS, math.ceil(count / max(1, box.w // 150)))
     height = rows * LEGEND_ROW_PX + 4
     if box.h - height < 60:
         return box, None
