@@ -82,6 +82,9 @@ sync: venv ## write only what changed to Grafana; refuse to overwrite UI edits
 diff: venv ## show how Grafana differs from the local dashboards
 	$(GPUDASH) diff
 
+preview: venv ## draw each dashboard as a PNG from PROMETHEUS_URL into previews/ (COMPARE=REF: before | after)
+	$(GPUDASH) preview $(if $(COMPARE),--compare $(COMPARE),)
+
 git-diff-driver: venv ## make `git diff` / `git log -p` show dashboards/json changes panel by panel, in this clone
 	git config diff.gpudash.textconv "$(abspath $(GPUDASH)) diff --textconv"
 	git config diff.gpudash.cachetextconv true
