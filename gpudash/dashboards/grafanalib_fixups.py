@@ -175,7 +175,7 @@ def _fix_bargauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
         "minVizHeight": 16,
         "minVizWidth": 8,
         "maxVizHeight": 300,
-        "legend": dict(_NO_LEGEND, calcs=[]),
+        "legend": {**_NO_LEGEND, "calcs": []},  # a list of its own, not one shared by every bar gauge
     }
 
 
@@ -223,8 +223,9 @@ def _fix_heatmap(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
         },
         "exemplars": {"color": "rgba(255,0,255,0.7)"},
         "filterValues": {"le": 1e-9},
-        "legend": {"show": True},
+        "legend": {"show": True, "placement": "bottom"},
         "rowsFrame": {"layout": "auto", "value": spec.get("value_name", "Value")},
+        "selectionMode": "x",
         "showValue": "never",
         "tooltip": {"mode": "single", "showColorScale": True, "yHistogram": False},
         "yAxis": {"axisPlacement": "left", "reverse": False, "unit": spec.get("y_unit", "short")},

@@ -37,10 +37,12 @@ PANEL_MODULES: dict[str, str] = {
 # Panels whose plugin has no custom field config: any `custom` key there is one Grafana does not know.
 NO_FIELD_CONFIG = frozenset({"bargauge", "gauge", "stat", "text"})
 
-# Options a newer release added to a panel: the check against an older release leaves them out, because an
-# older Grafana keeps and ignores an option it does not know; the newer releases' checks still cover them.
+# Options a newer release added to a panel (dotted paths inside `options`): the check against an older
+# release leaves them out, because an older Grafana keeps and ignores an option it does not know; the newer
+# releases' checks still cover them.
 ADDED_OPTIONS: dict[str, tuple[tuple[int, int], frozenset[str]]] = {
     "gauge": ((12, 4), frozenset(GAUGE_12_4)),
+    "heatmap": ((13, 2), frozenset({"legend.placement"})),
 }
 
 # The types every generated file imports (json.ts beside them). Dashboard JSON holds an enum's value, never
@@ -149,10 +151,22 @@ def _panels(panels: list[Any], indent: int, release: tuple[int, int]) -> str:
 
 
 def _known_options(kind: str, options: Any, release: tuple[int, int]) -> Any:
-    added_in, keys = ADDED_OPTIONS.get(kind, ((0, 0), frozenset()))
-    if release >= added_in or not isinstance(options, dict):
+    added_in, paths = ADDED_OPTIONS.get(kind, ((0, 0), frozenset()))
+    if release >= added_in:
         return options
-    return {k: v for k, v in options.items() if k not in keys}
+    return _without(options, paths)
+
+
+def _without(value: Any, paths: frozenset[str]) -> Any:
+    if not isinstance(value, dict):
+        return value
+    inner: dict[str, set[str]] = {}
+    for path in paths:
+        head, _, rest = path.partition(".")
+        if rest:
+            inner.setdefault(head, set()).add(rest)
+    return {k: _without(v, frozenset(inner[k])) if k in inner else v
+            for k, v in value.items() if k not in paths}
 
 
 def _panel(panel: dict[str, Any], indent: int, release: tuple[int, int]) -> str:

@@ -79,3 +79,13 @@ def test_the_release_and_the_tsconfig() -> None:
     assert config["compilerOptions"]["strict"] is True and config["compilerOptions"]["noEmit"] is True
     assert config["compilerOptions"]["paths"] == {"@grafana/schema": ["/deps/grafana-schema-12"],
                                                   "@grafana/schema/*": ["/deps/grafana-schema-12/*"]}
+
+
+def test_a_nested_option_of_13_2_is_left_out_of_the_heatmap_legend_before_it() -> None:
+    dashboard = committed("gpudash-node.json")
+    assert next(p for p in panels(dashboard) if p["type"] == "heatmap")["options"]["legend"]["placement"] == "bottom"
+    for release, legend in (((12, 4), '"legend": {"show": true}'),
+                            (NEWEST, '"legend": {"placement": "bottom", "show": true}')):
+        text = dashboard_typescript(dashboard, "gpudash-node.json", release)
+        line = next(line for line in text.splitlines() if "satisfies Json<heatmap.Options>" in line)
+        assert legend in line and '"selectionMode": "x"' in line, release
