@@ -108,11 +108,11 @@ def _findings(output: str, release: Release, folder: Path) -> list[Finding]:
 
 
 def _panel_at(source: Path, line: int) -> str:
-    # The generator writes "// panel <id>: <title>" above each panel and each dashboard key on its own line
-    # indented by two: whichever comes first above the error says where it is.
+    # The generator writes "// panel <id>: <title>" above each panel's declaration and the dashboard last:
+    # whichever comes first above the error says where it is.
     for text in reversed(source.read_text().splitlines()[:line]):
-        if text.strip().startswith("// panel "):
-            return text.strip()[3:]
-        if text.startswith('  "'):
+        if text.startswith("// panel "):
+            return text[3:]
+        if text.startswith("export const dashboard"):
             return ""
     return ""

@@ -89,3 +89,17 @@ def test_a_nested_option_of_13_2_is_left_out_of_the_heatmap_legend_before_it() -
         text = dashboard_typescript(dashboard, "gpudash-node.json", release)
         line = next(line for line in text.splitlines() if "satisfies Json<heatmap.Options>" in line)
         assert legend in line and '"selectionMode": "x"' in line, release
+
+
+def test_each_panel_is_declared_on_its_own_and_a_row_after_the_panels_it_holds() -> None:
+    inner = {"id": 3, "title": "Inside", "type": "text", "options": {"content": "x", "mode": "markdown"}}
+    dashboard = {"panels": [{"id": 1, "title": "Open", "type": "timeseries"},
+                            {"id": 2, "title": "Folded", "type": "row", "collapsed": True, "panels": [inner]}],
+                 "schemaVersion": 42}
+    text = dashboard_typescript(dashboard, "x.json", NEWEST)
+    order = [text.index(s) for s in ("// panel 1: Open\nconst panel1: GrafanaPanel = {",
+                                     "// panel 3: Inside\nconst panel2: GrafanaPanel = {",
+                                     "// panel 2: Folded\nconst panel3: GrafanaRow = {",
+                                     "export const dashboard: GrafanaDashboard = {")]
+    assert order == sorted(order)
+    assert '"panels": [panel2]' in text and '"panels": [panel1, panel3]' in text
