@@ -125,9 +125,12 @@ def seen_last(q: PromQL) -> str:
     """1 per UUID, labelled with the cluster, node and slot where the GPU reported last within the window."""
     uuid, gpu = q.profile.uuid_label, q.gpu
     where = ", ".join(dict.fromkeys((uuid, "cluster", "instance", gpu)))
-    anchor = f"{q.profile.ref('gpu_util').name}{q.scope.selector()}"
-    latest = f"max by ({where}) (max_over_time(timestamp({anchor})[{WINDOW}:{SUBQUERY_STEP}]))"
-    return f"topk by ({uuid}) (1, {latest}) > bool 0"
+    # `* 0 + time()`: the moment of each step the GPU reported at. timestamp() inside a subquery seeks every
+    # series afresh at each step: 200 times slower here (5.5 s against 0.03 s for 4 GPUs over 30 days).
+    seen = f"{q.profile.ref('gpu_util').name}{q.scope.selector()} * 0 + time()"
+    now = f"max by ({where}) ({seen})"  # where it reports now, exactly; before that, to the step
+    before = f"max by ({where}) (max_over_time(({seen})[{WINDOW}:{SUBQUERY_STEP}]))"
+    return f"topk by ({uuid}) (1, {now} or {before}) > bool 0"
 
 
 def _action_mappings() -> list[dict[str, Any]]:
