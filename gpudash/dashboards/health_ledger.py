@@ -37,8 +37,10 @@ class LedgerColumn:
 
 
 def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> str:
+    """`func` over the window of one signal, read at hourly points (a subquery): 4 to 9 times cheaper than every
+    raw sample of 30 or 90 days, and a counter's increase or a flag's maximum needs no more."""
     ref = q.profile.ref(key)
-    inner = f"{func}({ref.name}{q.scope.selector(extra)}[{WINDOW}])"
+    inner = f"{func}({ref.name}{q.scope.selector(extra)}[{WINDOW}:{SUBQUERY_STEP}])"
     return f"({inner} {ref.convert})" if ref.convert else inner
 
 

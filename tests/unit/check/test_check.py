@@ -233,9 +233,9 @@ def test_a_custom_variable_is_sent_as_its_current_value_unless_chosen() -> None:
     assert ledger["query"] == "30d,90d"
     (group,) = dashboard_groups([(dashboard, origin)], 15)
     windows = {q.expr for q in group.queries if "[$" not in q.expr and "increase(" in q.expr}
-    assert windows and all("[30d]" in e and "30d,90d" not in e for e in windows)
+    assert windows and all("[30d:" in e and "30d,90d" not in e for e in windows)
     (chosen,) = dashboard_groups([(dashboard, origin)], 15, {"ledger": "90d"})
-    assert all("[90d]" in q.expr for q in chosen.queries if "increase(" in q.expr)
+    assert all("[90d:" in q.expr for q in chosen.queries if "increase(" in q.expr)
     without_current = {**dashboard, "templating": {"list": [{**ledger, "current": {}}]}}
     (first,) = dashboard_groups([(without_current, origin)], 15)
-    assert all("[30d]" in q.expr for q in first.queries if "increase(" in q.expr)
+    assert all("[30d:" in q.expr for q in first.queries if "increase(" in q.expr)

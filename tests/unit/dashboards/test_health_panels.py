@@ -93,7 +93,7 @@ def test_the_ledger_is_keyed_by_uuid_over_the_ledger_window(dcgm: dict[str, Any]
             f"gpu) (max_over_time(({seen})[$ledger:1h]))) > bool 0") in rows
     for expr in queries.values():
         # Every column: per UUID, over the window, across every node in the chosen clusters.
-        assert "sum by (UUID) (" in expr and "[$ledger]" in expr and "$instance" not in expr, expr
+        assert "sum by (UUID) (" in expr and "[$ledger:1h]" in expr and "$instance" not in expr, expr
         assert expr.endswith(" > 0")
     names = table["transformations"][3]["options"]["renameByName"]
     assert names["Value #A"] == "worst action"
