@@ -21,8 +21,9 @@ from typing import Any
 
 from gpudash.stack.loopback import LoopbackHTTPServer
 
-from . import dashboards, datasources, folders, search
+from . import apis, dashboards, datasources, folders, search
 from .flavor import Flavor
+from .migrate import UI_MODEL_KEYS
 from .store import DashboardRow, Fail, FolderRow, Principal, Request, Store, now
 
 Handler = Callable[..., tuple[int, Any]]
@@ -48,13 +49,6 @@ ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
     ("PUT", re.compile(rf"/api/datasources/uid/{UID}"), datasources.update),
     ("DELETE", re.compile(rf"/api/datasources/uid/{UID}"), datasources.delete),
 ]
-# Keys the Grafana frontend writes back when a person saves a dashboard from the UI; it re-serialises
-# its dashboard model, so any other top-level key of the stored JSON is dropped.
-UI_MODEL_KEYS = frozenset({
-    "id", "uid", "title", "description", "tags", "style", "timezone", "editable", "graphTooltip", "time",
-    "timepicker", "templating", "annotations", "refresh", "schemaVersion", "version", "links", "gnetId",
-    "panels", "fiscalYearStartMonth", "liveNow", "weekStart",
-})
 
 
 @dataclass
@@ -105,14 +99,17 @@ class StandIn(LoopbackHTTPServer):
     version: str = "11.6.0"
     token: str = "glsa_standin_0123456789abcdef_0a1b2c3d"
     admin_password: str = "admin"
+    namespace: str = "default"  # /apis namespace: "default" for org 1, "stacks-<id>" on Grafana Cloud
     log: list[Logged] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.flavor = Flavor(self.version)
         self.store = Store(self.flavor)
+        self.store.namespace = self.namespace
         self.store.tokens[self.token] = Principal("sa-1-gpudash", "Admin")
         self.store.users["admin"] = (self.admin_password, Principal("admin", "Admin"))
+        self.store.users["alice"] = ("alice", Principal("alice", "Editor"))  # the person saving from the UI
         self._log_lock = threading.Lock()
         self.received: list[tuple[str, str]] = []  # (method, path) as each request arrives
 
@@ -264,6 +261,9 @@ class StandIn(LoopbackHTTPServer):
             if path == "/api/frontend/settings" and method == "GET":
                 status, answer = 200, {"buildInfo": {"version": self.version, "commit": "0123abc",
                                                      "edition": "Open Source", "env": "production"}}
+            elif path == "/apis" or path.startswith("/apis/"):
+                with self.store.lock:
+                    status, answer = apis.route(self.store, request)
             else:
                 status, answer = self._route(method, path, request)
         except Fail as fail:
