@@ -1,16 +1,18 @@
 """What gpudash compares, and how it marks what it pushed.
 
-The canonical form of a dashboard is its JSON without what the server owns (`id`, `version`) and without
-the gpudash marker, with the normalisation Grafana applies on save (title trimmed, refresh raised to the
-5 s minimum, integral floats written as integers as Go does). Two dashboards are equal when their
-canonical forms are.
+The canonical form of a dashboard is its JSON without what the server owns (`id`, `uid`, `version`) and
+without the gpudash marker, with the normalisation Grafana applies on save (title trimmed, refresh raised
+to the 5 s minimum, integral floats written as integers as Go does) and what Grafana's migrations and
+editor change (gpudash.sync.normalise: schemaVersion, pluginVersion, plugin defaults, nulls). Two
+dashboards are equal when their canonical forms are.
 
 Every dashboard gpudash writes carries a marker, a top-level key holding the hash of the canonical form
 it wrote, the site it wrote it for and the uid it wrote it under. When the remote canonical form still
 hashes to the marker, nobody changed the dashboard since gpudash pushed it; when it does not, or the
 marker is gone (a save from the Grafana UI drops unknown keys), someone did. The site and the uid say
 whose it is: a copy made through the API keeps the marker but not the uid, and another site's marker
-names that site.
+names that site. On /apis the marker travels as metadata annotations (`marker_annotations`), which a
+save from the UI keeps.
 """
 
 from __future__ import annotations
@@ -21,9 +23,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpudash.config.durations import grafana_ms
+from gpudash.sync.normalise import grafana_normalised
 
 MARKER_KEY = "gpudashSync"
 SERVER_OWNED_KEYS = ("id", "version")
+COMPARED_WITHOUT = (*SERVER_OWNED_KEYS, "uid", MARKER_KEY)  # the uid is compared as the dashboard's address
+# Annotations (grafana-13-apis.md §1.3, §4.2): a manager kind Grafana defines, gpudash as its identity, edits in
+# the UI allowed (a manager without it makes the dashboard read-only there), the content hash as the
+# source checksum; the site, the uid and the commit under gpudash's own prefix.
+MANAGED_BY, MANAGER_ID = "grafana.app/managedBy", "grafana.app/managerId"
+MANAGER_ALLOWS_EDITS, SOURCE_CHECKSUM = "grafana.app/managerAllowsEdits", "grafana.app/sourceChecksum"
+MANAGER_KIND, MANAGER_NAME = "kubectl", "gpudash"
+SITE_ANNOTATION, UID_ANNOTATION, COMMIT_ANNOTATION = "gpudash/site", "gpudash/uid", "gpudash/commit"
 MIN_REFRESH_SECONDS = 5  # Grafana's default min_refresh_interval; shorter values are raised on save
 
 
@@ -49,9 +60,8 @@ def _clamped_refresh(refresh: Any) -> Any:
     return refresh
 
 
-def canonical(dashboard: dict[str, Any]) -> dict[str, Any]:
-    """The dashboard as gpudash compares it (new dicts and lists all the way down; the argument is unchanged)."""
-    body = {key: value for key, value in dashboard.items() if key not in (*SERVER_OWNED_KEYS, MARKER_KEY)}
+def _as_saved(dashboard: dict[str, Any], dropped: tuple[str, ...]) -> dict[str, Any]:
+    body = {key: value for key, value in dashboard.items() if key not in dropped}
     body = _numbers_as_go_writes_them(body)
     if isinstance(body.get("title"), str):
         body["title"] = body["title"].strip()
@@ -60,6 +70,16 @@ def canonical(dashboard: dict[str, Any]) -> dict[str, Any]:
     if "refresh" in body:
         body["refresh"] = _clamped_refresh(body["refresh"])
     return body
+
+
+def canonical(dashboard: dict[str, Any]) -> dict[str, Any]:
+    """The dashboard as gpudash compares it (new dicts and lists all the way down; the argument is unchanged)."""
+    return grafana_normalised(_as_saved(dashboard, COMPARED_WITHOUT))
+
+
+def legacy_canonical(dashboard: dict[str, Any]) -> dict[str, Any]:
+    """The canonical form of gpudash before the Grafana normalisation: what older markers hash."""
+    return _as_saved(dashboard, (*SERVER_OWNED_KEYS, MARKER_KEY))
 
 
 def canonical_text(dashboard: dict[str, Any]) -> str:
@@ -114,4 +134,22 @@ def provenance(remote: dict[str, Any], remote_canonical: dict[str, Any] | None =
     if marker is None:
         return "unmarked"
     body = canonical(remote) if remote_canonical is None else remote_canonical
-    return "pushed" if marker.content_hash == hash_of_canonical(body) else "edited"
+    if marker.content_hash == hash_of_canonical(body):
+        return "pushed"
+    # a marker an older gpudash wrote hashes the form it compared then: unchanged since is still "pushed"
+    return "pushed" if marker.content_hash == hash_of_canonical(legacy_canonical(remote)) else "edited"
+
+
+def marker_annotations(marker: dict[str, Any]) -> dict[str, str]:
+    """The marker `marked` puts in the JSON, as /apis metadata annotations."""
+    return {MANAGED_BY: MANAGER_KIND, MANAGER_ID: MANAGER_NAME, MANAGER_ALLOWS_EDITS: "true",
+            SOURCE_CHECKSUM: str(marker["contentHash"]), SITE_ANNOTATION: str(marker["site"]),
+            UID_ANNOTATION: str(marker["uid"]), COMMIT_ANNOTATION: str(marker["commit"])}
+
+
+def marker_of_annotations(annotations: dict[str, Any]) -> dict[str, Any] | None:
+    """The marker in the JSON's shape from /apis annotations; None when gpudash is not the manager."""
+    if annotations.get(MANAGER_ID) != MANAGER_NAME or not isinstance(annotations.get(SOURCE_CHECKSUM), str):
+        return None
+    return {"contentHash": annotations[SOURCE_CHECKSUM], "commit": str(annotations.get(COMMIT_ANNOTATION, "")),
+            "site": annotations.get(SITE_ANNOTATION), "uid": annotations.get(UID_ANNOTATION)}

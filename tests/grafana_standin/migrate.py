@@ -137,6 +137,8 @@ def ui_save_model(stored: dict[str, Any], server_version: str) -> dict[str, Any]
         for key, value in DEFAULT_TIMEPICKER.items():
             if timepicker.get(key) == value:
                 del timepicker[key]
+        if not timepicker:
+            del model["timepicker"]
     model["schemaVersion"] = LATEST_SCHEMA
     return dict(_without_nulls(model))
 

@@ -82,6 +82,12 @@ def go_json(value: Any, pretty: bool = False) -> bytes:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode("utf-8")
 
 
+def _as_legacy(method: str, path: str) -> list[tuple[str, str]]:
+    """The request itself and, for /apis, the legacy /api request it stands for."""
+    counterpart = apis.legacy_counterpart(method, path) if path.startswith("/apis/") else None
+    return [(method, path)] + ([counterpart] if counterpart else [])
+
+
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -132,8 +138,10 @@ class StandIn(LoopbackHTTPServer):
             return sum(1 for method, _ in self.received if method not in ("GET", "HEAD"))
 
     def count(self, method: str, path_prefix: str = "/api/") -> int:
+        """Requests of `method` under `path_prefix`; an /apis request counts as the /api one it stands for."""
         with self._log_lock:
-            return sum(1 for m, path in self.received if m == method and path.startswith(path_prefix))
+            return sum(1 for m, path in self.received if any(
+                mm == method and pp.startswith(path_prefix) for mm, pp in _as_legacy(m, path)))
 
     def reset_log(self) -> None:
         with self._log_lock:
@@ -198,9 +206,12 @@ class StandIn(LoopbackHTTPServer):
     # ------------------------------------------------------------------ answering
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
+        """A fault set on a route, or on the /api route an /apis request stands for."""
+        seen = _as_legacy(method, path)
         with self._log_lock:
             for fault in self.faults:
-                if fault.method == method and path.startswith(fault.path) and fault.times != 0:
+                hit = any(fault.method == m and p.startswith(fault.path) for m, p in seen)
+                if hit and fault.times != 0:
                     fault.times -= 1 if fault.times > 0 else 0
                     return fault
         return None

@@ -21,7 +21,7 @@ from grafana_client import GrafanaApi
 from support.cli import gpudash
 from support.paths import ROOT
 
-from gpudash.sync.content import MARKER_KEY
+from gpudash.sync.content import MARKER_KEY, marker_of_annotations
 
 from .migrate import set_threshold, ui_save_model
 from .server import UI_MODEL_KEYS, StandIn
@@ -224,6 +224,34 @@ class GrafanaUnderTest:
                 "message": "saved in the UI"}, timeout=10)
         answer.raise_for_status()
 
+    @property
+    def on_apis(self) -> bool:
+        """Whether gpudash talks to this Grafana's dashboards over /apis (13.x) rather than /api."""
+        if self.standin is not None:
+            return bool(self.standin.flavor.apis_versions)
+        return self.apis_path() is not None
+
+    def answered(self, status: int, message: str) -> str:
+        """How gpudash reports Grafana's refusal: /apis answers a Kubernetes Status, whose reason it names."""
+        reason = {400: " BadRequest", 403: " Forbidden", 404: " NotFound", 409: " Conflict"}.get(status, "")
+        return f"answered {status}{reason if self.on_apis else ''}: {message}"
+
+    def resource(self, uid: str) -> dict[str, Any] | None:
+        """The dashboard's /apis resource, or None (gone, or no /apis on this Grafana)."""
+        path = self.apis_path(uid)
+        if path is None:
+            return None
+        answer = self._person().get(self.url + path, timeout=10)
+        return dict(answer.json()) if answer.status_code == 200 else None
+
+    def marker(self, uid: str) -> dict[str, Any] | None:
+        """gpudash's marker: in the JSON on /api, in the metadata annotations on /apis."""
+        resource = self.resource(uid)
+        if resource is not None:
+            return marker_of_annotations(resource["metadata"].get("annotations", {}))
+        current = self.get(uid)
+        return None if current is None else current["dashboard"].get(MARKER_KEY)
+
     def ui_change_threshold(self, uid: str, value: float) -> None:
         """A person moving a threshold step in the editor and saving."""
         self.ui_save(uid, lambda model: set_threshold(model, value))
@@ -233,13 +261,24 @@ class GrafanaUnderTest:
         current = self.get(uid)
         assert current is not None
         model = copy.deepcopy(current["dashboard"])
-        assert MARKER_KEY in model
+        assert MARKER_KEY in model or self.apis_path() is not None  # on /apis the marker is in the annotations
         change(model)
         self.api().dashboard.update_dashboard({"dashboard": model, "folderUid": current["meta"]["folderUid"],
                                                "overwrite": False})
 
     def api_copy(self, uid: str, new_uid: str, new_title: str) -> None:
-        """Another team's copy made through the API: GET the JSON, change uid and title, POST it (marker and all)."""
+        """Another team's copy made through the API: GET the JSON, change uid and title, POST it (marker and all);
+        on /apis the resource, its annotations included."""
+        resource = self.resource(uid)
+        path = self.apis_path()
+        if resource is not None and path is not None:
+            self.created.append(new_uid)
+            annotations = {k: v for k, v in resource["metadata"]["annotations"].items()
+                           if not k.startswith(("grafana.app/created", "grafana.app/updated"))}
+            body = {"metadata": {"name": new_uid, "annotations": annotations},
+                    "spec": {**resource["spec"], "title": new_title}}
+            self._person().post(self.url + path, json=body, timeout=10).raise_for_status()
+            return
         current = self.get(uid)
         assert current is not None
         model = {k: copy.deepcopy(v) for k, v in current["dashboard"].items() if k not in ("id", "version")}
