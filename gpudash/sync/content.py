@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpudash.config.durations import grafana_ms
-from gpudash.sync.normalise import grafana_normalised
+from gpudash.sync.normalise import members_without_nulls, normalise_owned_copy
 
 MARKER_KEY = "gpudashSync"
 SERVER_OWNED_KEYS = ("id", "version")
@@ -46,9 +46,11 @@ def _go_float(text: str) -> float | int:
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def _numbers_as_go_writes_them(value: Any) -> Any:
-    """A deep copy in which 80.0 is 80, as Grafana (Go) returns it; a JSON round trip is the fast way."""
-    return json.loads(json.dumps(value, ensure_ascii=False), parse_float=_go_float)
+def _numbers_as_go_writes_them(value: Any, drop_nulls: bool = False) -> Any:
+    """A deep copy in which 80.0 is 80, as Grafana (Go) returns it; a JSON round trip is the fast way.
+    `drop_nulls`: without the null members of objects, too (as Grafana's editor saves)."""
+    hook = members_without_nulls if drop_nulls else None
+    return json.loads(json.dumps(value, ensure_ascii=False), parse_float=_go_float, object_pairs_hook=hook)
 
 
 def _clamped_refresh(refresh: Any) -> Any:
@@ -60,9 +62,9 @@ def _clamped_refresh(refresh: Any) -> Any:
     return refresh
 
 
-def _as_saved(dashboard: dict[str, Any], dropped: tuple[str, ...]) -> dict[str, Any]:
+def _as_saved(dashboard: dict[str, Any], dropped: tuple[str, ...], drop_nulls: bool = False) -> dict[str, Any]:
     body = {key: value for key, value in dashboard.items() if key not in dropped}
-    body = _numbers_as_go_writes_them(body)
+    body = _numbers_as_go_writes_them(body, drop_nulls)
     if isinstance(body.get("title"), str):
         body["title"] = body["title"].strip()
     if isinstance(body.get("uid"), str):
@@ -74,7 +76,7 @@ def _as_saved(dashboard: dict[str, Any], dropped: tuple[str, ...]) -> dict[str, 
 
 def canonical(dashboard: dict[str, Any]) -> dict[str, Any]:
     """The dashboard as gpudash compares it (new dicts and lists all the way down; the argument is unchanged)."""
-    return grafana_normalised(_as_saved(dashboard, COMPARED_WITHOUT))
+    return normalise_owned_copy(_as_saved(dashboard, COMPARED_WITHOUT, drop_nulls=True))
 
 
 def legacy_canonical(dashboard: dict[str, Any]) -> dict[str, Any]:

@@ -176,8 +176,8 @@ class ApisDashboards:
         found = self._get(f"folder {uid}", self._path(FOLDER_GROUP, "folders", uid))
         if found is None:
             return None
-        spec = found.get("spec") if isinstance(found.get("spec"), dict) else {}
-        return {"uid": uid, "title": str(spec.get("title", ""))}
+        spec = found.get("spec")
+        return {"uid": uid, "title": str(spec.get("title", "")) if isinstance(spec, dict) else ""}
 
     def create_folder(self, uid: str, title: str) -> dict[str, Any]:
         what = f"folder {title!r} ({uid})"

@@ -57,7 +57,7 @@ def test_push_writes_resources_with_the_folder_message_and_marker_as_annotations
         assert resource is not None
         annotations = resource["metadata"]["annotations"]
         assert annotations["grafana.app/folder"] == grafana13.folder_uid
-        assert annotations["grafana.app/message"].startswith(f"gpudash ") and grafana13.site_id in \
+        assert annotations["grafana.app/message"].startswith("gpudash ") and grafana13.site_id in \
             annotations["grafana.app/message"]
         assert (annotations["grafana.app/managedBy"], annotations["grafana.app/managerId"]) == ("kubectl", "gpudash")
         assert annotations["gpudash/uid"] == item["uid"] and annotations["gpudash/site"] == grafana13.site_id

@@ -217,7 +217,7 @@ def dashboards(store: Store, req: Request, version: str, namespace: str, name: s
         row = _write(store, version, principal, uid, spec, annotations, None)
         return 201, dashboard_object(store, row, version)
     if name is None:
-        raise status(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+        raise status(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
     row = store.dashboards.get(name)
     if method == "GET":
         if row is None:

@@ -93,11 +93,11 @@ def _under(defaults: Any, value: Any) -> Any:
 
 
 def _without_nulls(value: Any) -> Any:
-    """sortedDeepCloneWithoutNulls: every null dropped, from objects and from arrays."""
+    """sortedDeepCloneWithoutNulls: the null members of objects dropped (array items are kept, nulls too)."""
     if isinstance(value, dict):
         return {key: _without_nulls(item) for key, item in value.items() if item is not None}
     if isinstance(value, list):
-        return [_without_nulls(item) for item in value if item is not None]
+        return [_without_nulls(item) for item in value]
     return value
 
 

@@ -94,7 +94,7 @@ def test_normalising_is_idempotent_and_leaves_its_argument_and_the_table_alone()
     before, table = copy.deepcopy(local), copy.deepcopy(PLUGIN_DEFAULTS)
     once = grafana_normalised(local)
     assert grafana_normalised(once) == once
-    assert local == before and PLUGIN_DEFAULTS == table
+    assert local == before and table == PLUGIN_DEFAULTS
     assert "schemaVersion" not in once and all("pluginVersion" not in p for p in once["panels"])
 
 

@@ -53,4 +53,5 @@ def test_an_update_keeps_other_annotations_and_sends_the_resource_version() -> N
     assert annotations["gpudash/site"] == "site-a" and annotations["grafana.app/managedBy"] == "kubectl"
     assert spec == {"title": "GPU node"}  # no id, uid, version or marker in the spec
     created = resource_body({**body, "folderUid": ""}, None, "v1")
-    assert "resourceVersion" not in created["metadata"] and "grafana.app/folder" not in created["metadata"]["annotations"]
+    assert "resourceVersion" not in created["metadata"]
+    assert "grafana.app/folder" not in created["metadata"]["annotations"]
