@@ -54,9 +54,28 @@ def discover(grafana: Grafana) -> str:
     return served_version(answer)
 
 
+def _converted(item: dict[str, Any]) -> str:
+    """The stored version when Grafana had to convert the dashboard to answer (a v2 save from 13's editor, or a
+    failed conversion); "" when it is stored as the v0/v1 JSON gpudash writes."""
+    status = item.get("status")
+    conversion = status.get("conversion") if isinstance(status, dict) else None
+    if not isinstance(conversion, dict):
+        return ""
+    stored = str(conversion.get("storedVersion") or "")
+    if conversion.get("failed"):
+        return stored or "an unknown version"
+    return stored if stored and not stored.startswith(("v0", "v1")) else ""
+
+
 def remote_of(item: dict[str, Any]) -> RemoteDashboard:
-    """A dashboard resource as the plan reads a dashboard: the spec with its uid, generation and marker."""
-    metadata, spec = item.get("metadata"), item.get("spec")
+    """A dashboard resource as the plan reads a dashboard: the spec with its uid, generation and marker.
+
+    A dashboard Grafana stores in another shape (v2) or could not convert counts as changed since gpudash
+    pushed it, whatever its converted content says (grafana-13-apis.md §6): its marker's hash is voided.
+    """
+    metadata, spec, converted = item.get("metadata"), item.get("spec"), _converted(item)
+    if converted and spec is None:
+        spec = {}  # a failed conversion may answer no spec at all
     if not isinstance(metadata, dict) or not isinstance(spec, dict) or not metadata.get("name"):
         raise ValueError("expected {metadata: {name, ...}, spec: {...}}")
     annotations = {str(k): str(v) for k, v in (metadata.get("annotations") or {}).items() if v is not None}
@@ -67,7 +86,7 @@ def remote_of(item: dict[str, Any]) -> RemoteDashboard:
     if marker is None and isinstance(spec.get(MARKER_KEY), dict):
         marker = spec[MARKER_KEY]  # pushed over /api before Grafana served /apis: the marker is in the JSON
     if marker is not None:
-        dashboard[MARKER_KEY] = marker
+        dashboard[MARKER_KEY] = {**marker, "contentHash": f"stored as {converted}"} if converted else marker
     updated_by = annotations.get("grafana.app/updatedBy") or annotations.get("grafana.app/createdBy", "")
     return RemoteDashboard(uid, dashboard, int(metadata.get("generation") or 0), annotations.get(FOLDER, ""),
                            updated_by=updated_by, updated=annotations.get("grafana.app/updatedTimestamp", ""),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.sync.content import MARKER_KEY, marked, marker_annotations
+from gpudash.sync.content import MARKER_KEY, marked, marker_annotations, provenance
 from gpudash.sync.remote_apis import remote_of, resource_body, served_version
 
 
@@ -55,3 +55,17 @@ def test_an_update_keeps_other_annotations_and_sends_the_resource_version() -> N
     created = resource_body({**body, "folderUid": ""}, None, "v1")
     assert "resourceVersion" not in created["metadata"]
     assert "grafana.app/folder" not in created["metadata"]["annotations"]
+
+
+def test_a_dashboard_stored_as_v2_or_not_converted_counts_as_edited() -> None:
+    pushed = marked({"uid": "gpu-node", "title": "GPU node"}, "abc", "site-a")
+    annotations = marker_annotations(pushed[MARKER_KEY])
+    as_pushed = resource(annotations, {"title": "GPU node"})
+    assert provenance(remote_of(as_pushed).dashboard) == "pushed"
+    v2 = {**as_pushed, "status": {"conversion": {"failed": False, "storedVersion": "v2beta1"}}}
+    assert provenance(remote_of(v2).dashboard) == "edited"
+    failed = {**as_pushed, "spec": None, "status": {"conversion": {"failed": True, "storedVersion": "v2",
+                                                                  "error": "data loss"}}}
+    assert provenance(remote_of(failed).dashboard) == "edited"
+    from_api = {**as_pushed, "status": {"conversion": {"failed": False, "storedVersion": "v0alpha1"}}}
+    assert provenance(remote_of(from_api).dashboard) == "pushed"  # saved through /api: converted on read only
