@@ -72,13 +72,15 @@ def members_without_nulls(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return {key: value for key, value in pairs if value is not None}
 
 
-def _filled(defaults: Any, value: Any) -> Any:
-    """`value` with `defaults` filled in under it, key by key; a value that is not an object wins as it is."""
-    if not isinstance(defaults, dict) or not isinstance(value, dict):
-        return value
-    merged = {key: copy.deepcopy(item) for key, item in defaults.items() if key not in value}
-    merged.update({key: _filled(defaults.get(key), item) for key, item in value.items()})
-    return merged
+def _filled(defaults: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+    """`value`, changed in place: `defaults` filled in under it, key by key (a value that is not an object wins
+    as it is). Walks the defaults, not the panel, so a large panel costs no more than a small one."""
+    for key, default in defaults.items():
+        if key not in value:
+            value[key] = copy.deepcopy(default)
+        elif isinstance(default, dict) and isinstance(value[key], dict):
+            _filled(default, value[key])
+    return value
 
 
 def panels_of(panels: Any) -> Iterator[dict[str, Any]]:
@@ -132,7 +134,7 @@ def _panel(panel: dict[str, Any]) -> None:
     defaults = PLUGIN_DEFAULTS.get(kind, {})
     for key in ("options", "fieldConfig"):
         if key in defaults:
-            panel[key] = _filled(defaults[key], panel.get(key) if isinstance(panel.get(key), dict) else {})
+            _filled(defaults[key], _dict_at(panel, key))
     field = _dict_at(_dict_at(panel, "fieldConfig"), "defaults")
     if kind in SINGLE_STAT:
         for key, bound in PERCENT_BOUNDS.get(str(field.get("unit", "")), {}).items():

@@ -92,7 +92,8 @@ def discovery(store: Store, path: str) -> Reply:
 
 
 def dashboard_object(store: Store, row: DashboardRow, version: str) -> dict[str, Any]:
-    spec = {k: copy.deepcopy(v) for k, v in row.data.items() if k not in ("id", "uid", "version")}
+    # not copied: the answer is serialised under the store's lock, before anything can change the row
+    spec = {k: v for k, v in row.data.items() if k not in ("id", "uid", "version")}
     status_part: dict[str, Any] = {}
     if version != "v0alpha1" and row.stored_version == "v0alpha1":
         spec = backend_migrate(spec)  # v0alpha1_to_v1.go: the read converts, the store keeps v0
