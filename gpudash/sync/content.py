@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpudash.config.durations import grafana_ms
-from gpudash.sync.normalise import members_without_nulls, normalise_owned_copy
+from gpudash.sync.normalise import normalise_owned_copy
 
 MARKER_KEY = "gpudashSync"
 SERVER_OWNED_KEYS = ("id", "version")
@@ -41,16 +41,38 @@ MIN_REFRESH_SECONDS = 5  # Grafana's default min_refresh_interval; shorter value
 Provenance = Literal["pushed", "edited", "unmarked"]
 
 
-def _go_float(text: str) -> float | int:
-    value = float(text)
+def _go_number(value: float) -> float | int:
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def _numbers_as_go_writes_them(value: Any, drop_nulls: bool = False) -> Any:
-    """A deep copy in which 80.0 is 80, as Grafana (Go) returns it; a JSON round trip is the fast way.
-    `drop_nulls`: without the null members of objects, too (as Grafana's editor saves)."""
-    hook = members_without_nulls if drop_nulls else None
-    return json.loads(json.dumps(value, ensure_ascii=False), parse_float=_go_float, object_pairs_hook=hook)
+def _go_list(items: list[Any], drop_nulls: bool) -> list[Any]:
+    out: list[Any] = []
+    for item in items:
+        kind = type(item)
+        if kind is dict:
+            out.append(_go_dict(item, drop_nulls))
+        elif kind is list:
+            out.append(_go_list(item, drop_nulls))
+        else:
+            out.append(_go_number(item) if kind is float else item)
+    return out
+
+
+def _go_dict(members: dict[str, Any], drop_nulls: bool) -> dict[str, Any]:
+    """A deep copy in which 80.0 is 80, as Grafana (Go) returns it; with `drop_nulls`, without the null members
+    of objects (as Grafana's editor saves). Scalars are handled inline: a dashboard has thousands of them."""
+    out: dict[str, Any] = {}
+    for key, item in members.items():
+        kind = type(item)
+        if kind is dict:
+            out[key] = _go_dict(item, drop_nulls)
+        elif kind is list:
+            out[key] = _go_list(item, drop_nulls)
+        elif item is None and drop_nulls:
+            continue
+        else:
+            out[key] = _go_number(item) if kind is float else item
+    return out
 
 
 def _clamped_refresh(refresh: Any) -> Any:
@@ -63,8 +85,7 @@ def _clamped_refresh(refresh: Any) -> Any:
 
 
 def _as_saved(dashboard: dict[str, Any], dropped: tuple[str, ...], drop_nulls: bool = False) -> dict[str, Any]:
-    body = {key: value for key, value in dashboard.items() if key not in dropped}
-    body = _numbers_as_go_writes_them(body, drop_nulls)
+    body = _go_dict({key: value for key, value in dashboard.items() if key not in dropped}, drop_nulls)
     if isinstance(body.get("title"), str):
         body["title"] = body["title"].strip()
     if isinstance(body.get("uid"), str):

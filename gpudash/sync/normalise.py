@@ -66,12 +66,6 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
-def members_without_nulls(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """`without_nulls` for one object as a JSON parser builds it (json.loads' object_pairs_hook): far cheaper
-    than a second walk over a dashboard that is being copied through JSON anyway."""
-    return {key: value for key, value in pairs if value is not None}
-
-
 def _filled(defaults: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
     """`value`, changed in place: `defaults` filled in under it, key by key (a value that is not an object wins
     as it is). Walks the defaults, not the panel, so a large panel costs no more than a small one."""
