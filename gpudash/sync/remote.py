@@ -137,7 +137,13 @@ class GrafanaRemote:
         """uid -> remote copy for each uid in `wanted` (uid -> title) that exists; GETs run in parallel.
         On /apis: the namespace's list, a page per request, specs included (no GET per dashboard)."""
         if self.apis is not None:
-            return {item.uid: item for item in self.apis.listing() if item.uid in wanted}
+            found: dict[str, RemoteDashboard] = {}
+            for item in self.apis.listing():  # stops paging once every wanted uid has been seen
+                if item.uid in wanted:
+                    found[item.uid] = item
+                    if len(found) == len(wanted):
+                        break
+            return found
         present = sorted(self.existing_uids(wanted))
         if not present:
             return {}

@@ -74,6 +74,8 @@ def test_no_op_sync_reads_list_pages_and_writes_nothing(grafana13: GrafanaUnderT
     assert grafana13.push(local).code == 0
     monkeypatch.setattr(remote_apis, "LIST_PAGE", 2)  # five dashboards: three pages
     if grafana13.standin is not None:
+        for n in (1, 2):  # listed after gpudash's (names sort): a fourth page, which is never read
+            grafana13.standin.add_dashboard({"uid": f"zz-other-{n}", "title": f"Someone else's {n}"})
         grafana13.standin.reset_log()
     again = grafana13.gpudash("sync")
     assert again.code == 0, again.text
@@ -83,6 +85,7 @@ def test_no_op_sync_reads_list_pages_and_writes_nothing(grafana13: GrafanaUnderT
         assert dashboard_gets(grafana13) == 0
         lists = [entry for entry in grafana13.standin.log if entry.path == DASHBOARDS]
         assert len(lists) == 3 and "continue=" in lists[1].query and "continue=" in lists[2].query
+        assert len(grafana13.standin.store.dashboards) == 7  # four pages of two
         assert "5 requests" in again.out  # frontend settings, discovery, three pages, and nothing else
     assert grafana13.gpudash("push").writes == 0
 
