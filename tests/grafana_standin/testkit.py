@@ -29,7 +29,7 @@ from .server import UI_MODEL_KEYS, StandIn
 REPO = ROOT
 THRESHOLDS = REPO / "thresholds.yaml"
 GRAFANA_ENV = ("GRAFANA_URL", "GRAFANA_TOKEN", "GRAFANA_USER", "GRAFANA_PASSWORD", "GRAFANA_ORG_ID",
-               "GPUDASH_SITE", "GPUDASH_THRESHOLDS", "PROMETHEUS_URL")
+               "GRAFANA_NAMESPACE", "GPUDASH_SITE", "GPUDASH_THRESHOLDS", "PROMETHEUS_URL")
 
 
 def make_dashboard(uid: str, title: str, threshold: float = 80.0, expr: str = "avg(gpu_util)",
