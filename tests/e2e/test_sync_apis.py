@@ -210,3 +210,15 @@ def test_older_grafana_falls_back_to_api(tmp_path: Path) -> None:
         assert "(/api)" in result.out.splitlines()[0]
         assert standin.count("POST", "/api/dashboards/db") == 1
         assert not [path for _, path in standin.received if path.startswith("/apis/dashboard.grafana.app/v")]
+
+
+def test_the_namespace_of_a_grafana_cloud_stack(tmp_path: Path) -> None:
+    with StandIn(APIS_VERSIONS[-1], namespace="stacks-12") as standin:
+        grafana = GrafanaUnderTest(standin.url, standin.token, standin.version, tmp_path, standin)
+        write_set(grafana.local_dir, grafana.dashboards(1))
+        wrong = grafana.gpudash("push")
+        assert wrong.code == 4, wrong.text
+        assert 'dashboard list: Grafana answered 404 NotFound: namespaces "default" not found' in wrong.err
+        pushed = grafana.gpudash("push", env=grafana.env(GRAFANA_NAMESPACE="stacks-12"))
+        assert pushed.code == 0, pushed.text
+        assert standin.count("POST", "/apis/dashboard.grafana.app/v1/namespaces/stacks-12/dashboards") == 1
