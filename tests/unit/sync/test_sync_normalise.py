@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+from grafana_standin.migrate import backend_migrate, ui_save_model
+from support.paths import ROOT
+
+from gpudash.layout import DASHBOARDS_JSON_DIR
 from gpudash.sync.content import (
     MARKER_KEY,
     canonical,
@@ -122,3 +129,11 @@ def test_the_marker_round_trips_through_annotations() -> None:
     assert annotations["grafana.app/managerAllowsEdits"] == "true"  # a manager without it locks the UI
     assert marker_of_annotations(annotations) == marker
     assert marker_of_annotations({**annotations, "grafana.app/managerId": "grafanactl"}) is None
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / DASHBOARDS_JSON_DIR).glob("*.json")), ids=lambda p: p.stem)
+def test_each_committed_dashboard_saved_unchanged_in_grafana_13_is_not_drift(path: Path) -> None:
+    committed = json.loads(path.read_text())
+    saved = ui_save_model(backend_migrate(committed), "13.2.0")  # a v1 push, then an unchanged save in the editor
+    assert saved != committed  # Grafana did rewrite it
+    assert canonical(saved) == canonical(committed)
