@@ -8,9 +8,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv deps deps-demo apt-missing dashboards rules generate check-generated lint test test-fast e2e check push sync diff provision \
+.PHONY: help venv deps deps-demo schema-deps apt-missing dashboards rules generate check-generated lint types test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync \
-        bench-alerts bench-scale bench-backtest backtest e2e-grafana kubernetes-example clean
+        bench-alerts bench-scale bench-backtest backtest e2e-grafana kubernetes-example git-diff-driver preview clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -23,8 +23,8 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv and install gpudash with its dev tools
 
-deps: ## install Prometheus, promtool, Alertmanager, node_exporter, VictoriaMetrics, kubectl from Debian when missing
-	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS) victoria-metrics:victoria-metrics openssl:openssl kubectl:kubernetes-client"
+deps: ## install Prometheus, promtool, Alertmanager, node_exporter, VictoriaMetrics, kubectl, Node.js and npm from Debian when missing
+	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS) victoria-metrics:victoria-metrics openssl:openssl kubectl:kubernetes-client node:nodejs npm:npm"
 
 deps-demo: ## install what `make demo` runs (Prometheus, promtool, Alertmanager, node_exporter) when missing
 	@$(MAKE) --no-print-directory apt-missing PAIRS="$(DEMO_PAIRS)"
@@ -32,6 +32,14 @@ deps-demo: ## install what `make demo` runs (Prometheus, promtool, Alertmanager,
 # binary:package pairs; a package is installed only when its binary is not on PATH
 DEMO_PAIRS := prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager \
               amtool:prometheus-alertmanager prometheus-node-exporter:prometheus-node-exporter
+
+# Grafana's published types (@grafana/schema 11.6, 12.4, 13.2) and TypeScript, as package-lock.json pins them
+SCHEMA_DIR := tests/schema
+$(SCHEMA_DIR)/node_modules/.installed: $(SCHEMA_DIR)/package-lock.json
+	cd $(SCHEMA_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+schema-deps: deps $(SCHEMA_DIR)/node_modules/.installed ## npm ci in tests/schema (Grafana's dashboard types, TypeScript)
 
 apt-missing:
 	@missing=""; \
@@ -61,7 +69,10 @@ lint: venv ## ruff and mypy
 	$(BIN)/ruff check gpudash dashboards tests bench
 	$(BIN)/mypy
 
-test: venv deps lint check-generated ## the whole suite: lint, types, generated files, unit and end-to-end tests
+types: venv schema-deps ## tsc --strict over every dashboard against each pinned @grafana/schema release
+	$(BIN)/pytest -q tests/e2e/test_dashboards_tsc.py $(PYTEST_ARGS)
+
+test: venv deps schema-deps lint check-generated ## the whole suite: lint, types, generated files, unit and end-to-end tests
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 e2e: venv deps ## end-to-end tests only (real Prometheus, Alertmanager, VictoriaMetrics, Grafana stand-in)
@@ -81,6 +92,14 @@ sync: venv ## write only what changed to Grafana; refuse to overwrite UI edits
 
 diff: venv ## show how Grafana differs from the local dashboards
 	$(GPUDASH) diff
+
+preview: venv ## draw each dashboard as a PNG from PROMETHEUS_URL into previews/ (COMPARE=REF: before | after)
+	$(GPUDASH) preview $(if $(COMPARE),--compare $(COMPARE),)
+
+git-diff-driver: venv ## make `git diff` / `git log -p` show dashboards/json changes panel by panel, in this clone
+	git config diff.gpudash.textconv "$(abspath $(GPUDASH)) diff --textconv"
+	git config diff.gpudash.cachetextconv true
+	@echo "git diff now renders dashboards/json/*.json through gpudash (see .gitattributes; docs/reviewing.md)"
 
 provision: venv ## bring an empty Grafana to a working state (GRAFANA_URL, PROMETHEUS_URL)
 	$(GPUDASH) provision
@@ -130,4 +149,4 @@ kubernetes-example: ## re-render deploy/kubernetes/rendered.example.yaml with `k
 	@mv deploy/kubernetes/.rendered.tmp deploy/kubernetes/rendered.example.yaml
 
 clean: ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info $(SCHEMA_DIR)/node_modules

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "backtest": ("gpudash.backtest.cli", "backtest_command", "What thresholds.yaml would have paged in the past."),
     "tune": ("gpudash.backtest.cli", "tune_command", "Propose thresholds.yaml values from the fleet's history."),
     "demo": ("gpudash.stack.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
+    "preview": ("gpudash.preview.cli", "preview", "Draw each dashboard as a PNG from live Prometheus data."),
     "init": ("gpudash.init.cli", "init", "Create a site repository (configs, dashboards, Makefile, CI) in DIR."),
 }
 

@@ -1,17 +1,25 @@
-"""Turn grafanalib 0.7.1's JSON into the form Grafana 10-12 stores itself. The one place that does it.
+"""Turn grafanalib 0.7.1's JSON into the form Grafana 13 stores itself. The one place that does it.
 
 grafanalib writes legacy pieces: the pre-7 heatmap (cards, dataFormat, colour spectrum), gauge options
 inside fieldConfig, BarGauge `fieldOptions`, threshold steps with the string "null" as base value and
 graph-era keys on each step, per-target `intervalFactor`/`step`, string data sources, schemaVersion 12
 and a `rows` list. Left alone, Grafana migrates them on load and every save shows up as a diff.
+
+The target is what a Grafana 13 UI save writes (shared/reference/grafana-13-apis.md §3.3-3.4): schemaVersion
+42, each panel's `pluginVersion`, no removed options (the table footer), explicit min/max where the legacy
+single-stat migration would add them. Grafana 10.4-12.1 load it unchanged: their DashboardMigrator runs no step
+for a schemaVersion above their own, and no panel migration step is newer than `GRAFANA_VERSION`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Grafana 10.4 - 11.x write schemaVersion 39; Grafana 12 reads it unchanged. The panel shapes below are 39's.
-SCHEMA_VERSION = 39
+# The final v1 dashboard schema (Grafana 12.2+ and 13 write it); older Grafanas read it without migrating.
+SCHEMA_VERSION = 42
+# The Grafana release the panels are written for, stamped as every panel's pluginVersion: a matching server
+# runs no panel migration on load. tests/schema/package.json pins @grafana/schema at the same release.
+GRAFANA_VERSION = "13.2.3"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 # Dashboard-level keys Grafana no longer has, or that only its server owns.
@@ -73,6 +81,7 @@ def _panel(panel: dict[str, Any]) -> dict[str, Any]:
         out["panels"] = [_panel(p) for p in out.get("panels", [])]
         return out
     out["datasource"] = dict(DATASOURCE)
+    out["pluginVersion"] = GRAFANA_VERSION
     out["targets"] = [_target(t) for t in panel.get("targets", [])]
     if not out.get("links"):
         out.pop("links", None)
@@ -81,6 +90,8 @@ def _panel(panel: dict[str, Any]) -> dict[str, Any]:
     field_config = out.setdefault("fieldConfig", {})
     defaults = field_config.setdefault("defaults", {})
     field_config.setdefault("overrides", [])
+    for override in field_config["overrides"]:
+        _hide_from_tooltip_too(override)
     fixer = _FIXERS.get(out["type"])
     if fixer:
         fixer(out, defaults)
@@ -89,8 +100,34 @@ def _panel(panel: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Single-stat panels (stat, gauge, bar gauge) in a percent unit: the range Grafana's pre-8.0 migration step
+# writes when min/max are absent, so a panel means the same on every version.
+_PERCENT_RANGE = {"percent": (0, 100), "percentunit": (0, 1)}
+
+
+def _percent_range(defaults: dict[str, Any]) -> None:
+    bounds = _PERCENT_RANGE.get(defaults.get("unit", ""))
+    if bounds:
+        defaults.setdefault("min", bounds[0])
+        defaults.setdefault("max", bounds[1])
+
+
+def _hide_from_tooltip_too(override: dict[str, Any]) -> None:
+    # Schema 42's migration: a series hidden from the plot is hidden from the tooltip too.
+    for prop in override.get("properties", []):
+        if prop.get("id") == "custom.hideFrom" and isinstance(prop.get("value"), dict) and prop["value"].get("viz"):
+            prop["value"]["tooltip"] = True
+
+
 def _reduce(calcs: Any = None) -> dict[str, Any]:
     return {"calcs": calcs or ["lastNotNull"], "fields": "", "values": False}
+
+
+# Options of the gauge Grafana 12.4 redrew, at the defaults its save writes (older Grafanas ignore them).
+GAUGE_12_4 = {"barShape": "flat", "barWidthFactor": 0.5, "effects": {}, "endpointMarker": "point", "segmentCount": 1,
+              "segmentSpacing": 0.3, "shape": "gauge", "sparkline": True, "textMode": "auto"}
+# The legend of a plugin that has one but draws none by default (bar gauge).
+_NO_LEGEND = {"calcs": [], "displayMode": "list", "placement": "bottom", "showLegend": False}
 
 
 def _fix_gauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -108,10 +145,12 @@ def _fix_gauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
         "minVizHeight": 75,
         "minVizWidth": 75,
         "sizing": "auto",
+        **GAUGE_12_4,
     }
     for legacy in ("calcs", "limit", "override", "values", "title", "links"):
         defaults.pop(legacy, None)
     defaults.setdefault("mappings", [])
+    _percent_range(defaults)
 
 
 def _fix_bargauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -124,6 +163,7 @@ def _fix_bargauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
     if "thresholds" not in defaults and legacy.get("thresholds"):
         defaults["thresholds"] = legacy["thresholds"]
     defaults.setdefault("mappings", [])
+    _percent_range(defaults)
     panel["options"] = {
         "displayMode": options.get("displayMode", "gradient"),
         "orientation": options.get("orientation", "horizontal"),
@@ -135,6 +175,7 @@ def _fix_bargauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
         "minVizHeight": 16,
         "minVizWidth": 8,
         "maxVizHeight": 300,
+        "legend": {**_NO_LEGEND, "calcs": []},  # a list of its own, not one shared by every bar gauge
     }
 
 
@@ -147,12 +188,14 @@ def _fix_stat(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
     options.setdefault("textMode", "auto")
     options["wideLayout"] = True
     options["showPercentChange"] = False
+    options.setdefault("percentChangeColorMode", "standard")
     panel["options"] = options
     if defaults.get("noValue") == "none":
         defaults.pop("noValue")
     defaults.pop("custom", None)
     defaults["color"] = {"mode": "thresholds"}
     defaults.setdefault("mappings", [])
+    _percent_range(defaults)
 
 
 def _fix_heatmap(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -180,8 +223,9 @@ def _fix_heatmap(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
         },
         "exemplars": {"color": "rgba(255,0,255,0.7)"},
         "filterValues": {"le": 1e-9},
-        "legend": {"show": True},
+        "legend": {"show": True, "placement": "bottom"},
         "rowsFrame": {"layout": "auto", "value": spec.get("value_name", "Value")},
+        "selectionMode": "x",
         "showValue": "never",
         "tooltip": {"mode": "single", "showColorScale": True, "yHistogram": False},
         "yAxis": {"axisPlacement": "left", "reverse": False, "unit": spec.get("y_unit", "short")},
@@ -215,7 +259,11 @@ def _fix_table(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
         panel.pop(legacy, None)
     options = panel.get("options", {})
     options["cellHeight"] = "sm"
-    options["footer"] = {"show": False, "reducer": ["sum"], "fields": "", "countRows": False}
+    options.setdefault("frameIndex", 0)
+    options.setdefault("showTypeIcons", False)
+    # Grafana 12.2 moved the footer into the field config (TableNG) and drops `options.footer` on load;
+    # gpudash shows none, and older Grafanas read a missing footer as hidden.
+    options.pop("footer", None)
     panel["options"] = options
     custom = defaults.get("custom", {})
     custom.pop("displayMode", None)
@@ -229,6 +277,8 @@ def _fix_table(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
 def _fix_state_timeline(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
     options = panel.get("options", {})
     options.setdefault("legend", {})["showLegend"] = True
+    options["legend"].setdefault("calcs", [])
+    options.setdefault("perPage", 20)
     options["tooltip"] = {"mode": "single", "sort": "none"}
     panel["options"] = options
 
@@ -251,7 +301,6 @@ def _variable(var: dict[str, Any]) -> dict[str, Any]:
         "type": var["type"],
         "hide": var.get("hide", 0),
         "skipUrlSync": False,
-        "current": {},
         "options": [],
     }
     if var["type"] == "datasource":
@@ -271,6 +320,9 @@ def _variable(var: dict[str, Any]) -> dict[str, Any]:
     })
     if var.get("includeAll"):
         base["allValue"] = var.get("allValue") or ".*"
+        # Opens on All, as Grafana writes a multi-value selection (a data source has no site-free default).
+        all_ = ["All"], ["$__all"]
+        base["current"] = {"text": all_[0], "value": all_[1]} if base["multi"] else {"text": "All", "value": "$__all"}
     return base
 
 

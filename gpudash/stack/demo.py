@@ -5,8 +5,9 @@ injected faults), Prometheus with the generated rules and scrape config, Alertma
 routes delivering to a local webhook receiver, and node_exporter beside real GPUs, all on 127.0.0.1 on
 free ports and in temporary directories. A simulated node also gets yesterday's history, so the
 "now against yesterday" panels have something to compare. Then it waits for data, runs `gpudash check`
-on every dashboard and rule, prints a short fleet summary, pushes the dashboards when GRAFANA_URL is set,
-and ends with `gpudash doctor` on its own servers. Ctrl-C (or SIGTERM) stops everything it started and
+on every dashboard and rule, prints a short fleet summary, draws each dashboard as a PNG (gpudash preview,
+when matplotlib is installed), pushes the dashboards when GRAFANA_URL is set, and ends with `gpudash doctor`
+on its own servers. Ctrl-C (or SIGTERM) stops everything it started and
 removes its data; `--once` does it all once and exits 0 when every query passed, 1 when one failed.
 """
 
@@ -70,6 +71,8 @@ FAULT_STORY = (
     "(GPUMemoryLeakPredicted, then GPUMemoryPressure)"
 )
 SUMMARY_EVERY_S = 30.0
+PREVIEWS_DIR = Path(".demo/previews")  # in the repository, ignored by git: still there after the demo stops
+PREVIEW_RANGE_S = 15 * 60
 DATA_TIMEOUT_S = 90.0
 COUNTERS = tuple(signal.dcgm_name for signal in SIGNALS if signal.type == "counter")
 
@@ -269,6 +272,22 @@ def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings
                       echo=click.echo)
 
 
+def preview_demo(prometheus_url: str, out: Path = PREVIEWS_DIR, echo: Any = click.echo) -> list[Path]:
+    """Draw every dashboard from the demo's Prometheus and print the paths; without matplotlib, say so and go on."""
+    from gpudash.preview.run import Dashboards, MissingExtra, draw_previews
+
+    dashboards = Dashboards.of([d for d, _ in load_dashboards([DASHBOARDS_JSON_DIR])])
+    try:
+        paths = draw_previews(prometheus_url, out, dashboards, (), PREVIEW_RANGE_S, int(INTERVAL_S))
+    except MissingExtra as exc:
+        echo(f"previews: not drawn ({exc.format_message()})")
+        return []
+    echo("previews (each dashboard drawn from this Prometheus, no Grafana needed):")
+    for path in paths:
+        echo(f"  {path}")
+    return paths
+
+
 def doctor_demo(demo: DemoStack, env: dict[str, str]) -> None:
     """`gpudash doctor` on the demo's own servers (and Grafana when GRAFANA_URL is set): one line per link."""
     from gpudash.doctor.cli import expectations, given_from, print_findings
@@ -298,8 +317,11 @@ def _while_stopping(signum: int, frame: FrameType | None) -> None:
 @click.option("--simulate/--nvml", "simulate", default=None,
               help="Force a simulated node, or this machine's GPUs (default: NVML when it finds GPUs).")
 @click.option("--verbose", "-v", is_flag=True, help="Print every query's row, not only those that are not ok.")
+@click.option("--previews", type=click.Path(path_type=Path), default=PREVIEWS_DIR, show_default=True,
+              help="Where to write a PNG of each dashboard (needs matplotlib: pip install 'gpudash[preview]').")
 @config_options()
-def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | None, site: Path | None) -> None:
+def demo(once: bool, simulate: bool | None, verbose: bool, previews: Path, thresholds: Path | None,
+         site: Path | None) -> None:
     """Run exporter, Prometheus and Alertmanager locally, check every query, summarise the fleet.
 
     \b
@@ -329,6 +351,7 @@ def demo(once: bool, simulate: bool | None, verbose: bool, thresholds: Path | No
                 click.echo(not_yet(results, time.monotonic() - demo_stack.started) or "history: every query answered")
             click.echo("")
             click.echo(fleet_summary(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver))
+            preview_demo(demo_stack.prometheus.url, previews)
             push_or_explain(demo_stack.prometheus.url, dict(os.environ), settings)
             doctor_demo(demo_stack, dict(os.environ))
             failed = failures(results)

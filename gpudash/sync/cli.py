@@ -142,7 +142,14 @@ def push(dry_run: bool, force: bool, **kwargs: Any) -> None:
 
 @click.command("diff")
 @connection_options
-def diff(**kwargs: Any) -> None:
+@click.option("--git", "git_ref", metavar="REF", default=None,
+              help="Compare the dashboards committed at git revision REF with the working tree; no Grafana.")
+@click.option("--git-to", metavar="REF2", default=None, help="With --git: compare with revision REF2 instead.")
+@click.option("--textconv", "textconv_file", type=click.Path(path_type=Path), default=None,
+              help="Print one dashboard JSON file as text, for git's diff driver (docs/reviewing.md).")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+def diff(git_ref: str | None, git_to: str | None, textconv_file: Path | None, paths: tuple[Path, ...],
+         **kwargs: Any) -> None:
     """Show how Grafana's dashboards differ from the local ones; exit 0 when equal, 1 when not.
 
     Ignores what Grafana owns (id, version), what it rewrites on load and save (schemaVersion,
@@ -151,10 +158,19 @@ def diff(**kwargs: Any) -> None:
     from Grafana's copy to the local file. Dashboards only in Grafana are listed as this site's (what
     `sync --prune` deletes) or kept, with the reason (another site's, a copy, changed since).
 
+    With --git REF, the same summary between the dashboards committed at REF and the working tree (or
+    --git-to REF2), optionally only for the given dashboard files; no Grafana is contacted.
+
     \b
-    Example:
+    Examples:
       gpudash dashboards && gpudash diff
+      gpudash diff --git main                       # what this branch changes in dashboards/json
+      gpudash diff --git HEAD~3 --git-to HEAD dashboards/json/gpudash-node.json
+      gpudash diff --textconv dashboards/json/gpudash-node.json
     """
+    if textconv_file is not None or git_ref is not None or git_to is not None or paths:
+        _offline_diff(git_ref, git_to, textconv_file, paths, kwargs["directory"])
+        return
     session, local = _open(kwargs)
     plan = read_plan(session.remote, local, session.target, prune=True)
     differ = 0
@@ -184,6 +200,21 @@ def diff(**kwargs: Any) -> None:
     click.echo(f"diff: {differ} of {len(local)} dashboards differ ({session.stats()})")
     if differ:
         sys.exit(1)  # not ctx.exit(): under standalone_mode=False click returns that code instead of raising
+
+
+def _offline_diff(git_ref: str | None, git_to: str | None, textconv_file: Path | None, paths: tuple[Path, ...],
+                  directory: Path) -> None:
+    from gpudash.review.cli import diff_revisions, textconv
+
+    if textconv_file is not None:
+        if git_ref or git_to or paths:
+            raise UsageError("--textconv takes one file and no other diff option")
+        textconv(textconv_file)
+        return
+    if git_ref is None:
+        raise UsageError("--git-to and dashboard paths need --git REF")
+    if diff_revisions(git_ref, git_to, directory, paths):
+        sys.exit(1)
 
 
 @click.command("sync")

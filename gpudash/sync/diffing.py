@@ -23,13 +23,13 @@ def _short(value: Any, width: int = _WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _flat_panels(panels: Any) -> list[dict[str, Any]]:
+def flat_panels(panels: Any) -> list[dict[str, Any]]:
     """Panels in order, the panels of collapsed rows included."""
     out: list[dict[str, Any]] = []
     for panel in panels if isinstance(panels, list) else []:
         if isinstance(panel, dict):
             out.append(panel)
-            out += _flat_panels(panel.get("panels"))
+            out += flat_panels(panel.get("panels"))
     return out
 
 
@@ -83,6 +83,24 @@ def _queries(panel: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _unit(panel: dict[str, Any]) -> Any:
+    return panel.get("fieldConfig", {}).get("defaults", {}).get("unit")
+
+
+def _place(panel: dict[str, Any]) -> str:
+    grid = panel["gridPos"] if isinstance(panel.get("gridPos"), dict) else {}
+    return f"x{grid.get('x')} y{grid.get('y')} {grid.get('w')}x{grid.get('h')}"
+
+
+def _field_config_rest(panel: dict[str, Any]) -> Any:
+    """The field config without what the summary names itself (thresholds, unit)."""
+    config = panel.get("fieldConfig")
+    if not isinstance(config, dict) or not isinstance(config.get("defaults"), dict):
+        return config
+    defaults = {k: v for k, v in config["defaults"].items() if k not in ("thresholds", "unit")}
+    return {**config, "defaults": defaults}
+
+
 def _differing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, old value or None, new value or None) for every key whose value differs, by key."""
     return [(key, old.get(key), new.get(key)) for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
@@ -92,6 +110,10 @@ def _panel_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     notes: list[str] = []
     if old.get("title") != new.get("title"):
         notes.append(f"title {_short(old.get('title'))!r} -> {_short(new.get('title'))!r}")
+    if old.get("gridPos") != new.get("gridPos"):
+        notes.append(f"moved {_place(old)} -> {_place(new)}")
+    if _unit(old) != _unit(new):
+        notes.append(f"unit {_unit(old) or 'none'} -> {_unit(new) or 'none'}")
     old_steps, new_steps = _steps_text(old), _steps_text(new)
     if old_steps != new_steps:
         notes.append(f"thresholds {old_steps or 'none'} -> {new_steps or 'none'}")
@@ -103,8 +125,8 @@ def _panel_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             notes.append(f"query {ref} added: {_short(after)}")
         else:
             notes.append(f"query {ref}: {_short(before, 60)} -> {_short(after, 60)}")
-    handled = {"title", "panels"}
-    if old_steps != new_steps:
+    handled = {"title", "panels", "gridPos"}
+    if _field_config_rest(old) == _field_config_rest(new):
         handled.add("fieldConfig")
     if old_q != new_q:
         handled.add("targets")
@@ -134,7 +156,7 @@ def summarize(remote: dict[str, Any], local: dict[str, Any]) -> list[str]:
         else:
             changed = [key for key, _, _ in _differing(before, after)]
             lines.append(f"  ~ variable ${name}: {', '.join(changed)}")
-    pairs, removed, added = _pair_panels(_flat_panels(old.get("panels")), _flat_panels(new.get("panels")))
+    pairs, removed, added = _pair_panels(flat_panels(old.get("panels")), flat_panels(new.get("panels")))
     lines += [f"  - {_name(p)}" for p in removed]
     lines += [f"  + {_name(p)}" for p in added]
     for before, after in pairs:
@@ -145,8 +167,8 @@ def summarize(remote: dict[str, Any], local: dict[str, Any]) -> list[str]:
 
 
 def headline(remote: dict[str, Any], local: dict[str, Any]) -> str:
-    pairs, removed, added = _pair_panels(_flat_panels(canonical(remote).get("panels")),
-                                         _flat_panels(canonical(local).get("panels")))
+    pairs, removed, added = _pair_panels(flat_panels(canonical(remote).get("panels")),
+                                         flat_panels(canonical(local).get("panels")))
     changed = sum(1 for a, b in pairs if a != b)
     return f"{len(added)} panels added, {len(removed)} removed, {changed} changed"
 

@@ -47,6 +47,12 @@ def test_make_demo_once_as_the_readme_says(tmp_path: Path) -> None:
     else:
         assert f"NVML: {nvml_gpu_count()} GPUs, reading them" in out
     assert "Grafana: not pushed (GRAFANA_URL is not set)" in out
+    # a picture of every dashboard, drawn from the demo's Prometheus, still there after it stopped
+    shown = re.findall(r"^  (\.demo/previews/\S+\.png)$", out, re.M)
+    assert "previews (each dashboard drawn from this Prometheus, no Grafana needed):" in out
+    uids = sorted(p.stem for p in (ROOT / "dashboards" / "json").glob("*.json"))
+    assert sorted(shown) == [f".demo/previews/{uid}.png" for uid in uids]
+    assert all((ROOT / path).stat().st_size > 10_000 for path in shown)
     assert list(tmp_path.iterdir()) == []  # every temporary directory removed
 
 

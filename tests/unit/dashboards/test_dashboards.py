@@ -292,7 +292,7 @@ def test_gauges_bar_gauges_and_stats_in_modern_form(built: dict[str, dict[str, A
 
 def test_dashboard_level_modern_fields(built: dict[str, dict[str, Any]]) -> None:
     for dashboard in built.values():
-        assert dashboard["schemaVersion"] == 39
+        assert dashboard["schemaVersion"] == 42
         for legacy in ("rows", "style", "sharedCrosshair", "id", "version", "gnetId"):
             assert legacy not in dashboard
         assert '"null"' not in json.dumps(dashboard)

@@ -6,8 +6,10 @@ The demo itself, servers and all, runs in tests/e2e/test_demo_process.py.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import PANEL, CheckQuery, Group
@@ -86,3 +88,20 @@ def test_the_nvml_probe_counts_gpus_or_says_0_and_shuts_nvml_down(
 
 
 # ------------------------------------------------------------------------ the real thing
+
+
+def test_without_matplotlib_the_demo_says_so_and_carries_on(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    from gpudash.stack.demo import preview_demo
+
+    for name in [m for m in sys.modules if m.startswith(("gpudash.preview.draw", "gpudash.preview.canvas",
+                                                          "gpudash.preview.forms"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.chdir(ROOT)
+    said: list[str] = []
+    # No Prometheus at this address: the missing extra is found before any server is asked.
+    assert preview_demo("http://127.0.0.1:9", tmp_path / "previews", said.append) == []
+    assert said == ["previews: not drawn (previews need matplotlib, which is not installed: "
+                    "pip install 'gpudash[preview]')"]
+    assert not (tmp_path / "previews").exists()

@@ -65,3 +65,12 @@ def test_unified_diff_goes_from_grafana_to_local_and_never_shows_the_marker() ->
     assert '-                "value": 80\n' in text and '+                "value": 85\n' in text
     assert MARKER_KEY not in text
     assert report(remote, local, "a").startswith("a: 0 panels added, 0 removed, 3 changed\n")
+
+
+def test_moved_panels_and_changed_units_are_said_in_words() -> None:
+    remote = make_dashboard("a", "A")
+    local = copy.deepcopy(remote)
+    panel = local["panels"][1]
+    panel["gridPos"] = {"x": 12, "y": 0, "w": 12, "h": 8}
+    panel["fieldConfig"]["defaults"]["unit"] = "watt"
+    assert summarize(remote, local) == ["  ~ panel 2 'Panel 2': moved x0 y16 12x8 -> x12 y0 12x8; unit percent -> watt"]

@@ -1,0 +1,96 @@
+"""Prometheus answers as the series and rows a panel draws, named by the query's legend (pure)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_LEGEND = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    labels: Mapping[str, str]
+    times: tuple[float, ...]
+    values: tuple[float, ...]
+    ref: str = "A"
+
+    @property
+    def last(self) -> float | None:
+        """The last value that is a number (Grafana's lastNotNull)."""
+        return next((v for v in reversed(self.values) if not math.isnan(v)), None)
+
+
+@dataclass(frozen=True)
+class PanelData:
+    """What one panel's queries returned; `errors` are per-query texts (the panel still draws the rest)."""
+
+    series: tuple[Series, ...] = ()
+    errors: tuple[str, ...] = ()
+    frames: tuple[tuple[str, tuple[Series, ...]], ...] = field(default=())  # (refId, its series), for tables
+
+
+def legend(fmt: str | None, labels: Mapping[str, str]) -> str:
+    """A legend format filled from the labels (`GPU {{gpu}}`); without one, the series' label set."""
+    if fmt and fmt not in ("__auto", "__table__"):
+        return _LEGEND.sub(lambda m: labels.get(m.group(1), ""), fmt)
+    name = labels.get("__name__", "")
+    inner = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
+    return f"{name}{{{inner}}}" if inner else name or "value"
+
+
+def _number(text: Any) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def to_series(result: Sequence[Any], fmt: str | None, ref: str) -> tuple[Series, ...]:
+    """Series of a query_range (`values`) or query (`value`) answer; a scalar answer is one unnamed series."""
+    if len(result) == 2 and not isinstance(result[0], dict):
+        return (Series(fmt or "value", {}, (float(result[0]),), (_number(result[1]),), ref),)
+    out = []
+    for item in result:
+        if not isinstance(item, dict):
+            continue
+        labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+        points = item.get("values") or ([item["value"]] if "value" in item else [])
+        times = tuple(float(p[0]) for p in points)
+        values = tuple(_number(p[1]) for p in points)
+        out.append(Series(legend(fmt, labels), labels, times, values, ref))
+    return tuple(out)
+
+
+def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Series]]]
+               ) -> tuple[list[str], list[list[str | float]]]:
+    """Columns and rows as Grafana's table shows instant queries after its `merge` and `organize` steps.
+
+    Rows are keyed by their labels; each query's value is a column (`Value`, or `Value #A` with several),
+    renamed and excluded by the panel's organize options.
+    """
+    organize: dict[str, Any] = {}
+    for step in panel.get("transformations") or []:
+        if isinstance(step, dict) and step.get("id") == "organize":
+            organize = step.get("options") or {}
+    excluded = {k for k, v in (organize.get("excludeByName") or {}).items() if v}
+    renamed: dict[str, str] = organize.get("renameByName") or {}
+    several = len(frames) > 1
+    label_columns: list[str] = []
+    rows: dict[tuple[tuple[str, str], ...], dict[str, str | float]] = {}
+    for ref, series in frames:
+        value_column = f"Value #{ref}" if several else "Value"
+        for one in series:
+            labels = {k: v for k, v in one.labels.items()}
+            label_columns += [name for name in labels if name not in label_columns]
+            row = rows.setdefault(tuple(sorted(labels.items())), dict(labels))
+            row[value_column] = one.last if one.last is not None else math.nan
+    value_columns = [f"Value #{ref}" if several else "Value" for ref, _ in frames]
+    columns = [c for c in [*sorted(label_columns), *value_columns] if c not in excluded and c != "Time"]
+    header = [renamed.get(c, c) for c in columns]
+    body = [[row.get(c, "") for c in columns] for row in rows.values()]
+    return header, body

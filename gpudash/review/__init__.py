@@ -1,0 +1,1 @@
+"""Reviewing dashboard changes in git: the panel-level summary between revisions, and a git diff driver."""
