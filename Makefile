@@ -124,7 +124,7 @@ bench-attribution: venv ## what job attribution costs a sweep and /metrics (simu
 bench-attribution-real: venv ## on a GPU node: job attribution on NVML, a CUDA process in a Slurm-like cgroup
 	$(BIN)/python bench/attribution_real.py
 
-bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stand-in
+bench-sync: venv ## Grafana push / no-op sync of 200 dashboards against the stand-in, 12.1 (/api) and 13.2 (/apis)
 	$(BIN)/python bench/sync_bench.py
 
 bench-alerts: venv deps ## alert-quality report: gpudash rules against naive rules on the scenario corpus

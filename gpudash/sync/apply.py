@@ -212,7 +212,8 @@ class Applier:
             return self._delete(step, what)
         version = step.remote.version if step.remote is not None else None
         try:
-            answer = self.remote.save(_save_body(step, self.target, self.commit, self.message, version), what)
+            answer = self.remote.save(_save_body(step, self.target, self.commit, self.message, version), what,
+                                      step.remote)
         except ChangedMeanwhile as conflict:
             assert step.local is not None
             if step.forced:
@@ -227,7 +228,8 @@ class Applier:
             new_version = fresh.version if fresh is not None else None
             if new_version == version:
                 raise
-            answer = self.remote.save(_save_body(again, self.target, self.commit, self.message, new_version), what)
+            answer = self.remote.save(_save_body(again, self.target, self.commit, self.message, new_version), what,
+                                      fresh)
             step = again
         if str(answer.get("uid", step.uid)) != step.uid:
             raise GrafanaFailure(f"{what}: Grafana saved it under another uid ({answer.get('uid')})")

@@ -152,7 +152,8 @@ def diff(git_ref: str | None, git_to: str | None, textconv_file: Path | None, pa
          **kwargs: Any) -> None:
     """Show how Grafana's dashboards differ from the local ones; exit 0 when equal, 1 when not.
 
-    Ignores what Grafana owns (id, version) and gpudash's marker. For each difference: a summary
+    Ignores what Grafana owns (id, version), what it rewrites on load and save (schemaVersion,
+    pluginVersion, the defaults it fills in, nulls) and gpudash's marker. For each difference: a summary
     (panels added, removed, changed; thresholds and queries moved), then a unified diff of canonical JSON
     from Grafana's copy to the local file. Dashboards only in Grafana are listed as this site's (what
     `sync --prune` deletes) or kept, with the reason (another site's, a copy, changed since).

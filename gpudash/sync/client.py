@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -39,6 +40,7 @@ SETUP_HINT = ("set GRAFANA_URL (e.g. GRAFANA_URL=http://grafana:3000) and GRAFAN
               "token), or GRAFANA_USER and GRAFANA_PASSWORD; or pass --url")
 # Statuses that concern one object: the run goes on with the next one. Anything else stops it.
 PER_OBJECT_STATUSES = frozenset({400, 404, 409, 412, 422})
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,13 @@ class Connection:
     retries: int = DEFAULT_RETRIES
     backoff: float = 0.25  # seconds before the first retry; doubles each time, at most 4 s
     read_timeout: float | None = None  # seconds to wait for each read; None: `timeout`, the whole request's
+    namespace: str = ""  # /apis namespace; "": `default` for org 1, `org-<id>` otherwise (Cloud: stacks-<id>)
+
+    @property
+    def apis_namespace(self) -> str:
+        if self.namespace:
+            return self.namespace
+        return "default" if self.org_id in (None, 1) else f"org-{self.org_id}"
 
     @functools.cached_property  # every redaction reads it: each spelling of the secrets, worked out once
     def secrets(self) -> tuple[str, ...]:
@@ -105,9 +114,13 @@ def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str
         if not org_text.isdigit():
             raise ConfigError(f"GRAFANA_ORG_ID: expected a whole number, got {org_text!r}")
         org_id = int(org_text)
+    namespace = env.get("GRAFANA_NAMESPACE", "").strip()
+    if namespace and not _NAMESPACE.fullmatch(namespace):
+        raise ConfigError(f"GRAFANA_NAMESPACE: expected a Kubernetes namespace such as stacks-12345, got "
+                          f"{snippet(namespace, 40)!r}")
     return Connection(display, token, "" if token else login, "" if token else password, ca_file,
                       DEFAULT_TIMEOUT if timeout is None else timeout, org_id,
-                      DEFAULT_RETRIES if retries is None else retries)
+                      DEFAULT_RETRIES if retries is None else retries, namespace=namespace)
 
 
 class GrafanaFailure(RemoteError):
@@ -123,7 +136,8 @@ class GrafanaFailure(RemoteError):
 
 
 class ChangedMeanwhile(DriftError):
-    """412 version-mismatch: someone saved the object between gpudash's read and its write."""
+    """Someone saved the object between gpudash's read and its write: 412 version-mismatch (and 409 "Dashboard
+    already exists" from 13.1) on /api, 409 Conflict (a stale resourceVersion) or AlreadyExists on /apis."""
 
     per_object = True
     status = 412
@@ -139,6 +153,9 @@ class _Trouble:
 
 def _body_text(body: Any, status: int) -> tuple[str, str]:
     """(message, keyword) from an error body; says so when the body was not JSON."""
+    if isinstance(body, dict) and body.get("kind") == "Status":  # /apis: a Kubernetes Status; `reason` says what
+        return snippet(str(body.get("message") or ""), 300) or f"no message in the {status} answer", \
+            snippet(str(body.get("reason") or ""), 80)
     if isinstance(body, dict):
         message = snippet(str(body.get("message") or body.get("title") or ""), 300)
         keyword = snippet(str(body.get("status") or body.get("messageId") or ""), 80)
@@ -147,6 +164,12 @@ def _body_text(body: Any, status: int) -> tuple[str, str]:
     if not text.strip():
         return "an empty body", ""
     return f"a body that is not JSON: {snippet(text, 80)!r}", "non-json"
+
+
+def _changed_meanwhile(status: int, keyword: str, said: str) -> bool:
+    """The answers that mean "saved by someone else since gpudash read it", on /api and on /apis."""
+    return ((status, keyword) in ((412, "version-mismatch"), (409, "Conflict"), (409, "AlreadyExists"))
+            or (status == 409 and "use overwrite flag" in said.lower()))
 
 
 def _refused(exc: BaseException) -> bool:
@@ -251,10 +274,10 @@ class Grafana:
         prefix, grafana = (f"{what}: ", "Grafana") if what else ("", f"Grafana at {url}")
         tries = f" (tried {attempts} times)" if attempts > 1 else ""
         status, said = trouble.status, trouble.said
-        if status == 412 and trouble.keyword == "version-mismatch":
+        if _changed_meanwhile(status, trouble.keyword, said):
             return ChangedMeanwhile(self.redact(
-                f"{prefix}changed in Grafana while gpudash was writing it (412 version-mismatch: {said}); "
-                "run `gpudash sync` again to see the change"))
+                f"{prefix}changed in Grafana while gpudash was writing it ({status} {trouble.keyword or 'conflict'}"
+                f": {said}); run `gpudash sync` again to see the change"))
         if status == 0:
             text = f"{prefix}cannot reach Grafana at {url}: {said}{tries}"
             if trouble.keyword == "refused":

@@ -51,7 +51,7 @@ class History:
 
 @dataclass(frozen=True)
 class RemoteDashboard:
-    """One dashboard as Grafana returned it (GET /api/dashboards/uid/:uid)."""
+    """One dashboard as Grafana returned it (GET /api/dashboards/uid/:uid, or its /apis resource)."""
 
     uid: str
     dashboard: dict[str, Any]
@@ -61,6 +61,8 @@ class RemoteDashboard:
     updated_by: str = ""
     updated: str = ""
     history: History | None = None  # read only when the JSON has no marker and the verdict depends on it
+    resource_version: str = ""  # /apis only: what an update sends back, so a save in between answers 409
+    annotations: dict[str, str] = field(default_factory=dict, compare=False)  # /apis only: kept on update
 
     @property
     def title(self) -> str:

@@ -1,8 +1,10 @@
 """Typed Grafana operations over grafana-client, each one request through `Grafana.call`.
 
-Only what behaves the same on Grafana 9 to 12 is relied on: dashboards by uid, folders by uid, data
+Only what behaves the same on Grafana 9 to 13 is relied on: dashboards by uid, folders by uid, data
 sources by uid, search by dashboardUIDs and tag. Response fields that differ by version (the POST
-response's folderUid, DELETE's id or uid, the folder list's scope) are never read.
+response's folderUid, DELETE's id or uid, the folder list's scope) are never read. Where Grafana serves
+dashboards on /apis (found by `probe`), dashboards and folders go there (remote_apis.ApisDashboards);
+data sources and version histories stay on /api, which 13 still serves.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from gpudash.sync.client import Grafana, GrafanaFailure
 from gpudash.sync.content import read_marker
 from gpudash.sync.local import message_site
 from gpudash.sync.plan import History, RemoteDashboard
+from gpudash.sync.remote_apis import ApisDashboards, discover
 
 SEARCH_CHUNK = 100  # uids per search request: keeps the query string well under proxy limits
 PAGE = 1000
@@ -32,6 +35,7 @@ class GrafanaRemote:
         self.grafana = grafana
         self.workers = max(1, workers)
         self.server_version = ""
+        self.apis: ApisDashboards | None = None  # set by `probe` where Grafana serves dashboards on /apis
 
     @property
     def where(self) -> str:
@@ -46,7 +50,17 @@ class GrafanaRemote:
         if not isinstance(info, dict):
             raise GrafanaFailure(f"{self.where}: /api/frontend/settings has no buildInfo; is this Grafana?")
         self.server_version = str(info.get("version", "")).split("-")[0]
+        major = self.server_version.split(".")[0]
+        if major.isdigit() and int(major) >= 12:  # unified storage; before 12 nothing answers on /apis
+            version = discover(g)
+            if version:
+                self.apis = ApisDashboards(g, version, g.connection.apis_namespace)
         return self.server_version
+
+    @property
+    def api_name(self) -> str:
+        """Which API the dashboards go through, for the run's first line."""
+        return f"/apis v{self.apis.version.removeprefix('v')}" if self.apis is not None else "/api"
 
     def _get(self, what: str, path: str, request: Callable[[], Any]) -> Any:
         """GET: the answer, or None when Grafana answers 404."""
@@ -66,6 +80,8 @@ class GrafanaRemote:
 
     def dashboard(self, uid: str, title: str = "") -> RemoteDashboard | None:
         g, what = self.grafana, dashboard_label(uid, title)
+        if self.apis is not None:
+            return self.apis.dashboard(uid, what)
         body = self._found(what, f"/api/dashboards/uid/{uid}", lambda: g.api.dashboard.get_dashboard(uid))
         if body is None:
             return None
@@ -118,7 +134,16 @@ class GrafanaRemote:
         return found & set(wanted)
 
     def dashboards(self, wanted: dict[str, str]) -> dict[str, RemoteDashboard]:
-        """uid -> remote copy for each uid in `wanted` (uid -> title) that exists; GETs run in parallel."""
+        """uid -> remote copy for each uid in `wanted` (uid -> title) that exists; GETs run in parallel.
+        On /apis: the namespace's list, a page per request, specs included (no GET per dashboard)."""
+        if self.apis is not None:
+            found: dict[str, RemoteDashboard] = {}
+            for item in self.apis.listing():  # stops paging once every wanted uid has been seen
+                if item.uid in wanted:
+                    found[item.uid] = item
+                    if len(found) == len(wanted):
+                        break
+            return found
         present = sorted(self.existing_uids(wanted))
         if not present:
             return {}
@@ -130,8 +155,12 @@ class GrafanaRemote:
         return lambda: self.grafana.api.search.search_dashboards(limit=PAGE, **params)
 
     def tagged(self, tag: str) -> list[dict[str, Any]]:
-        """Every dashboard search hit carrying `tag`, all pages."""
+        """Every dashboard search hit carrying `tag`, all pages (on /apis: the list, filtered here)."""
         g = self.grafana
+        if self.apis is not None:
+            return [{"uid": item.uid, "title": item.title, "folderUid": item.folder_uid}
+                    for item in self.apis.listing()
+                    if isinstance(item.dashboard.get("tags"), list) and tag in item.dashboard["tags"]]
         hits: list[dict[str, Any]] = []
         page = 1
         while True:
@@ -142,13 +171,19 @@ class GrafanaRemote:
                 return hits
             page += 1
 
-    def save(self, body: dict[str, Any], what: str) -> dict[str, Any]:
+    def save(self, body: dict[str, Any], what: str, read: RemoteDashboard | None = None) -> dict[str, Any]:
+        """Save the legacy body {dashboard, message, folderUid}; on /apis, over the copy `read` (None: create)."""
         g = self.grafana
+        if self.apis is not None:
+            return self.apis.save(body, what, read)
         answer = g.call(what, "POST", "/api/dashboards/db", lambda: g.api.dashboard.update_dashboard(body))
         return dict(g.expect(what, answer, dict))
 
     def delete(self, uid: str, what: str) -> None:
         g = self.grafana
+        if self.apis is not None:
+            self.apis.delete(uid, what)
+            return
         g.expect(what, g.call(what, "DELETE", f"/api/dashboards/uid/{uid}",
                               lambda: g.api.dashboard.delete_dashboard(uid)), dict)
 
@@ -156,10 +191,14 @@ class GrafanaRemote:
 
     def folder(self, uid: str) -> dict[str, Any] | None:
         g = self.grafana
+        if self.apis is not None:
+            return self.apis.folder(uid)
         return self._found(f"folder {uid}", f"/api/folders/{uid}", lambda: g.api.folder.get_folder(uid))
 
     def create_folder(self, uid: str, title: str) -> dict[str, Any]:
         g, what = self.grafana, f"folder {title!r} ({uid})"
+        if self.apis is not None:
+            return self.apis.create_folder(uid, title)
         body = g.call(what, "POST", "/api/folders", lambda: g.api.folder.create_folder(title, uid=uid))
         return dict(g.expect(what, body, dict))
 

@@ -49,8 +49,8 @@ def open_session(connection: Connection, settings: Settings, directory: Path, ve
     started = time.monotonic()
     version = remote.probe()
     folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
-    echo(f"Grafana {version} at {connection.url}: {len(local)} dashboards from {directory} -> {folder}, "
-         f"as site {target.site_id}")
+    echo(f"Grafana {version} at {connection.url} ({remote.api_name}): {len(local)} dashboards from {directory} "
+         f"-> {folder}, as site {target.site_id}")
     return Session(remote, target, directory, verbose, started, echo), local
 
 

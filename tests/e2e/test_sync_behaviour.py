@@ -11,7 +11,7 @@ from typing import Any
 
 from grafana_standin.testkit import GrafanaUnderTest, make_dashboard, write_set
 
-from gpudash.sync.content import MARKER_KEY, content_hash
+from gpudash.sync.content import content_hash
 
 pytest_plugins = ["grafana_standin.fixtures"]
 
@@ -36,7 +36,7 @@ def test_first_push_creates_folder_and_every_dashboard(grafana: GrafanaUnderTest
         remote = grafana.get(item["uid"])
         assert remote is not None
         assert remote["meta"]["folderUid"] == grafana.folder_uid
-        assert remote["dashboard"][MARKER_KEY]["contentHash"] == content_hash(item)
+        assert (grafana.marker(item["uid"]) or {})["contentHash"] == content_hash(item)
         assert remote["dashboard"]["panels"] == item["panels"]
 
 

@@ -2,8 +2,10 @@
 
 CI cannot run Grafana (it is not packaged for Debian, PyPI or npm), so the sync tests run against this
 server instead. It answers the calls a dashboard-sync tool makes as shared/reference/grafana-api-contract.md
-says real Grafana 9, 10, 11 and 12 do, status codes and message bodies included, with one switch per
-version difference (flavor.py). Standard library only.
+says real Grafana 9, 10, 11 and 12 do, and (13.x) as shared/reference/grafana-13-apis.md says for the /apis
+dashboard and folder resources (apis.py) and for what Grafana changes on load and save (migrate.py),
+status codes and message bodies included, with one switch per version difference (flavor.py). Standard
+library only.
 """
 
 from .flavor import TESTED_VERSIONS, Flavor

@@ -20,7 +20,7 @@ def main() -> None:
     with StandIn(args.grafana_version, token=args.token) as standin:
         if args.latency_ms:
             for method in ("GET", "POST", "PUT", "DELETE"):
-                standin.fault(method, "/api/", delay=args.latency_ms / 1000, times=-1)
+                standin.fault(method, "/api", delay=args.latency_ms / 1000, times=-1)
         print(f"Grafana {args.grafana_version} stand-in at {standin.url}", flush=True)
         try:
             while True:

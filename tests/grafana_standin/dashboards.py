@@ -32,13 +32,17 @@ def _spec(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def save_dashboard(store: Store, login: str, data: dict[str, Any], folder_uid: str, message: str,
-                   existing: DashboardRow | None, uid: str, restored_from: int = 0) -> DashboardRow:
-    """Store a validated save: version 1 for a new row, +1 for an update (12: only if the spec changed)."""
+                   existing: DashboardRow | None, uid: str, restored_from: int = 0,
+                   stored_version: str = "v0alpha1") -> DashboardRow:
+    """Store a validated save: version 1 for a new row, +1 for an update (12: only if the spec changed).
+
+    `stored_version`: the /apis version it was written as (the legacy /api writes v0alpha1, unmigrated)."""
     stamp = now()
     data = copy.deepcopy(data)
     if existing is None:
         row = DashboardRow(store.next_id(), uid or store.new_uid(), data["title"], folder_uid, 1, data,
                            stamp, stamp, login, login)
+        row.resource_version, row.stored_version = store.next_resource_version(), stored_version
         store.dashboards[row.uid] = row
         parent = 0
     else:
@@ -47,6 +51,8 @@ def save_dashboard(store: Store, login: str, data: dict[str, Any], folder_uid: s
         changed = _spec(row.data) != _spec(data) or row.folder_uid != folder_uid
         if changed or store.flavor.identical_resave_bumps_version:
             row.version += 1
+        if changed:
+            row.resource_version, row.stored_version = store.next_resource_version(), stored_version
         row.title, row.folder_uid, row.data, row.updated, row.updated_by = data["title"], folder_uid, data, stamp, login
     row.data.update(id=row.id, uid=row.uid, version=row.version)
     if not row.history or row.history[-1].version != row.version:
@@ -122,6 +128,8 @@ def post_db(store: Store, req: Request) -> Reply:
     if existing is not None:
         if overwrite:
             version = existing.version
+        elif version != existing.version and flavor.legacy_conflict_409:
+            raise Fail(409, {"message": "Dashboard already exists. Use overwrite flag to update."})
         elif version != existing.version:
             raise Fail(412, {"status": "version-mismatch", "message": "The dashboard has been changed by someone else"})
         if existing.plugin_id and not overwrite:

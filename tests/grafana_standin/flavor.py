@@ -1,11 +1,13 @@
-"""Each way Grafana 9, 10, 11 and 12 differ (shared/reference/grafana-api-contract.md §13), as one switch."""
+"""Each way Grafana 9 to 13 differ (shared/reference/grafana-api-contract.md §13 and grafana-13-apis.md), as one
+switch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The versions the sync tests run against: both halves of 11, because 11.3 dropped the title rules.
-TESTED_VERSIONS = ("9.5.21", "10.4.3", "11.2.0", "11.6.0", "12.1.0")
+# The versions the sync tests run against: both halves of 11, because 11.3 dropped the title rules; 13.2 serves
+# dashboards and folders on /apis (12.x serves only the beta and alpha versions there, off by default).
+TESTED_VERSIONS = ("9.5.21", "10.4.3", "11.2.0", "11.6.0", "12.1.0", "13.2.0")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,19 @@ class Flavor:
     def identical_resave_bumps_version(self) -> bool:
         """12 (unified storage) takes the version from the generation, which a no-op save does not raise."""
         return self.major < 12
+
+    @property
+    def legacy_conflict_409(self) -> bool:
+        """13.1+ (PR #122027): a stale or missing version answers 409 "Dashboard already exists" instead of 412."""
+        return self.major_minor >= (13, 1)
+
+    # ---- /apis (grafana-13-apis.md §1)
+    @property
+    def apis_versions(self) -> tuple[str, ...]:
+        """The dashboard.grafana.app / folder.grafana.app versions served, preferred first. The first release
+        that serves GA v1 is unconfirmed; the stand-in serves it from 13.0, and nothing on /apis before
+        (beta and alpha versions are off by default)."""
+        return ("v1", "v1beta1", "v0alpha1") if self.major >= 13 else ()
 
     # ---- DELETE /api/dashboards/uid/:uid
     @property

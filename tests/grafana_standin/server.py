@@ -21,8 +21,9 @@ from typing import Any
 
 from gpudash.stack.loopback import LoopbackHTTPServer
 
-from . import dashboards, datasources, folders, search
+from . import apis, dashboards, datasources, folders, search
 from .flavor import Flavor
+from .migrate import UI_MODEL_KEYS
 from .store import DashboardRow, Fail, FolderRow, Principal, Request, Store, now
 
 Handler = Callable[..., tuple[int, Any]]
@@ -48,13 +49,6 @@ ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
     ("PUT", re.compile(rf"/api/datasources/uid/{UID}"), datasources.update),
     ("DELETE", re.compile(rf"/api/datasources/uid/{UID}"), datasources.delete),
 ]
-# Keys the Grafana frontend writes back when a person saves a dashboard from the UI; it re-serialises
-# its dashboard model, so any other top-level key of the stored JSON is dropped.
-UI_MODEL_KEYS = frozenset({
-    "id", "uid", "title", "description", "tags", "style", "timezone", "editable", "graphTooltip", "time",
-    "timepicker", "templating", "annotations", "refresh", "schemaVersion", "version", "links", "gnetId",
-    "panels", "fiscalYearStartMonth", "liveNow", "weekStart",
-})
 
 
 @dataclass
@@ -88,6 +82,12 @@ def go_json(value: Any, pretty: bool = False) -> bytes:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").encode("utf-8")
 
 
+def _as_legacy(method: str, path: str) -> list[tuple[str, str]]:
+    """The request itself and, for /apis, the legacy /api request it stands for."""
+    counterpart = apis.legacy_counterpart(method, path) if path.startswith("/apis/") else None
+    return [(method, path)] + ([counterpart] if counterpart else [])
+
+
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -105,14 +105,17 @@ class StandIn(LoopbackHTTPServer):
     version: str = "11.6.0"
     token: str = "glsa_standin_0123456789abcdef_0a1b2c3d"
     admin_password: str = "admin"
+    namespace: str = "default"  # /apis namespace: "default" for org 1, "stacks-<id>" on Grafana Cloud
     log: list[Logged] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.flavor = Flavor(self.version)
         self.store = Store(self.flavor)
+        self.store.namespace = self.namespace
         self.store.tokens[self.token] = Principal("sa-1-gpudash", "Admin")
         self.store.users["admin"] = (self.admin_password, Principal("admin", "Admin"))
+        self.store.users["alice"] = ("alice", Principal("alice", "Editor"))  # the person saving from the UI
         self._log_lock = threading.Lock()
         self.received: list[tuple[str, str]] = []  # (method, path) as each request arrives
 
@@ -135,8 +138,10 @@ class StandIn(LoopbackHTTPServer):
             return sum(1 for method, _ in self.received if method not in ("GET", "HEAD"))
 
     def count(self, method: str, path_prefix: str = "/api/") -> int:
+        """Requests of `method` under `path_prefix`; an /apis request counts as the /api one it stands for."""
         with self._log_lock:
-            return sum(1 for m, path in self.received if m == method and path.startswith(path_prefix))
+            return sum(1 for m, path in self.received if any(
+                mm == method and pp.startswith(path_prefix) for mm, pp in _as_legacy(m, path)))
 
     def reset_log(self) -> None:
         with self._log_lock:
@@ -201,9 +206,12 @@ class StandIn(LoopbackHTTPServer):
     # ------------------------------------------------------------------ answering
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
+        """A fault set on a route, or on the /api route an /apis request stands for."""
+        seen = _as_legacy(method, path)
         with self._log_lock:
             for fault in self.faults:
-                if fault.method == method and path.startswith(fault.path) and fault.times != 0:
+                hit = any(fault.method == m and p.startswith(fault.path) for m, p in seen)
+                if hit and fault.times != 0:
                     fault.times -= 1 if fault.times > 0 else 0
                     return fault
         return None
@@ -264,6 +272,9 @@ class StandIn(LoopbackHTTPServer):
             if path == "/api/frontend/settings" and method == "GET":
                 status, answer = 200, {"buildInfo": {"version": self.version, "commit": "0123abc",
                                                      "edition": "Open Source", "env": "production"}}
+            elif path == "/apis" or path.startswith("/apis/"):
+                with self.store.lock:
+                    status, answer = apis.route(self.store, request)
             else:
                 status, answer = self._route(method, path, request)
         except Fail as fail:

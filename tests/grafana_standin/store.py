@@ -6,6 +6,7 @@ import copy
 import json
 import re
 import threading
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -119,6 +120,14 @@ class DashboardRow:
     external_id: str = ""
     plugin_id: str = ""
     history: list[VersionRow] = field(default_factory=list)
+    # unified storage (13.x /apis): the k8s object's own fields
+    resource_version: int = 0
+    annotations: dict[str, str] = field(default_factory=dict)  # client-set ones; the folder lives in folder_uid
+    stored_version: str = "v0alpha1"  # v0alpha1: written through /api or v0alpha1, unmigrated
+
+    @property
+    def k8s_uid(self) -> str:
+        return f"0b9d1c52-{self.id:04d}-4a6e-9f1e-{zlib.crc32(self.uid.encode()):012d}"
 
     @property
     def slug(self) -> str:
@@ -185,7 +194,14 @@ class Store:
         self.users: dict[str, tuple[str, Principal]] = {}
         self.quota: int | None = None
         self.starred: set[str] = set()
+        self.namespace = "default"
         self._serial = 0
+        self._resource_version = 1000
+
+    def next_resource_version(self) -> int:
+        """One counter for every object, as etcd's revision: opaque to clients, larger after each write."""
+        self._resource_version += 1
+        return self._resource_version
 
     def next_id(self) -> int:
         """Dashboards and folders share one id space, as rows of one table did up to 11."""

@@ -16,18 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import niquests
 from grafana_client import GrafanaApi
 from support.cli import gpudash
 from support.paths import ROOT
 
-from gpudash.sync.content import MARKER_KEY
+from gpudash.sync.content import MARKER_KEY, marker_of_annotations
 
+from .migrate import set_threshold, ui_save_model
 from .server import UI_MODEL_KEYS, StandIn
 
 REPO = ROOT
 THRESHOLDS = REPO / "thresholds.yaml"
 GRAFANA_ENV = ("GRAFANA_URL", "GRAFANA_TOKEN", "GRAFANA_USER", "GRAFANA_PASSWORD", "GRAFANA_ORG_ID",
-               "GPUDASH_SITE", "GPUDASH_THRESHOLDS", "PROMETHEUS_URL")
+               "GRAFANA_NAMESPACE", "GPUDASH_SITE", "GPUDASH_THRESHOLDS", "PROMETHEUS_URL")
 
 
 def make_dashboard(uid: str, title: str, threshold: float = 80.0, expr: str = "avg(gpu_util)",
@@ -172,18 +174,111 @@ class GrafanaUnderTest:
         self.api().dashboard.update_dashboard({"dashboard": model, "folderUid": current["meta"]["folderUid"],
                                                "overwrite": False, "message": "edited in the UI"})
 
+    # ---- a person in Grafana 13's dashboard editor (over HTTP, so it works on a real Grafana too)
+    def _person(self) -> niquests.Session:
+        """The stand-in's user alice (so updatedBy names a person), or the test's token on a real Grafana."""
+        session = niquests.Session()
+        if self.standin is not None:
+            session.auth = ("alice", "alice")
+        else:
+            session.headers["Authorization"] = f"Bearer {self.token}"
+        return session
+
+    def server_version(self) -> str:
+        return str(niquests.get(f"{self.url}/api/health", timeout=10).json()["version"])
+
+    def apis_path(self, uid: str = "") -> str | None:
+        """The dashboards' /apis v1 path (a dashboard's, with `uid`), or None when Grafana does not serve it."""
+        found = self._person().get(f"{self.url}/apis/dashboard.grafana.app/", timeout=10)
+        versions = found.json().get("versions", []) if found.status_code == 200 else []
+        if not any(v.get("version") == "v1" for v in versions):
+            return None
+        namespace = self.standin.namespace if self.standin is not None else "default"
+        return f"/apis/dashboard.grafana.app/v1/namespaces/{namespace}/dashboards" + (f"/{uid}" if uid else "")
+
+    def ui_save(self, uid: str, change: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """Open the dashboard in the editor and save it, as Grafana 12.2+/13 does (migrate.ui_save_model:
+        schemaVersion 42, pluginVersion, plugin defaults, no nulls); `change` is the person's own edit, if any.
+        On /apis: PUT with the loaded metadata (resourceVersion, annotations) and fieldValidation=Ignore."""
+        person, version, path = self._person(), self.server_version(), self.apis_path(uid)
+        if path is not None:
+            loaded = person.get(self.url + path, timeout=10)
+            loaded.raise_for_status()
+            body = loaded.json()
+            model = ui_save_model(body["spec"], version)
+            if change is not None:
+                change(model)
+            metadata = {k: body["metadata"][k] for k in ("name", "resourceVersion", "annotations")}
+            metadata["annotations"] = {**metadata["annotations"], "grafana.app/message": "saved in the UI"}
+            answer = person.put(self.url + path, params={"fieldValidation": "Ignore"},
+                                json={"apiVersion": body["apiVersion"], "kind": "Dashboard", "metadata": metadata,
+                                      "spec": model}, timeout=10)
+        else:
+            current = self.get(uid)
+            assert current is not None
+            model = ui_save_model(current["dashboard"], version)
+            if change is not None:
+                change(model)
+            answer = person.post(f"{self.url}/api/dashboards/db", json={
+                "dashboard": model, "folderUid": current["meta"]["folderUid"], "overwrite": False,
+                "message": "saved in the UI"}, timeout=10)
+        answer.raise_for_status()
+
+    @property
+    def on_apis(self) -> bool:
+        """Whether gpudash talks to this Grafana's dashboards over /apis (13.x) rather than /api."""
+        if self.standin is not None:
+            return bool(self.standin.flavor.apis_versions)
+        return self.apis_path() is not None
+
+    def answered(self, status: int, message: str) -> str:
+        """How gpudash reports Grafana's refusal: /apis answers a Kubernetes Status, whose reason it names."""
+        reason = {400: " BadRequest", 403: " Forbidden", 404: " NotFound", 409: " Conflict"}.get(status, "")
+        return f"answered {status}{reason if self.on_apis else ''}: {message}"
+
+    def resource(self, uid: str) -> dict[str, Any] | None:
+        """The dashboard's /apis resource, or None (gone, or no /apis on this Grafana)."""
+        path = self.apis_path(uid)
+        if path is None:
+            return None
+        answer = self._person().get(self.url + path, timeout=10)
+        return dict(answer.json()) if answer.status_code == 200 else None
+
+    def marker(self, uid: str) -> dict[str, Any] | None:
+        """gpudash's marker: in the JSON on /api, in the metadata annotations on /apis."""
+        resource = self.resource(uid)
+        if resource is not None:
+            return marker_of_annotations(resource["metadata"].get("annotations", {}))
+        current = self.get(uid)
+        return None if current is None else current["dashboard"].get(MARKER_KEY)
+
+    def ui_change_threshold(self, uid: str, value: float) -> None:
+        """A person moving a threshold step in the editor and saving."""
+        self.ui_save(uid, lambda model: set_threshold(model, value))
+
     def json_model_edit(self, uid: str, change: Callable[[dict[str, Any]], None]) -> None:
         """An edit of the JSON model in the UI's settings: every key kept, the marker included."""
         current = self.get(uid)
         assert current is not None
         model = copy.deepcopy(current["dashboard"])
-        assert MARKER_KEY in model
+        assert MARKER_KEY in model or self.apis_path() is not None  # on /apis the marker is in the annotations
         change(model)
         self.api().dashboard.update_dashboard({"dashboard": model, "folderUid": current["meta"]["folderUid"],
                                                "overwrite": False})
 
     def api_copy(self, uid: str, new_uid: str, new_title: str) -> None:
-        """Another team's copy made through the API: GET the JSON, change uid and title, POST it (marker and all)."""
+        """Another team's copy made through the API: GET the JSON, change uid and title, POST it (marker and all);
+        on /apis the resource, its annotations included."""
+        resource = self.resource(uid)
+        path = self.apis_path()
+        if resource is not None and path is not None:
+            self.created.append(new_uid)
+            annotations = {k: v for k, v in resource["metadata"]["annotations"].items()
+                           if not k.startswith(("grafana.app/created", "grafana.app/updated"))}
+            body = {"metadata": {"name": new_uid, "annotations": annotations},
+                    "spec": {**resource["spec"], "title": new_title}}
+            self._person().post(self.url + path, json=body, timeout=10).raise_for_status()
+            return
         current = self.get(uid)
         assert current is not None
         model = {k: copy.deepcopy(v) for k, v in current["dashboard"].items() if k not in ("id", "version")}

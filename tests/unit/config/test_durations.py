@@ -102,7 +102,7 @@ def test_a_bad_time_range_says_what_is_expected(text: str) -> None:
 
 @pytest.mark.parametrize(("refresh", "canonical_refresh"), [
     ("1s", "5s"), ("4999ms", "5s"), (" 2s ", "5s"), ("5000ms", "5000ms"), ("5s", "5s"), ("1m", "1m"),
-    ("1y", "1y"), ("", ""), ("auto", "auto"), ("1h30m", "1h30m"), (False, False),
+    ("1y", "1y"), ("", ""), ("auto", "auto"), ("1h30m", "1h30m"), (False, ""),  # schema 40: a string
 ])
 def test_a_refresh_below_five_seconds_compares_as_five(refresh: object, canonical_refresh: object) -> None:
     assert canonical({"refresh": refresh})["refresh"] == canonical_refresh

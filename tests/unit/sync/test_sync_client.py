@@ -11,7 +11,7 @@ import pytest
 from grafana_client.client import GrafanaBadInputError, GrafanaServerError
 
 from gpudash.errors import ConfigError, DriftError, RemoteError
-from gpudash.sync.client import Connection, Grafana, GrafanaFailure, connection_from
+from gpudash.sync.client import ChangedMeanwhile, Connection, Grafana, GrafanaFailure, connection_from
 
 ENV = {"GRAFANA_URL": "https://grafana.example.com/sub/", "GRAFANA_TOKEN": "glsa_secret"}
 
@@ -154,6 +154,47 @@ def test_version_mismatch_is_drift() -> None:
         g.call("dashboard 'A' (a)", "POST", "/api/x", flaky(GrafanaClientError(412, body, "m")))
     assert caught.value.exit_code == 3
     assert not isinstance(caught.value, RemoteError)
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    (409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+           "message": 'Operation cannot be fulfilled on dashboards.dashboard.grafana.app "a": the object has been '
+                      "modified; please apply your changes to the latest version and try again"}),
+    (409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409,
+           "message": 'dashboards.dashboard.grafana.app "a" already exists'}),
+    (409, {"message": "Dashboard already exists. Use overwrite flag to update."}),  # /api from 13.1
+])
+def test_a_save_in_between_on_apis_and_on_13_api_is_drift_too(status: int, body: dict[str, Any]) -> None:
+    from grafana_client.client import GrafanaClientError
+
+    g, _ = grafana()
+    with pytest.raises(ChangedMeanwhile) as caught:
+        g.call("dashboard 'A' (a)", "PUT", "/apis/x", flaky(GrafanaClientError(status, body, "m")))
+    assert caught.value.exit_code == 3
+    assert f"({status} " in caught.value.format_message() and body["message"][:20] in caught.value.format_message()
+
+
+def test_a_kubernetes_status_names_its_reason() -> None:
+    from grafana_client.client import GrafanaClientError
+
+    g, _ = grafana()
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+            "message": 'dashboards.dashboard.grafana.app "a" is forbidden: User "x" cannot update resource'}
+    with pytest.raises(GrafanaFailure) as caught:
+        g.call("dashboard 'A' (a)", "PUT", "/apis/x", flaky(GrafanaClientError(403, body, "m")))
+    assert "answered 403 Forbidden: dashboards.dashboard.grafana.app \"a\" is forbidden" in \
+        caught.value.format_message()
+    assert not isinstance(caught.value, ChangedMeanwhile)
+
+
+def test_the_apis_namespace() -> None:
+    assert connection_from({"GRAFANA_URL": "http://g", "GRAFANA_TOKEN": "t"}).apis_namespace == "default"
+    assert connection_from({"GRAFANA_URL": "http://g", "GRAFANA_TOKEN": "t", "GRAFANA_ORG_ID": "3"}
+                           ).apis_namespace == "org-3"
+    cloud = connection_from({"GRAFANA_URL": "http://g", "GRAFANA_TOKEN": "t", "GRAFANA_NAMESPACE": "stacks-42"})
+    assert cloud.apis_namespace == "stacks-42"
+    with pytest.raises(ConfigError, match="GRAFANA_NAMESPACE: expected a Kubernetes namespace"):
+        connection_from({"GRAFANA_URL": "http://g", "GRAFANA_TOKEN": "t", "GRAFANA_NAMESPACE": "Not valid/x"})
 
 
 def test_secrets_are_redacted_from_any_message() -> None:
