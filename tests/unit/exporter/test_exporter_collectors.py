@@ -52,7 +52,7 @@ def test_gpudash_fields_and_a_custom_selection() -> None:
     ("text", "message"),
     [
         ("DCGM_FI_DEV_FB_USED, gauge, x\nDCGM_FI_DEV_NOPE, gauge, y\n", r"c\.csv:2: unknown field 'DCGM_FI_DEV_NOPE'"),
-        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, counter, x\n", r"c\.csv:1: unknown field 'DCGM_FI_DEV_ECC_SBE_VOL_TOTAL'"),
+        ("DCGM_FI_DEV_SYNC_BOOST_VIOLATION, counter, x\n", r"c\.csv:1: unknown field .DCGM_FI_DEV_SYNC_BOOST_"),
         ("DCGM_FI_DEV_FB_USED, histogram, x\n", r"c\.csv:1: DCGM_FI_DEV_FB_USED: type must be gauge, counter or label"),
         ("DCGM_FI_DEV_SERIAL, label, x\n", r"c\.csv:1: label field 'DCGM_FI_DEV_SERIAL' is not supported"),
         ("DCGM_FI_DEV_FB_USED\n", r"c\.csv:1: expected 'FIELD, type, help'"),
