@@ -19,11 +19,12 @@ from gpudash.exporter.attribution.kubelet import KubeletConfig
 from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kubernetes_options
 from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
+from gpudash.exporter.expected import SYSFS_PCI_DEVICES, gpus_expected
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.cluster import cluster_from_options
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.source import SimulatedSource
-from gpudash.exporter.source import Source
+from gpudash.exporter.source import MAX_COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import load_web_config
 
 log = logging.getLogger("gpudash.exporter")
@@ -55,7 +56,9 @@ def _fields_table() -> str:
 )
 @click.option(
     "--fault", multiple=True, metavar="[NODE/]IDX=KIND[:ARG][@START][+DURATION]",
-    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m), "
+    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid[:CODE], lost, and the health faults "
+         "dbe-burst[:N], remap-pending, remap-failure, nvlink-crc-storm[:RATE], fell-off-bus (e.g. 2=leak, "
+         "5=thermal@5m+15m, 3=xid:79@2m), "
          "or one that its job feels: straggler[:PCT], starved, idle-holder, foreign[:JOBID] (e.g. 5=straggler:30@10m).",
 )
 # -- simulated jobs over a cluster of simulated nodes (gpudash.exporter.sim.jobs, .cluster)
@@ -107,6 +110,16 @@ def _fields_table() -> str:
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
+@click.option(
+    "--xid-count-window-size", type=click.IntRange(1, int(MAX_COUNT_WINDOW_SECONDS * 1000)), default=300000,
+    show_default=True, metavar="MS", envvar="DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", show_envvar=True,
+    help="Window of DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT, in milliseconds (dcgm-exporter's flag).",
+)
+@click.option(
+    "--expected-gpus", type=click.IntRange(0, 4096), metavar="N",
+    help="How many GPUs this node should have (gpudash_node_gpus_expected; default: the NVIDIA GPUs on the PCI "
+         "bus, else the count NVML sees at start).",
+)
 @click.option("--list-fields", is_flag=True, help="Print every field the exporter can publish and exit.")
 @kubernetes_options
 def exporter(
@@ -129,6 +142,8 @@ def exporter(
     proc_root: Path,
     web_config: Path | None,
     log_level: str,
+    xid_count_window_size: int,
+    expected_gpus: int | None,
     list_fields: bool,
     kubernetes: KubeletConfig | None,
 ) -> None:
@@ -185,6 +200,10 @@ def exporter(
             hostname_label="Hostname" if legacy_hostname_label else "hostname",
             web=web,
             attributor=combined(attributors),
+            count_window=xid_count_window_size / 1000.0,
+            # a simulated node has no PCI functions of its own: this host's would be the wrong count
+            gpus_expected=gpus_expected(expected_gpus, len(source.gpus()),
+                                        None if simulate is not None else SYSFS_PCI_DEVICES),
         )
     except BaseException:
         for attributor in attributors:
