@@ -64,8 +64,25 @@ SAME = {
     "retired_dbe": "retired_pages.double_bit.count",
     "remapped_rows_cor": "remapped_rows.correctable",
     "remapped_rows_unc": "remapped_rows.uncorrectable",
+    "row_remap_pending": "remapped_rows.pending",
+    "row_remap_failure": "remapped_rows.failure",
     "temp_margin": "temperature.gpu.tlimit",
+    "recovery_action": "gpu_recovery_action",
 }
+# nvidia-smi's words for the numbers NVML gives (recovery action: nvmlDeviceGpuRecoveryAction_t, §1a)
+SMI_WORDS = {"no": 0.0, "yes": 1.0, "none": 0.0, "gpu reset required": 1.0, "node reboot required": 2.0,
+             "drain p2p": 3.0, "drain and reset": 4.0}
+
+
+def smi_number(text: str) -> float | None:
+    """nvidia-smi's value as a number; None for [N/A] and for fields this nvidia-smi does not know."""
+    word = text.strip().lower()
+    if word in SMI_WORDS:
+        return SMI_WORDS[word]
+    try:
+        return float(word)
+    except ValueError:
+        return None
 SMI_Q_LINES = re.compile(r"(Max Operating|Slowdown|Shutdown|T\.Limit|Target|Current Temp|Recovery Action|"
                          r"Pending|Remapping Failure|Correctable Error|Uncorrectable Error|ECC Mode|Current\s*:|"
                          r"DRAM (Un)?[Cc]orrectable|SRAM (Un)?[Cc]orrectable)", re.IGNORECASE)
@@ -128,10 +145,9 @@ def report_smi(source: Source, ours: dict[int, dict[str, float]]) -> None:
             mine = ours[gpu.index].get(key) if key else None
             verdict = ""
             if key is not None:
-                try:
-                    verdict = "same" if mine is not None and float(value) == mine else "DIFF"
-                except ValueError:
-                    verdict = "exporter: not published" if mine is None else "DIFF"
+                theirs = smi_number(value)
+                verdict = ("same (N/A on both)" if theirs is None and mine is None
+                           else "same" if theirs == mine else "DIFF")
             shown = f"{mine:g}" if mine is not None else "-"
             print(f"  {field:42} smi {value:24} exporter {key or '':18} {shown:10} {verdict}")
         v = ours[gpu.index]
@@ -184,6 +200,7 @@ def report_costs(source: Source, repeat: int) -> None:
             print(f"  {name:36} {_mean_us(lambda k=keys: source.read(0, k, now), 50):9.1f} us")
     for label, floor in FLOOR_US.items():
         print(f"  floor (h200-nvml-costs.md): {label}: {floor:g} us")
+    report_reader_costs(source)
     gpus = len(source.gpus())
     everything = all_signals().keys
     without = tuple(k for k in everything if k not in PUBLISHED_HEALTH)
@@ -207,6 +224,38 @@ def report_costs(source: Source, repeat: int) -> None:
 _NEW_SERIES = tuple(BY_KEY[k].dcgm_name for k in sorted(PUBLISHED_HEALTH | {"gpu_up"})
                     if k not in ("slowdown_temp", "shutdown_temp", "remapped_rows_cor", "remapped_rows_unc",
                                  "row_remap_failure"))
+
+
+def report_reader_costs(source: Source) -> None:
+    """Every NVML reader of GPU 0 alone (core fields too), and the NVLink calls one by one."""
+    readers = getattr(source, "_readers", None)
+    nv = getattr(source, "nv", None)
+    if readers is None or nv is None:
+        return
+    handle = source._handles[0]  # type: ignore[attr-defined]
+    print("every NVML reader of GPU 0 alone (mean of 20; the slow loop's are marked costly):")
+    costly = source.costly_keys()
+    for reader in readers[0]:
+        try:
+            cost = f"{_mean_us(lambda r=reader: r.read(handle, 0), 20):9.1f} us"
+        except Exception as exc:  # NotSupported and friends: what the source would mark unsupported
+            cost = f"   failed: {type(exc).__name__} {exc}"
+        loop = "slow" if reader.keys & costly else "fast"
+        print(f"  {loop} {cost}  {', '.join(sorted(reader.keys))[:90]}")
+    print("the NVLink calls, one at a time (link 0):")
+    calls = {
+        "nvmlDeviceGetNvLinkState": lambda: nv.nvmlDeviceGetNvLinkState(handle, 0),
+        "nvmlDeviceGetNvLinkErrorCounter (one counter)": lambda: nv.nvmlDeviceGetNvLinkErrorCounter(handle, 0, 0),
+        "nvmlDeviceGetFieldValues (3 DL fields x 18 links)":
+            lambda: nv.nvmlDeviceGetFieldValues(handle, [(f, k) for k in range(18) for f in (161, 162, 163)]),
+        "nvmlDeviceGetFieldValues (3 DL fields, link 0)":
+            lambda: nv.nvmlDeviceGetFieldValues(handle, [(f, 0) for f in (161, 162, 163)]),
+    }
+    for name, call in calls.items():
+        try:
+            print(f"  {name:52} {_mean_us(call, 20):9.1f} us")
+        except Exception as exc:
+            print(f"  {name:52} failed: {exc}")
 
 
 def _first_read(source: Source, keys: frozenset[str], now: float) -> tuple[float, bool]:

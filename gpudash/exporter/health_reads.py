@@ -123,7 +123,20 @@ def nvlink_health(nv: Any, h: Any) -> tuple[LinkHealth, ...]:
 
 
 def _link_errors(nv: Any, h: Any, links: list[int]) -> dict[int, dict[str, float]]:
-    """The error counters per link: the per-link counter call, else Hopper's field values, else none."""
+    """The error counters per link: Hopper's field values (one call for every link, what nvidia-smi nvlink -e
+    shows), else the older per-link counter call, else none.
+
+    On an H200 (R580) the per-link counter call answers for the data CRC too, with counts that rise on idle
+    links whose CRC field, replays and recoveries stay 0 (bench/results/health-h200-x2.txt): where the field
+    values answer, they are the only source."""
+    ids = [(field, link) for link in links for _, field in _LINK_FIELDS]
+    out: dict[int, dict[str, float]] = {link: {} for link in links}
+    for (field_id, link), value in zip(ids, nv.nvmlDeviceGetFieldValues(h, ids), strict=True):
+        if value.nvmlReturn == nv.NVML_SUCCESS:
+            kind = next(k for k, f in _LINK_FIELDS if f == field_id)
+            out[link][kind] = float(value.value.ullVal)
+    if any(out.values()):
+        return out
     unsupported = (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_INVALID_ARGUMENT)
     try:
         return {link: {kind: float(nv.nvmlDeviceGetNvLinkErrorCounter(h, link, code))
@@ -131,12 +144,6 @@ def _link_errors(nv: Any, h: Any, links: list[int]) -> dict[int, dict[str, float
     except nv.NVMLError as exc:
         if exc.value not in unsupported:
             raise
-    ids = [(field, link) for link in links for _, field in _LINK_FIELDS]
-    out: dict[int, dict[str, float]] = {link: {} for link in links}
-    for (field_id, link), value in zip(ids, nv.nvmlDeviceGetFieldValues(h, ids), strict=True):
-        if value.nvmlReturn == nv.NVML_SUCCESS:
-            kind = next(k for k, f in _LINK_FIELDS if f == field_id)
-            out[link][kind] = float(value.value.ullVal)
     return out
 
 

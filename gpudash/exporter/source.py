@@ -47,6 +47,10 @@ COSTLY_KEYS = PROFILING_KEYS | frozenset(
         "nvlink_recovery",
         "nvlink_link_errors",
         "nvlink_link_up",
+        # about 1 ms each on an H200 (bench/results/health-h200-x2.txt)
+        "temp_margin",
+        "thermal_violation",
+        "power_violation",
     }
 )
 # Signals read as a list (per process, per link) rather than one value: they never show in ``values``.

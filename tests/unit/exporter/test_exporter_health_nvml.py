@@ -46,10 +46,12 @@ class FakeNvml:
             super().__init__(f"NVML error {value}")
             self.value = value
 
-    def __init__(self, links: int = 18, link_counter_api: bool = True) -> None:
+    def __init__(self, links: int = 18, link_counter_api: bool = True, link_fields: bool = True) -> None:
         self.unsupported: set[str] = set()  # names of calls that raise NotSupported
         self.links = links
         self.link_counter_api = link_counter_api
+        self.link_fields = link_fields  # Hopper's NVML_FI_DEV_NVLINK_ERROR_DL_* answer
+        self.counter_api_data_crc = 0  # what the older counter call says of the data CRC (an H200 says > 0)
         self.inactive = {5}
         self.ecc = {(0, 0): 7, (1, 0): 2, (0, 1): 311, (1, 1): 3}  # (type, counter) -> count
         self.link_errors = {(4, 2): 1200, (4, 3): 400, (4, 0): 12, (9, 1): 1}  # (link, DL counter) -> count
@@ -92,9 +94,9 @@ class FakeNvml:
             field, scope = entry if isinstance(entry, tuple) else (entry, 0)
             if field == 230:
                 out.append(SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(uiVal=2)))
-            elif field in (161, 162, 163):  # DL replay, recovery, CRC per link
-                dl = {161: 0, 162: 1, 163: 2}[field]
-                out.append(SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(ullVal=self.link_errors.get((scope, dl), 0))))
+            elif field in (161, 162, 163) and self.link_fields:  # DL replay, recovery, CRC per link
+                count = self.link_errors.get((scope, {161: 0, 162: 1, 163: 2}[field]), 0)
+                out.append(SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(ullVal=count)))
             else:
                 out.append(SimpleNamespace(nvmlReturn=NOT_SUPPORTED, value=None))
         return out
@@ -109,7 +111,7 @@ class FakeNvml:
         self._call("nvmlDeviceGetNvLinkErrorCounter")
         if not self.link_counter_api:
             raise self.NVMLError(NOT_SUPPORTED)
-        return self.link_errors.get((link, counter), 0)
+        return self.link_errors.get((link, counter), 0) + (self.counter_api_data_crc if counter == 3 else 0)
 
     def nvmlDeviceGetRemappedRows(self, _h: Any) -> tuple[int, int, int, int]:
         self._call("nvmlDeviceGetRemappedRows")
@@ -149,7 +151,7 @@ def test_recovery_action_from_field_230() -> None:
 
 
 def test_nvlink_links_states_and_counters_summed_into_the_dcgm_totals() -> None:
-    nv = FakeNvml()
+    nv = FakeNvml(link_fields=False)  # before Hopper: the per-link counter call
     links = health_reads.nvlink_health(nv, "h")
     assert [link.link for link in links] == list(range(18))  # links 18-35 answer InvalidArgument: absent
     assert [link.link for link in links if not link.up] == [5]
@@ -158,9 +160,11 @@ def test_nvlink_links_states_and_counters_summed_into_the_dcgm_totals() -> None:
                                                "nvlink_recovery": 1}
 
 
-def test_hopper_without_the_counter_call_reads_field_values_and_has_no_data_crc() -> None:
-    nv = FakeNvml(link_counter_api=False)
+def test_hopper_reads_field_values_and_has_no_data_crc() -> None:
+    nv = FakeNvml()
+    nv.counter_api_data_crc = 210  # as the H200 run saw on idle links: not what nvidia-smi nvlink -e shows
     links = health_reads.nvlink_health(nv, "h")
+    assert "nvmlDeviceGetNvLinkErrorCounter" not in nv.calls
     assert links[4].errors == {"replay": 12, "recovery": 0, "crc_flit": 1200}
     totals = health_reads.link_totals(links)
     assert "nvlink_crc_data" not in totals and totals["nvlink_crc_flit"] == 1200
@@ -218,7 +222,7 @@ def test_source_reads_health_and_marks_what_hopper_lacks(node: FakeNvmlNode) -> 
     keys = health_reads.ECC_KEYS | health_reads.RETIRED_KEYS | health_reads.NVLINK_KEYS | {"row_remap_pending"}
     reading = source.read(0, frozenset(keys), time.time())
     assert reading.values["ecc_dbe_vol"] == 2 and reading.values["row_remap_pending"] == 1
-    assert health_reads.RETIRED_KEYS <= reading.unsupported
+    assert reading.unsupported >= health_reads.RETIRED_KEYS
     assert "nvlink_crc_data" in reading.unsupported  # no data CRC on the field-value path
     assert reading.values["nvlink_crc_flit"] == 1200
     assert reading.links is not None and len(reading.links) == 18
