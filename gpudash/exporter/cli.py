@@ -34,6 +34,16 @@ def _seconds(flag: str, text: str) -> float:
     return option_seconds(flag, text, minimum=0.05, examples="1s, 500ms or 30s")
 
 
+def _whole(flag: str, text: str, lowest: int, highest: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = lowest - 1
+    if not lowest <= value <= highest:
+        raise UsageError(f"{flag} {text!r}: expected a whole number from {lowest} to {highest}")
+    return value
+
+
 def _fields_table() -> str:
     rows = [f"{s.dcgm_name:44} {s.type:8} {s.unit:6} {s.publisher.value}" for s in SIGNALS]
     return "\n".join(["FIELD                                        TYPE     UNIT   SOURCE", *rows])
@@ -111,12 +121,12 @@ def _fields_table() -> str:
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 @click.option(
-    "--xid-count-window-size", type=click.IntRange(1, int(MAX_COUNT_WINDOW_SECONDS * 1000)), default=300000,
-    show_default=True, metavar="MS", envvar="DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", show_envvar=True,
+    "--xid-count-window-size", default="300000", show_default=True, metavar="MS",
+    envvar="DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", show_envvar=True,
     help="Window of DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT, in milliseconds (dcgm-exporter's flag).",
 )
 @click.option(
-    "--expected-gpus", type=click.IntRange(0, 4096), metavar="N",
+    "--expected-gpus", metavar="N",
     help="How many GPUs this node should have (gpudash_node_gpus_expected; default: the NVIDIA GPUs on the PCI "
          "bus, else the count NVML sees at start).",
 )
@@ -142,8 +152,8 @@ def exporter(
     proc_root: Path,
     web_config: Path | None,
     log_level: str,
-    xid_count_window_size: int,
-    expected_gpus: int | None,
+    xid_count_window_size: str,
+    expected_gpus: str | None,
     list_fields: bool,
     kubernetes: KubeletConfig | None,
 ) -> None:
@@ -172,6 +182,8 @@ def exporter(
         raise UsageError("--hpc-job-mapping-dir with --sim-job/--sim-jobs: both would set hpc_job; give one of them")
     attributors: list[Attributor] = []
     fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
+    window_ms = _whole("--xid-count-window-size", xid_count_window_size, 1, int(MAX_COUNT_WINDOW_SECONDS * 1000))
+    expected = None if expected_gpus is None else _whole("--expected-gpus", expected_gpus, 0, 4096)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
@@ -200,9 +212,9 @@ def exporter(
             hostname_label="Hostname" if legacy_hostname_label else "hostname",
             web=web,
             attributor=combined(attributors),
-            count_window=xid_count_window_size / 1000.0,
+            count_window=window_ms / 1000.0,
             # a simulated node has no PCI functions of its own: this host's would be the wrong count
-            gpus_expected=gpus_expected(expected_gpus, len(source.gpus()),
+            gpus_expected=gpus_expected(expected, len(source.gpus()),
                                         None if simulate is not None else SYSFS_PCI_DEVICES),
         )
     except BaseException:
