@@ -56,9 +56,12 @@ class FakeNvml:
         self.ecc = {(0, 0): 7, (1, 0): 2, (0, 1): 311, (1, 1): 3}  # (type, counter) -> count
         self.link_errors = {(4, 2): 1200, (4, 3): 400, (4, 0): 12, (9, 1): 1}  # (link, DL counter) -> count
         self.calls: list[str] = []
+        self.lost = False  # the GPU fell off the bus: every call answers GPU_IS_LOST
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
+        if self.lost:
+            raise self.NVMLError(GPU_IS_LOST)
         if name in self.unsupported:
             raise self.NVMLError(NOT_SUPPORTED)
 
@@ -239,3 +242,19 @@ def test_source_without_link_keys_returns_no_links(node: FakeNvmlNode) -> None:
     reading = NvmlSource().read(0, frozenset({"ecc_sbe_vol"}), time.time())
     assert reading.links is None and reading.values["ecc_sbe_vol"] == 7
     assert "nvmlDeviceGetNvLinkState" not in node.calls
+
+
+def test_a_gpu_that_falls_off_the_bus_reads_down_and_comes_back(node: FakeNvmlNode) -> None:
+    from gpudash.exporter.nvml import NvmlSource
+
+    source = NvmlSource()
+    keys = frozenset(health_reads.ECC_KEYS | health_reads.NVLINK_KEYS)
+    node.lost = True
+    down = source.read(0, keys, time.time())
+    assert not down.up and down.values == {} and down.links is None
+    assert source.gpus()[0].uuid == "GPU-00000000-0000-0000-0000-000000000001"  # its identity is kept
+    node.lost = False
+    node.nvmlDeviceGetHandleByUUID = lambda uuid: "h0"  # type: ignore[method-assign]
+    node.nvmlDeviceGetTemperature = lambda h, sensor: 40  # type: ignore[method-assign]
+    back = source.read(0, keys, time.time())
+    assert back.up and back.values["ecc_sbe_vol"] == 7 and back.links is not None
