@@ -212,6 +212,9 @@ def report_costs(source: Source, repeat: int) -> None:
         slow = _sweeps(poller, "slow", max(3, repeat // 10))
         print(f"  poller {name:26}: fast sweep {fast / gpus:8.1f} us/GPU, slow sweep {slow / gpus:8.1f} us/GPU "
               f"({gpus} GPUs; fast reads {len(poller.fast_keys)} keys, slow {len(poller.slow_keys)})")
+    pending = re.search(r"^gpudash_exporter_fields_pending (\d+)", poller.exposition.body.decode(), re.MULTILINE)
+    print(f"  fields read but still without a value after one slow and {repeat} fast sweeps: "
+          f"{pending.group(1) if pending else '?'} (0: every supported field reported)")
     print("\n== /metrics lines of the new series (GPU 0, first links) ==")
     shown = 0
     for line in poller.exposition.body.decode().splitlines():

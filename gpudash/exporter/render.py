@@ -220,22 +220,45 @@ def _clock_events_window(signal: Signal, gpus: Sequence[tuple[GpuView, str]], sn
         yield from _windowed(signal, labels, named, "clock_event", snap)
 
 
+def _link_error_lines(name: str, labels: str, links: tuple[LinkHealth, ...]) -> str:
+    return "".join(f'{name}{{{labels},link="{link.link}",error="{kind}"}} {number(link.errors[kind])}\n'
+                   for link in links for kind, _key in NVLINK_ERROR_KINDS if kind in link.errors)
+
+
+def _link_up_lines(name: str, labels: str, links: tuple[LinkHealth, ...]) -> str:
+    return "".join(f'{name}{{{labels},link="{link.link}"}} {1 if link.up else 0}\n' for link in links)
+
+
+# A GPU's links are read on the slow loop and kept as the same tuple until the next read, so their ~90 lines are
+# formatted once per read rather than every sweep. Keyed by the tuple's identity (it is checked on use), which
+# costs nothing, where hashing 18 links per GPU each sweep cost more than the formatting it saved.
+_LINK_TEXT: dict[tuple[str, str, int], tuple[tuple[LinkHealth, ...], str]] = {}
+_LINK_TEXT_MAX = 8192
+
+
+def _link_text(format_: Callable[[str, str, tuple[LinkHealth, ...]], str], name: str, labels: str,
+               links: tuple[LinkHealth, ...]) -> str:
+    key = (name, labels, id(links))
+    hit = _LINK_TEXT.get(key)
+    if hit is not None and hit[0] is links:
+        return hit[1]
+    text = format_(name, labels, links)
+    if len(_LINK_TEXT) >= _LINK_TEXT_MAX:
+        _LINK_TEXT.clear()
+    _LINK_TEXT[key] = (links, text)
+    return text
+
+
 def _link_errors(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
-        if not view.up:
-            continue
-        for link in view.links:
-            for kind, _key in NVLINK_ERROR_KINDS:
-                count = link.errors.get(kind)
-                if count is not None:
-                    yield f'{signal.dcgm_name}{{{labels},link="{link.link}",error="{kind}"}} {number(count)}\n'
+        if view.up and view.links:
+            yield _link_text(_link_error_lines, signal.dcgm_name, labels, view.links)
 
 
 def _link_up(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
-        if view.up:
-            for link in view.links:
-                yield f'{signal.dcgm_name}{{{labels},link="{link.link}"}} {1 if link.up else 0}\n'
+        if view.up and view.links:
+            yield _link_text(_link_up_lines, signal.dcgm_name, labels, view.links)
 
 
 def _gpus_expected(signal: Signal, _gpus: Sequence[tuple[GpuView, str]], snap: Snapshot) -> Lines:

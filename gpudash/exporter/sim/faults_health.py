@@ -19,6 +19,7 @@ links (an H200 SXM) and reports the H200's limits (GPU max operating 87 C, memor
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,17 +59,15 @@ def storm_link(seed: int, i: int) -> int:
 def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault],
            limits: Limits = Limits()) -> tuple[dict[str, float], tuple[LinkHealth, ...]]:
     """GPU i's health values (catalog keys) and NVLink links at t."""
-    # a corrected error every 3-30 h on a third of the GPUs: real HBM does that, and it must not page
-    every = 3600.0 * (3 + 27 * uniform(seed, i, _CH_SBE)) if uniform(seed, i, _CH_SBE, 1) < 0.33 else math.inf
+    every, sbe_before = _corrected_errors(seed, i)
     sbe = float(math.floor(t / every)) if math.isfinite(every) else 0.0
-    sbe_before = float(int(200 * uniform(seed, i, _CH_SBE, 2)))  # corrected errors before this driver load
     v: dict[str, float] = {
         "ecc_sbe_vol": sbe, "ecc_dbe_vol": 0.0, "ecc_sbe_agg": sbe_before + sbe, "ecc_dbe_agg": 0.0,
         "remapped_rows_cor": 0.0, "remapped_rows_unc": 0.0, "row_remap_pending": 0.0, "row_remap_failure": 0.0,
         "gpu_max_op_temp": limits.gpu_max_op_c, "mem_max_op_temp": limits.mem_max_op_c,
         "temp_margin": limits.gpu_max_op_c - gpu_temp, "recovery_action": 0.0,
     }
-    errors = [dict.fromkeys((kind for kind, _ in NVLINK_ERROR_KINDS), 0.0) for _ in range(NVLINK_LINKS)]
+    storms: dict[int, float] = {}  # link -> CRC flit errors so far
     for f in faults:
         if t < f.start:
             continue
@@ -90,15 +89,33 @@ def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault]
             v["recovery_action"] = max(v["recovery_action"], GPU_RESET)
         elif f.kind == "nvlink-crc-storm":
             rate = f.arg if f.arg is not None else 300.0
-            crc = math.floor(rate * (min(t, f.end) - f.start))
-            link = errors[storm_link(seed, i)]
-            link["crc_flit"] += crc
-            link["crc_data"] += crc // 3
-            link["replay"] += crc // 100
-    links = tuple(LinkHealth(k, True, e) for k, e in enumerate(errors))
+            link = storm_link(seed, i)
+            storms[link] = storms.get(link, 0.0) + math.floor(rate * (min(t, f.end) - f.start))
+    if not storms:
+        v.update(dict.fromkeys((key for _, key in NVLINK_ERROR_KINDS), 0.0))
+        return v, _HEALTHY_LINKS
+    links = tuple(_storm(link.link, storms[link.link]) if link.link in storms else link for link in _HEALTHY_LINKS)
     for kind, key in NVLINK_ERROR_KINDS:
         v[key] = sum(link.errors[kind] for link in links)
     return v, links
+
+
+@functools.lru_cache(maxsize=4096)
+def _corrected_errors(seed: int, i: int) -> tuple[float, float]:
+    """Seconds between corrected ECC errors on GPU i (inf: none), and how many it had before this driver load.
+
+    One every 3-30 h on a third of the GPUs: real HBM does that, and it must not page."""
+    every = 3600.0 * (3 + 27 * uniform(seed, i, _CH_SBE)) if uniform(seed, i, _CH_SBE, 1) < 0.33 else math.inf
+    return every, float(int(200 * uniform(seed, i, _CH_SBE, 2)))
+
+
+_HEALTHY_LINKS = tuple(LinkHealth(k, True, dict.fromkeys((kind for kind, _ in NVLINK_ERROR_KINDS), 0.0))
+                       for k in range(NVLINK_LINKS))
+
+
+def _storm(link: int, crc: float) -> LinkHealth:
+    """A link taking ``crc`` flow-control CRC errors: a third as many data CRC errors, a replay per 100."""
+    return LinkHealth(link, True, {"crc_flit": crc, "crc_data": crc // 3, "replay": crc // 100, "recovery": 0.0})
 
 
 def violations(t: float, faults: Sequence[Fault], limits: Limits = Limits()) -> dict[str, float]:
