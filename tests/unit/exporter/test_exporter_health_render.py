@@ -115,3 +115,14 @@ def test_a_counters_csv_can_enable_every_optional_health_field() -> None:
              "DCGM_FI_DEV_GPU_TEMP_LIMIT", "DCGM_FI_DEV_GPU_RECOVERY_ACTION", "gpudash_node_gpus_expected"]
     chosen = parse_collectors("".join(f"{n}, counter, x\n" for n in names), "c.csv")
     assert {BY_KEY[k].dcgm_name for k in chosen.keys} == {*names, "gpudash_gpu_up"}
+
+
+def test_new_link_readings_are_rendered_not_the_previous_text() -> None:
+    first = (LinkHealth(0, True, {"crc_flit": 1.0}),)
+    second = (LinkHealth(0, False, {"crc_flit": 9.0}),)
+    keys = ("nvlink_link_errors", "nvlink_link_up")
+    a = render(_snap([GpuView(_identity(), True, links=first)], keys)).decode()
+    again = render(_snap([GpuView(_identity(), True, links=first)], keys)).decode()
+    b = render(_snap([GpuView(_identity(), True, links=second)], keys)).decode()
+    assert a == again and 'error="crc_flit"} 1\n' in a and 'link="0"} 1\n' in a
+    assert 'error="crc_flit"} 9\n' in b and 'link="0"} 0\n' in b
