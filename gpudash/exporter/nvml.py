@@ -258,7 +258,8 @@ class NvmlSource:
         if "process_fb_used" in keys:
             processes = self._processes(handle)
         links, self._links[index] = self._links[index], None  # set by the NVLink reader when it ran
-        return GpuReading(index, True, values, frozenset(unsupported), errors, xid, processes, links)
+        # every key known unsupported, not only those found now: a second reader of this source learns them too
+        return GpuReading(index, True, values, frozenset(skip & keys), errors, xid, processes, links)
 
     def close(self) -> None:
         nv = self.nv

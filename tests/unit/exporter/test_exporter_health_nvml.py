@@ -233,6 +233,7 @@ def test_source_reads_health_and_marks_what_hopper_lacks(node: FakeNvmlNode) -> 
     node.calls.clear()
     again = source.read(0, frozenset(keys), time.time())
     assert "nvmlDeviceGetRetiredPages" not in node.calls  # NotSupported is asked once
+    assert again.unsupported >= health_reads.RETIRED_KEYS  # and still reported, for a poller that starts later
     assert again.links is not None and again.links[4].errors["crc_flit"] == 1200
 
 
