@@ -24,7 +24,7 @@ from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.cluster import cluster_from_options
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.source import SimulatedSource
-from gpudash.exporter.source import MAX_COUNT_WINDOW_SECONDS, Source
+from gpudash.exporter.source import COUNT_WINDOW_SECONDS, MAX_COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import load_web_config
 
 log = logging.getLogger("gpudash.exporter")
@@ -121,7 +121,7 @@ def _fields_table() -> str:
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
 @click.option(
-    "--xid-count-window-size", default="300000", show_default=True, metavar="MS",
+    "--xid-count-window-size", default=str(round(COUNT_WINDOW_SECONDS * 1000)), show_default=True, metavar="MS",
     envvar="DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", show_envvar=True,
     help="Window of DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT, in milliseconds (dcgm-exporter's flag).",
 )

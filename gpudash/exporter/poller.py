@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from gpudash.exporter.attribution import Attributor, Labels
 from gpudash.exporter.render import Exposition, GpuView, Snapshot, render
 from gpudash.exporter.source import (
+    COUNT_WINDOW_SECONDS,
     LIST_KEYS,
     MAX_RECENT_EVENTS,
     GpuReading,
@@ -38,8 +39,6 @@ from gpudash.exporter.source import (
 log = logging.getLogger("gpudash.exporter")
 
 STATIC_KEYS = frozenset({"sm_clock_max", "slowdown_temp", "shutdown_temp", "gpu_max_op_temp", "mem_max_op_temp"})
-# dcgm-exporter's default window for DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (300000 ms).
-COUNT_WINDOW_SECONDS = 300.0
 # Published signals that need a different read, or none (they come with every reading).
 _READ_FOR: dict[str, frozenset[str]] = {
     "clock_event_active": frozenset({"clock_event_reasons"}),

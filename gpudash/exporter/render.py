@@ -28,7 +28,14 @@ from gpudash.catalog import (
 )
 from gpudash.escape import label_value
 from gpudash.exporter.attribution import Labels
-from gpudash.exporter.source import GpuIdentity, LinkHealth, ProcessUsage, XidState, count_in_window
+from gpudash.exporter.source import (
+    COUNT_WINDOW_SECONDS,
+    GpuIdentity,
+    LinkHealth,
+    ProcessUsage,
+    XidState,
+    count_in_window,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -62,7 +69,7 @@ class Snapshot:
     last_sweep: float | None = None
     pending: int | None = None  # supported fields read but without a value yet, summed over GPUs that are up
     now: float | None = None  # time of the latest sweep: the end of the DCGM_EXP_*_COUNT windows
-    count_window: float = 300.0  # seconds those windows span (dcgm-exporter's --xid-count-window-size)
+    count_window: float = COUNT_WINDOW_SECONDS  # seconds those windows span (dcgm-exporter's --xid-count-window-size)
     gpus_expected: int | None = None  # gpudash_node_gpus_expected; None: not published
 
 

@@ -59,7 +59,9 @@ LIST_KEYS = frozenset({"process_fb_used", "nvlink_link_errors", "nvlink_link_up"
 # How long DCGM_FI_DEV_XID_ERRORS keeps showing the last XID code before it returns to 0: dcgm-exporter's
 # gauge never resets, which pages forever; the counter and the timestamp keep the full history.
 XID_HOLD_SECONDS = 300.0
-# The longest window DCGM_EXP_*_COUNT may count over, and how many events of one GPU are kept for it.
+# dcgm-exporter's default window for DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (300000 ms); the
+# longest window they may count over, and how many events of one GPU are kept for it.
+COUNT_WINDOW_SECONDS = 300.0
 MAX_COUNT_WINDOW_SECONDS = 86400.0
 MAX_RECENT_EVENTS = 10000
 

@@ -133,3 +133,12 @@ def test_same_seed_same_health_series() -> None:
     a = fleet_from_specs(2, seed=9, faults=spec, epoch=0).sample(3600.0)
     b = fleet_from_specs(2, seed=9, faults=spec, epoch=0).sample(3600.0)
     assert a == b
+
+
+def test_violation_time_grows_only_while_throttled() -> None:
+    fleet = fleet_from_specs(2, seed=3, faults=["0=thermal:93@2m+10m"], epoch=0)
+    thermal = [fleet.sample_gpu(0, float(t)).values["thermal_violation"] for t in (100, 400, 700, 2000, 3000)]
+    assert thermal[0] == 0 < thermal[1] < thermal[2] < thermal[3] == thermal[4]  # ns, flat once it cooled
+    assert thermal[2] - thermal[1] == pytest.approx(300e9)
+    assert fleet.sample_gpu(1, 3000.0).values["thermal_violation"] == 0
+    assert fleet.sample_gpu(0, 3000.0).values["power_violation"] == 0
