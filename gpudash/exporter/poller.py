@@ -2,16 +2,18 @@
 
 Three cadences, so a slow call never delays a fast one:
 
-- static facts (max SM clock, slowdown and shutdown temperatures) are read at start, and again after
-  a GPU comes back;
+- static facts (max SM clock, slowdown, shutdown and max operating temperatures) are read at start, and
+  again after a GPU comes back;
 - the fast loop reads everything cheap every ``interval`` (default 1 s);
 - the slow loop reads what the source calls costly (the energy counter takes ~4 ms, GPM profiling
   metrics ~0.8 ms of CPU, PCIe throughput without GPM blocks ~20 ms per direction) every
   ``slow_interval``, in its own thread.
 
-After each sweep the snapshot is rendered once; a scrape only writes those bytes. Faults stay local: a
-NotSupported field is left out for that GPU and logged once; a lost GPU reads ``gpudash_gpu_up 0`` while
-the others keep reporting, and is read in full again when it comes back.
+dcgm-exporter's windowed counts need history: XID events come with each reading (the source keeps them), and
+the poller notes when each clock event reason turns on. After each sweep the snapshot is rendered once; a
+scrape only writes those bytes. Faults stay local: a NotSupported field is left out for that GPU and logged
+once; a lost GPU reads ``gpudash_gpu_up 0``, its labels unchanged, while the others keep reporting, and is
+read in full again when it comes back.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ _READ_FOR: dict[str, frozenset[str]] = {
     "xid_last_time": frozenset(),
     "gpu_up": frozenset(),
 }
+
+
+def rising_bits(before: int, after: int) -> list[int]:
+    """The bits set in ``after`` that were clear in ``before``: a clock event reason that just turned on."""
+    started = after & ~before
+    return [1 << b for b in range(started.bit_length()) if started >> b & 1]
 
 
 def keys_to_read(published: Iterable[str]) -> frozenset[str]:
@@ -161,8 +169,7 @@ class Poller:
             mask = reading.values.get("clock_event_reasons")
             if mask is not None:
                 before = int(state.values.get("clock_event_reasons", 0))
-                started = int(mask) & ~before
-                state.clock_events.extend((now, 1 << b) for b in range(started.bit_length()) if started >> b & 1)
+                state.clock_events.extend((now, bit) for bit in rising_bits(before, int(mask)))
                 while state.clock_events and state.clock_events[0][0] <= now - self.count_window:
                     state.clock_events.popleft()
             if not state.up:

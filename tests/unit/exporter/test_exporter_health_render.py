@@ -126,3 +126,11 @@ def test_new_link_readings_are_rendered_not_the_previous_text() -> None:
     b = render(_snap([GpuView(_identity(), True, links=second)], keys)).decode()
     assert a == again and 'error="crc_flit"} 1\n' in a and 'link="0"} 1\n' in a
     assert 'error="crc_flit"} 9\n' in b and 'link="0"} 0\n' in b
+
+
+def test_rising_bits_are_the_reasons_that_just_turned_on() -> None:
+    from gpudash.exporter.poller import rising_bits
+
+    assert rising_bits(0x0, 0x25) == [0x1, 0x4, 0x20]
+    assert rising_bits(0x25, 0x25) == [] and rising_bits(0x25, 0x0) == []
+    assert rising_bits(0x5, 0x48) == [0x8, 0x40]
