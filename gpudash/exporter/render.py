@@ -2,8 +2,9 @@
 
 Series look exactly like dcgm-exporter's: the same names, help and types (from the catalog) and the
 labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION``, then
-a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``). Unlike dcgm-exporter, label
-values are escaped, so a process name with a quote cannot break a scrape.
+a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``, ``link``/``error``,
+``window_size_in_ms``). Unlike dcgm-exporter, label values are escaped, so a process name with a quote cannot
+break a scrape. Node-level series (``gpudash_node_gpus_expected``) carry only the node's labels.
 """
 
 from __future__ import annotations
