@@ -23,7 +23,7 @@ def test_dcgm_exporters_default_counters_load(reference: Path) -> None:
     path = reference / "dcgm-exporter" / "default-counters.csv"
     chosen = load_collectors(path)
     fields = _uncommented_fields(path) - {"DCGM_FI_DRIVER_VERSION"}
-    assert {BY_KEY[key].dcgm_name for key in chosen.keys} == fields | {"gpudash_gpu_up"}
+    assert {BY_KEY[key].dcgm_name for key in chosen.keys} == fields | {"gpudash_gpu_up", "gpudash_node_gpus_expected"}
     assert chosen.driver_version_label and chosen.origin == str(path)
 
 
@@ -38,14 +38,14 @@ def test_only_the_chosen_fields_are_published(reference: Path) -> None:
     gpu_names = {n for n in names if not n.startswith("gpudash_exporter_")}
     expected = _uncommented_fields(reference / "dcgm-exporter" / "default-counters.csv")
     expected -= {"DCGM_FI_DRIVER_VERSION", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}  # not supported on an H200
-    assert gpu_names == expected | {"gpudash_gpu_up"}
+    assert gpu_names == expected | {"gpudash_gpu_up", "gpudash_node_gpus_expected"}
 
 
 def test_gpudash_fields_and_a_custom_selection() -> None:
     chosen = parse_collectors(
         "# mine\nDCGM_FI_DEV_FB_USED, gauge, used\n\ngpudash_xid_errors_total, counter, xids\n", "mine.csv"
     )
-    assert chosen.keys == ("fb_used", "xid_total", "gpu_up") and not chosen.driver_version_label
+    assert chosen.keys == ("fb_used", "xid_total", "gpu_up", "gpus_expected") and not chosen.driver_version_label
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,7 @@ def test_a_counters_csv_can_enable_every_optional_health_field() -> None:
              "DCGM_EXP_CLOCK_EVENTS_COUNT", "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
              "DCGM_FI_DEV_GPU_TEMP_LIMIT", "DCGM_FI_DEV_GPU_RECOVERY_ACTION", "gpudash_node_gpus_expected"]
     chosen = parse_collectors("".join(f"{n}, counter, x\n" for n in names), "c.csv")
-    assert {BY_KEY[k].dcgm_name for k in chosen.keys} == {*names, "gpudash_gpu_up"}
+    assert {BY_KEY[k].dcgm_name for k in chosen.keys} == {*names, "gpudash_gpu_up"}  # gpus_expected: named
 
 
 def test_new_link_readings_are_rendered_not_the_previous_text() -> None:
