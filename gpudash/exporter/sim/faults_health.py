@@ -30,9 +30,8 @@ from gpudash.exporter.sim.noise import uniform
 from gpudash.exporter.sim.spec import Fault
 from gpudash.exporter.source import LinkHealth
 
-__all__ = ["HEALTH_FAULTS", "RETIRED_KEYS", "health", "storm_link", "violations", "xid_events"]
+__all__ = ["RETIRED_KEYS", "health", "storm_link", "violations", "xid_events"]
 
-HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus")
 NVLINK_LINKS = 18  # an H200 SXM's NVLink 4 links
 XID_DBE, XID_REMAP, XID_REMAP_FAILURE = 48, 63, 64
 DRAIN_AND_RESET, GPU_RESET = 4.0, 1.0  # nvmlDeviceGpuRecoveryAction_t

@@ -15,8 +15,10 @@ from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 
 WORKLOADS = ("train", "inference", "idle")
-FAULTS = ("leak", "thermal", "stall", "xid", "lost",  # what goes wrong with one GPU
-          "dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus")
+FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one GPU's work
+# what goes wrong with one GPU's hardware (gpudash.exporter.sim.faults_health); apart from FAULTS, whose random
+# draws the fleet benchmarks replay
+HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus")
 JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign")  # what goes wrong with a job's use of its GPUs
 SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
 DEFAULT_FAULT_START = 60.0
@@ -54,11 +56,11 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
     """``node-02/5=straggler:30@1h`` -> ("node-02", 5, Fault); without ``NODE/`` the node is None (this one)."""
     match = _FAULT.match(spec.strip())
     usage = ("expected IDX=KIND[:ARG][@START][+DURATION] (NODE/IDX=... on a simulated cluster), KIND one of "
-             + ", ".join(FAULTS + JOB_FAULTS))
+             + ", ".join(FAULTS + HEALTH_FAULTS + JOB_FAULTS))
     if not match:
         raise UsageError(f"--fault {spec!r}: {usage}")
     node, index, kind, arg, start, duration = match.groups()
-    if kind not in FAULTS + JOB_FAULTS:
+    if kind not in FAULTS + HEALTH_FAULTS + JOB_FAULTS:
         raise UsageError(f"--fault {spec!r}: unknown fault {kind!r}; {usage}")
     try:
         value: float | None = None
