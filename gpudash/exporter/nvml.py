@@ -22,7 +22,7 @@ from typing import Any
 
 from gpudash.errors import ExporterError
 from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
-from gpudash.exporter.health_reads import health_readers
+from gpudash.exporter.health_reads import NVLINK_KEYS, health_readers
 from gpudash.exporter.reader import Reader, Unsupported, Values
 from gpudash.exporter.source import (
     COSTLY_KEYS,
@@ -257,7 +257,9 @@ class NvmlSource:
         processes = None
         if "process_fb_used" in keys:
             processes = self._processes(handle)
-        links, self._links[index] = self._links[index], None  # set by the NVLink reader when it ran
+        links = None
+        if keys & NVLINK_KEYS:  # only the loop that reads NVLink takes what its reader left (the slow one)
+            links, self._links[index] = self._links[index], None
         # every key known unsupported, not only those found now: a second reader of this source learns them too
         return GpuReading(index, True, values, frozenset(skip & keys), errors, xid, processes, links)
 
