@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gpudash.catalog import NVLINK_ERROR_KINDS
 from gpudash.exporter.health_reads import RETIRED_KEYS
@@ -38,12 +37,6 @@ DRAIN_AND_RESET, GPU_RESET = 4.0, 1.0  # nvmlDeviceGpuRecoveryAction_t
 _CH_SBE, _CH_LINK = 11, 12  # noise channels of their own (fleet.py and rhythm.py use 0-8)
 
 
-@dataclass(frozen=True)
-class Limits:
-    gpu_max_op_c: float = 87.0
-    mem_max_op_c: float = 95.0
-
-
 def xid_events(faults: Sequence[Fault]) -> list[tuple[float, int]]:
     """The XIDs the health faults raise, at their start."""
     codes = {"dbe-burst": (XID_DBE, XID_REMAP), "remap-pending": (XID_REMAP,), "remap-failure": (XID_REMAP_FAILURE,)}
@@ -55,16 +48,16 @@ def storm_link(seed: int, i: int) -> int:
     return int(uniform(seed, i, _CH_LINK) * NVLINK_LINKS)
 
 
-def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault],
-           limits: Limits = Limits()) -> tuple[dict[str, float], tuple[LinkHealth, ...]]:
-    """GPU i's health values (catalog keys) and NVLink links at t."""
+def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault], gpu_max_op_c: float,
+           mem_max_op_c: float) -> tuple[dict[str, float], tuple[LinkHealth, ...]]:
+    """GPU i's health values (catalog keys) and NVLink links at t, given its max operating temperatures."""
     every, sbe_before = _corrected_errors(seed, i)
     sbe = float(math.floor(t / every)) if math.isfinite(every) else 0.0
     v: dict[str, float] = {
         "ecc_sbe_vol": sbe, "ecc_dbe_vol": 0.0, "ecc_sbe_agg": sbe_before + sbe, "ecc_dbe_agg": 0.0,
         "remapped_rows_cor": 0.0, "remapped_rows_unc": 0.0, "row_remap_pending": 0.0, "row_remap_failure": 0.0,
-        "gpu_max_op_temp": limits.gpu_max_op_c, "mem_max_op_temp": limits.mem_max_op_c,
-        "temp_margin": limits.gpu_max_op_c - gpu_temp, "recovery_action": 0.0,
+        "gpu_max_op_temp": gpu_max_op_c, "mem_max_op_temp": mem_max_op_c,
+        "temp_margin": gpu_max_op_c - gpu_temp, "recovery_action": 0.0,
     }
     storms: dict[int, float] = {}  # link -> CRC flit errors so far
     for f in faults:
@@ -117,12 +110,12 @@ def _storm(link: int, crc: float) -> LinkHealth:
     return LinkHealth(link, True, {"crc_flit": crc, "crc_data": crc // 3, "replay": crc // 100, "recovery": 0.0})
 
 
-def violations(t: float, faults: Sequence[Fault], limits: Limits = Limits()) -> dict[str, float]:
+def violations(t: float, faults: Sequence[Fault], gpu_max_op_c: float) -> dict[str, float]:
     """Thermal and power violation time (ns): while a thermal fault runs over the max operating temperature,
     and while a straggler is held under its power cap."""
     thermal = power = 0.0
     for f in faults:
-        if f.kind == "thermal" and (f.arg if f.arg is not None else 91.0) >= limits.gpu_max_op_c:
+        if f.kind == "thermal" and (f.arg if f.arg is not None else 91.0) >= gpu_max_op_c:
             over = f.start + 90.0  # about when the climb passes the max operating temperature
             thermal += max(0.0, min(t, f.end + 60.0) - over)
         elif f.kind == "straggler":

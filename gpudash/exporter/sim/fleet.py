@@ -121,7 +121,8 @@ class GpuModel:
     sm_clock_max_mhz: float = 1980.0
     sm_clock_idle_mhz: float = 345.0
     mem_clock_mhz: float = 3201.0
-    sw_thermal_c: float = 87.0
+    sw_thermal_c: float = 87.0  # also the GPU's max operating temperature (NVML GPU_MAX), as on an H200
+    mem_max_op_c: float = 95.0
     slowdown_c: float = 89.0
     shutdown_c: float = 95.0
 
@@ -271,8 +272,9 @@ class Fleet:
         if xid.last_time is not None:
             values["xid_last_time"] = xid.last_time
         faults = self.faults.get(i, ())
-        health, links = faults_health.health(self.seed, i, t, values["gpu_temp"], faults)
-        values.update(health, **faults_health.violations(t, faults))
+        health, links = faults_health.health(self.seed, i, t, values["gpu_temp"], faults, m.sw_thermal_c,
+                                             m.mem_max_op_c)
+        values.update(health, **faults_health.violations(t, faults, m.sw_thermal_c))
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
             own = fb_used - (s.foreign.fb_used_mib if s.foreign is not None else 0.0)
