@@ -45,8 +45,9 @@ def _whole(flag: str, text: str, lowest: int, highest: int) -> int:
 
 
 def _fields_table() -> str:
-    rows = [f"{s.dcgm_name:44} {s.type:8} {s.unit:6} {s.publisher.value}" for s in SIGNALS]
-    return "\n".join(["FIELD                                        TYPE     UNIT   SOURCE", *rows])
+    width = max(len(s.dcgm_name) for s in SIGNALS) + 1
+    rows = [f"{s.dcgm_name:{width}} {s.type:8} {s.unit:6} {s.publisher.value}" for s in SIGNALS]
+    return "\n".join([f"{'FIELD':{width}} {'TYPE':8} {'UNIT':6} SOURCE", *rows])
 
 
 @click.command(context_settings={"max_content_width": 110})
