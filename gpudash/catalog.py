@@ -99,6 +99,7 @@ SIGNALS: tuple[Signal, ...] = (
     _s("shutdown_temp", "DCGM_FI_DEV_SHUTDOWN_TEMP", "C", "gauge", "Shutdown temperature (in C).", OPT),
     _s("clock_event_reasons", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "1", "gauge",
        "Current clock event (throttle) reasons, as the NVML bitmask.", OPT),
+    # GPU health (issue 14): memory errors, row remapping, NVLink errors, each GPU's own thermal limits.
     _s("ecc_sbe_vol", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "1", "counter",
        "Total number of single-bit volatile ECC errors.", OPT),
     _s("ecc_dbe_vol", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "1", "counter",
@@ -107,8 +108,14 @@ SIGNALS: tuple[Signal, ...] = (
        "Total number of single-bit persistent ECC errors.", OPT),
     _s("ecc_dbe_agg", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "1", "counter",
        "Total number of double-bit persistent ECC errors.", OPT),
+    _s("retired_sbe", "DCGM_FI_DEV_RETIRED_SBE", "1", "counter",
+       "Total number of retired pages due to single-bit errors.", OPT),
+    _s("retired_dbe", "DCGM_FI_DEV_RETIRED_DBE", "1", "counter",
+       "Total number of retired pages due to double-bit errors.", OPT),
+    _s("retired_pending", "DCGM_FI_DEV_RETIRED_PENDING", "1", "counter",
+       "Total number of pages pending retirement.", OPT),
     _s("row_remap_pending", "DCGM_FI_DEV_ROW_REMAP_PENDING", "1", "gauge",
-       "Whether a row remap is pending (applied at the next GPU reset).", OPT),
+       "Whether remapping of rows is pending (1: the next GPU reset applies it).", OPT),
     _s("nvlink_crc_flit", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "1", "counter",
        "Total number of NVLink flow-control CRC errors.", OPT),
     _s("nvlink_crc_data", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "1", "counter",
@@ -120,13 +127,20 @@ SIGNALS: tuple[Signal, ...] = (
     _s("gpu_max_op_temp", "DCGM_FI_DEV_GPU_MAX_OP_TEMP", "C", "gauge",
        "Maximum operating temperature of the GPU (in C).", OPT),
     _s("mem_max_op_temp", "DCGM_FI_DEV_MEM_MAX_OP_TEMP", "C", "gauge",
-       "Maximum operating temperature of the GPU memory (in C).", OPT),
+       "Maximum operating temperature of the memory (in C).", OPT),
     _s("temp_margin", "DCGM_FI_DEV_GPU_TEMP_LIMIT", "C", "gauge",
-       "Degrees left before the GPU's maximum operating temperature (T.Limit).", OPT),
+       "Thermal margin: degrees left before the GPU's maximum operating temperature (T.Limit, in C).", OPT),
     _s("thermal_violation", "DCGM_FI_DEV_THERMAL_VIOLATION", "ns", "counter",
        "Throttling duration due to thermal constraints (in ns).", OPT),
     _s("power_violation", "DCGM_FI_DEV_POWER_VIOLATION", "ns", "counter",
        "Throttling duration due to power constraints (in ns).", OPT),
+    _s("recovery_action", "DCGM_FI_DEV_GPU_RECOVERY_ACTION", "1", "gauge",
+       "The driver's GPU recovery action (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, "
+       "5 recover IMEX domain, 6 bus reset, 7 system reboot).", OPT),
+    _s("xid_count_window", "DCGM_EXP_XID_ERRORS_COUNT", "1", "counter",
+       "reported XIDs during last window", OPT, "xid", "window_size_in_ms"),
+    _s("clock_events_count", "DCGM_EXP_CLOCK_EVENTS_COUNT", "1", "counter",
+       "reported clock events", OPT, "clock_event", "window_size_in_ms"),
     # Published only by the bundled exporter.
     _s("clock_event_active", "gpudash_clock_event_active", "1", "gauge",
        "1 while this clock event (throttle) reason is active, else 0.", OWN, "clock_event"),
@@ -139,10 +153,17 @@ SIGNALS: tuple[Signal, ...] = (
     _s("gpu_up", "gpudash_gpu_up", "1", "gauge",
        "1 when the last sweep read this GPU, 0 when it fell off the bus or NVML lost it.", OWN),
     _s("nvlink_link_errors", "gpudash_nvlink_errors_total", "1", "counter",
-       "NVLink errors per link, by error kind (crc_flit, crc_data, replay, recovery).", OWN, "link", "error"),
+       "NVLink errors of one link by kind (crc_flit, crc_data, replay, recovery), as NVML counts them.", OWN,
+       "link", "error"),
+    _s("nvlink_link_up", "gpudash_nvlink_link_up", "1", "gauge",
+       "1 while this NVLink link is active, 0 while it is inactive; only the links the GPU has.", OWN, "link"),
     _s("gpus_expected", "gpudash_node_gpus_expected", "1", "gauge",
-       "How many GPUs this node should have (node-level: no per-GPU labels).", OWN),
+       "How many GPUs this node should have (--expected-gpus, else the NVIDIA GPUs on its PCI bus, else the "
+       "count NVML saw at start).", OWN),
 )
+
+# Signals of the node, not of one GPU: no gpu/UUID labels, one series per exporter.
+NODE_SIGNALS = frozenset({"gpus_expected"})
 
 BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
 BY_DCGM_NAME: dict[str, Signal] = {s.dcgm_name: s for s in SIGNALS}
@@ -178,6 +199,25 @@ CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x40, "hw_thermal_slowdown"),
     (0x80, "hw_power_brake_slowdown"),
     (0x100, "display_clock_setting"),
+)
+# dcgm-exporter's clock_event label values on DCGM_EXP_CLOCK_EVENTS_COUNT (its clockEventToString), by bit.
+DCGM_EXP_CLOCK_EVENTS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "clocks_setting"),
+    (0x4, "power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"),
+    (0x100, "display_clocks"),
+)
+# The `error` label values of gpudash_nvlink_errors_total, and the DCGM total each one sums into.
+NVLINK_ERROR_KINDS: tuple[tuple[str, str], ...] = (
+    ("crc_flit", "nvlink_crc_flit"),
+    ("crc_data", "nvlink_crc_data"),
+    ("replay", "nvlink_replay"),
+    ("recovery", "nvlink_recovery"),
 )
 # The reasons that mean "slowed by heat or by the power brake": what throttling panels and alerts look for.
 THERMAL_OR_BRAKE_REASONS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "hw_slowdown")

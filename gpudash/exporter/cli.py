@@ -19,11 +19,12 @@ from gpudash.exporter.attribution.kubelet import KubeletConfig
 from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kubernetes_options
 from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
+from gpudash.exporter.expected import SYSFS_PCI_DEVICES, gpus_expected
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.cluster import cluster_from_options
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.source import SimulatedSource
-from gpudash.exporter.source import Source
+from gpudash.exporter.source import COUNT_WINDOW_SECONDS, MAX_COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import load_web_config
 
 log = logging.getLogger("gpudash.exporter")
@@ -33,9 +34,20 @@ def _seconds(flag: str, text: str) -> float:
     return option_seconds(flag, text, minimum=0.05, examples="1s, 500ms or 30s")
 
 
+def _whole(flag: str, text: str, lowest: int, highest: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = lowest - 1
+    if not lowest <= value <= highest:
+        raise UsageError(f"{flag} {text!r}: expected a whole number from {lowest} to {highest}")
+    return value
+
+
 def _fields_table() -> str:
-    rows = [f"{s.dcgm_name:44} {s.type:8} {s.unit:6} {s.publisher.value}" for s in SIGNALS]
-    return "\n".join(["FIELD                                        TYPE     UNIT   SOURCE", *rows])
+    width = max(len(s.dcgm_name) for s in SIGNALS) + 1
+    rows = [f"{s.dcgm_name:{width}} {s.type:8} {s.unit:6} {s.publisher.value}" for s in SIGNALS]
+    return "\n".join([f"{'FIELD':{width}} {'TYPE':8} {'UNIT':6} SOURCE", *rows])
 
 
 @click.command(context_settings={"max_content_width": 110})
@@ -55,7 +67,9 @@ def _fields_table() -> str:
 )
 @click.option(
     "--fault", multiple=True, metavar="[NODE/]IDX=KIND[:ARG][@START][+DURATION]",
-    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid, lost (e.g. 2=leak, 5=thermal@5m+15m), "
+    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid[:CODE], lost, and the health faults "
+         "dbe-burst[:N], remap-pending, remap-failure, nvlink-crc-storm[:RATE], fell-off-bus (e.g. 2=leak, "
+         "5=thermal@5m+15m, 3=xid:79@2m), "
          "or one that its job feels: straggler[:PCT], starved, idle-holder, foreign[:JOBID] (e.g. 5=straggler:30@10m).",
 )
 # -- simulated jobs over a cluster of simulated nodes (gpudash.exporter.sim.jobs, .cluster)
@@ -107,6 +121,16 @@ def _fields_table() -> str:
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
 )
+@click.option(
+    "--xid-count-window-size", default=str(round(COUNT_WINDOW_SECONDS * 1000)), show_default=True, metavar="MS",
+    envvar="DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", show_envvar=True,
+    help="Window of DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT, in milliseconds (dcgm-exporter's flag).",
+)
+@click.option(
+    "--expected-gpus", metavar="N",
+    help="How many GPUs this node should have (gpudash_node_gpus_expected; default: the NVIDIA GPUs on the PCI "
+         "bus, else the count NVML sees at start).",
+)
 @click.option("--list-fields", is_flag=True, help="Print every field the exporter can publish and exit.")
 @kubernetes_options
 def exporter(
@@ -129,6 +153,8 @@ def exporter(
     proc_root: Path,
     web_config: Path | None,
     log_level: str,
+    xid_count_window_size: str,
+    expected_gpus: str | None,
     list_fields: bool,
     kubernetes: KubeletConfig | None,
 ) -> None:
@@ -157,6 +183,8 @@ def exporter(
         raise UsageError("--hpc-job-mapping-dir with --sim-job/--sim-jobs: both would set hpc_job; give one of them")
     attributors: list[Attributor] = []
     fast, slow = _seconds("--interval", interval), _seconds("--slow-interval", slow_interval)
+    window_ms = _whole("--xid-count-window-size", xid_count_window_size, 1, int(MAX_COUNT_WINDOW_SECONDS * 1000))
+    expected = None if expected_gpus is None else _whole("--expected-gpus", expected_gpus, 0, 4096)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
@@ -185,6 +213,10 @@ def exporter(
             hostname_label="Hostname" if legacy_hostname_label else "hostname",
             web=web,
             attributor=combined(attributors),
+            count_window=window_ms / 1000.0,
+            # a simulated node has no PCI functions of its own: this host's would be the wrong count
+            gpus_expected=gpus_expected(expected, len(source.gpus()),
+                                        None if simulate is not None else SYSFS_PCI_DEVICES),
         )
     except BaseException:
         for attributor in attributors:

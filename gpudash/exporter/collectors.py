@@ -15,8 +15,9 @@ from pathlib import Path
 from gpudash.catalog import BY_DCGM_NAME, DRIVER_VERSION_LABEL, SIGNALS
 from gpudash.errors import ExporterError
 
-# Published whatever the CSV says: without it nobody can tell a lost GPU from a missing one.
-ALWAYS = ("gpu_up",)
+# Published whatever the CSV says: without them nobody can tell a lost GPU from a missing one, or from one that
+# fell off the bus before the exporter started.
+ALWAYS = ("gpu_up", "gpus_expected")
 
 
 @dataclass(frozen=True)

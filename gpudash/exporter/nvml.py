@@ -17,17 +17,20 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpudash.errors import ExporterError
 from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
+from gpudash.exporter.health_reads import NVLINK_KEYS, health_readers
+from gpudash.exporter.reader import Reader, Unsupported, Values
 from gpudash.exporter.source import (
     COSTLY_KEYS,
+    LIST_KEYS,
     XID_HOLD_SECONDS,
     GpuIdentity,
     GpuReading,
+    LinkHealth,
     ProcessUsage,
     XidLedger,
 )
@@ -36,26 +39,11 @@ log = logging.getLogger("gpudash.exporter")
 
 _UINT_MAX = 0xFFFFFFFF
 _PCIE = frozenset({"pcie_tx", "pcie_rx"})
-
-
-class _Unsupported(Exception):
-    """A reader found the GPU cannot provide its fields (beyond NVML's own NotSupported)."""
-
-
-_UNSUPPORTED = (_Unsupported, GpmUnsupported)
+_UNSUPPORTED = (Unsupported, GpmUnsupported)
 
 
 def _no_gpm(_handle: Any, _index: int) -> dict[str, float]:
-    raise _Unsupported()  # before Hopper these ratios need DCGM's own profiling module
-
-
-Values = dict[str, float]
-
-
-@dataclass(frozen=True)
-class Reader:
-    keys: frozenset[str]
-    read: Callable[[Any, int], Values]  # (handle, index) -> values
+    raise Unsupported()  # before Hopper these ratios need DCGM's own profiling module
 
 
 def _load_pynvml() -> Any:
@@ -96,6 +84,7 @@ class NvmlSource:
         self._memory_v2 = [True] * count
         self._gpm = [Gpm(nv, h) for h in self._handles]
         self._process_names: dict[int, str] = {}
+        self._links: list[tuple[LinkHealth, ...] | None] = [None] * count
         self._event_lock = threading.Lock()
         self._handle_lock = threading.Lock()
         self._events = self._register_xid_events()
@@ -156,7 +145,7 @@ class NvmlSource:
             total = 0.0
             for field in nv.nvmlDeviceGetFieldValues(h, ids):
                 if field.nvmlReturn in (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_INVALID_ARGUMENT):
-                    raise _Unsupported()
+                    raise Unsupported()
                 if field.nvmlReturn != nv.NVML_SUCCESS:
                     raise nv.NVMLError(field.nvmlReturn)
                 total += float(field.value.ullVal)
@@ -165,16 +154,17 @@ class NvmlSource:
         def vgpu_license(h: Any, _i: int) -> Values:
             feats = nv.nvmlDeviceGetGridLicensableFeatures(h)
             if not feats.isGridLicenseSupported:
-                raise _Unsupported()
+                raise Unsupported()
             vgpu = nv.NVML_GRID_LICENSE_FEATURE_CODE_VGPU
             listed = feats.gridLicensableFeatures[: feats.licensableFeaturesCount]
             return {"vgpu_license": float(any(f.featureCode == vgpu and f.featureState for f in listed))}
 
         def remapped(h: Any, _i: int) -> Values:
-            corr, unc, _pending, failure = nv.nvmlDeviceGetRemappedRows(h)
+            corr, unc, pending, failure = nv.nvmlDeviceGetRemappedRows(h)
             return {
                 "remapped_rows_cor": float(corr),
                 "remapped_rows_unc": float(unc),
+                "row_remap_pending": float(pending),
                 "row_remap_failure": float(failure),
             }
 
@@ -207,7 +197,9 @@ class NvmlSource:
             one("shutdown_temp", lambda h: threshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)),
             Reader(frozenset({"nvlink_bandwidth"}), nvlink),
             Reader(frozenset({"vgpu_license"}), vgpu_license),
-            Reader(frozenset({"remapped_rows_cor", "remapped_rows_unc", "row_remap_failure"}), remapped),
+            Reader(frozenset({"remapped_rows_cor", "remapped_rows_unc", "row_remap_pending", "row_remap_failure"}),
+                   remapped),
+            *health_readers(nv, self._links.__setitem__),
         ]
         self._pcie_throughput = Reader(_PCIE, pcie_throughput)
         return readers
@@ -246,7 +238,10 @@ class NvmlSource:
             if not wanted:
                 continue
             try:
-                values.update(reader.read(handle, index))
+                got = reader.read(handle, index)
+                values.update(got)
+                if reader.partial:
+                    unsupported |= wanted - got.keys() - LIST_KEYS
             except _UNSUPPORTED:
                 unsupported |= wanted
             except nv.NVMLError as exc:
@@ -265,7 +260,11 @@ class NvmlSource:
         processes = None
         if "process_fb_used" in keys:
             processes = self._processes(handle)
-        return GpuReading(index, True, values, frozenset(unsupported), errors, xid, processes)
+        links = None
+        if keys & NVLINK_KEYS:  # only the loop that reads NVLink takes what its reader left (the slow one)
+            links, self._links[index] = self._links[index], None
+        # every key known unsupported, not only those found now: a second reader of this source learns them too
+        return GpuReading(index, True, values, frozenset(skip & keys), errors, xid, processes, links)
 
     def close(self) -> None:
         nv = self.nv

@@ -2,16 +2,18 @@
 
 Three cadences, so a slow call never delays a fast one:
 
-- static facts (max SM clock, slowdown and shutdown temperatures) are read at start, and again after
-  a GPU comes back;
+- static facts (max SM clock, slowdown, shutdown and max operating temperatures) are read at start, and
+  again after a GPU comes back;
 - the fast loop reads everything cheap every ``interval`` (default 1 s);
 - the slow loop reads what the source calls costly (the energy counter takes ~4 ms, GPM profiling
   metrics ~0.8 ms of CPU, PCIe throughput without GPM blocks ~20 ms per direction) every
   ``slow_interval``, in its own thread.
 
-After each sweep the snapshot is rendered once; a scrape only writes those bytes. Faults stay local: a
-NotSupported field is left out for that GPU and logged once; a lost GPU reads ``gpudash_gpu_up 0`` while
-the others keep reporting, and is read in full again when it comes back.
+dcgm-exporter's windowed counts need history: XID events come with each reading (the source keeps them), and
+the poller notes when each clock event reason turns on. After each sweep the snapshot is rendered once; a
+scrape only writes those bytes. Faults stay local: a NotSupported field is left out for that GPU and logged
+once; a lost GPU reads ``gpudash_gpu_up 0``, its labels unchanged, while the others keep reporting, and is
+read in full again when it comes back.
 """
 
 from __future__ import annotations
@@ -19,24 +21,43 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from gpudash.exporter.attribution import Attributor, Labels
 from gpudash.exporter.render import Exposition, GpuView, Snapshot, render
-from gpudash.exporter.source import GpuReading, ProcessUsage, Source, XidState
+from gpudash.exporter.source import (
+    COUNT_WINDOW_SECONDS,
+    LIST_KEYS,
+    MAX_RECENT_EVENTS,
+    GpuReading,
+    LinkHealth,
+    ProcessUsage,
+    Source,
+    XidState,
+)
 
 log = logging.getLogger("gpudash.exporter")
 
-STATIC_KEYS = frozenset({"sm_clock_max", "slowdown_temp", "shutdown_temp"})
+STATIC_KEYS = frozenset({"sm_clock_max", "slowdown_temp", "shutdown_temp", "gpu_max_op_temp", "mem_max_op_temp"})
 # Published signals that need a different read, or none (they come with every reading).
 _READ_FOR: dict[str, frozenset[str]] = {
     "clock_event_active": frozenset({"clock_event_reasons"}),
+    "clock_events_count": frozenset({"clock_event_reasons"}),
+    "xid_count_window": frozenset(),
+    "gpus_expected": frozenset(),
     "xid_total": frozenset(),
     "xid_last": frozenset(),
     "xid_last_time": frozenset(),
     "gpu_up": frozenset(),
 }
+
+
+def rising_bits(before: int, after: int) -> list[int]:
+    """The bits set in ``after`` that were clear in ``before``: a clock event reason that just turned on."""
+    started = after & ~before
+    return [1 << b for b in range(started.bit_length()) if started >> b & 1]
 
 
 def keys_to_read(published: Iterable[str]) -> frozenset[str]:
@@ -52,6 +73,9 @@ class _GpuState:
     values: dict[str, float] = field(default_factory=dict)
     xid: XidState = field(default_factory=XidState)
     processes: tuple[ProcessUsage, ...] = ()
+    links: tuple[LinkHealth, ...] = ()
+    # each clock event reason's activations (time, bit): a bit set that was clear at the previous read
+    clock_events: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=MAX_RECENT_EVENTS))
     unsupported: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)  # fields whose failure was logged, until they recover
     needs_full: bool = False  # came back from being lost: read static and slow fields on the next sweep
@@ -71,6 +95,8 @@ class Poller:
         slow_interval: float = 10.0,
         clock: Callable[[], float] = time.time,
         attributor: Attributor | None = None,
+        count_window: float = COUNT_WINDOW_SECONDS,
+        gpus_expected: int | None = None,
     ) -> None:
         self.source = source
         self.published = tuple(published)
@@ -78,7 +104,10 @@ class Poller:
         self.static_keys = wanted & STATIC_KEYS
         self.slow_keys = (wanted & frozenset(slow_keys)) - self.static_keys
         self.fast_keys = wanted - self.static_keys - self.slow_keys
-        self._value_keys = wanted - {"process_fb_used"}  # read keys that give a value (processes give a list)
+        self._value_keys = wanted - LIST_KEYS  # read keys that give a value (processes and links give a list)
+        self.count_window = count_window
+        self.gpus_expected = len(source.gpus()) if gpus_expected is None else gpus_expected  # the count at start
+        self._now: float | None = None
         self.interval = interval
         self.slow_interval = slow_interval
         self.clock = clock
@@ -118,24 +147,31 @@ class Poller:
                 self._count_error("read")
                 log.error("GPU %d: reading failed: %s", gpu.index, exc, exc_info=log.isEnabledFor(logging.DEBUG))
                 reading = GpuReading(gpu.index, up=False, xid=state.xid)
-            self._merge(state, gpu.index, wanted, reading)
+            self._merge(state, gpu.index, wanted, reading, now)
         if loop == "fast":
             self._refresh_attribution(now)
         with self._lock:
+            self._now = now if self._now is None else max(self._now, now)
             self._durations[loop] = time.perf_counter() - started
             if clean and loop == "fast":
                 self._last_sweep = now
         self._exposition = Exposition(self._render())
 
-    def _merge(self, state: _GpuState, index: int, wanted: frozenset[str], reading: GpuReading) -> None:
+    def _merge(self, state: _GpuState, index: int, wanted: frozenset[str], reading: GpuReading, now: float) -> None:
         with self._lock:
             state.xid = reading.xid
             if not reading.up:
                 if state.up:
                     log.warning("GPU %d: lost (fell off the bus or NVML cannot reach it); gpu_up is 0", index)
-                state.up, state.needs_full, state.processes = False, True, ()
+                state.up, state.needs_full, state.processes, state.links = False, True, (), ()
                 state.values.clear()
                 return
+            mask = reading.values.get("clock_event_reasons")
+            if mask is not None:
+                before = int(state.values.get("clock_event_reasons", 0))
+                state.clock_events.extend((now, bit) for bit in rising_bits(before, int(mask)))
+                while state.clock_events and state.clock_events[0][0] <= now - self.count_window:
+                    state.clock_events.popleft()
             if not state.up:
                 log.warning("GPU %d: back", index)
             state.up = True
@@ -156,6 +192,8 @@ class Poller:
                     log.warning("GPU %d: reading %s failed: %s (logged once until it recovers)", index, key, error)
             if reading.processes is not None:
                 state.processes = reading.processes
+            if reading.links is not None:
+                state.links = reading.links
 
     def _refresh_attribution(self, now: float) -> None:
         if self.attributor is None:
@@ -199,7 +237,8 @@ class Poller:
         hostname, hostname_label, driver = self._labels
         with self._lock:
             views = [
-                GpuView(g, s.up, dict(s.values), s.xid, s.processes)
+                GpuView(g, s.up, dict(s.values), s.xid, s.processes, links=s.links,
+                        clock_events=tuple(s.clock_events))
                 for g in self.gpus
                 for s in (self._state[g.index],)
             ]
@@ -215,6 +254,9 @@ class Poller:
                 dict(self._errors),
                 self._last_sweep,
                 self._pending(),
+                now=self._now,
+                count_window=self.count_window,
+                gpus_expected=self.gpus_expected,
             )
         return render(snap)
 

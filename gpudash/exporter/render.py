@@ -2,8 +2,9 @@
 
 Series look exactly like dcgm-exporter's: the same names, help and types (from the catalog) and the
 labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION``, then
-a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``). Unlike dcgm-exporter, label
-values are escaped, so a process name with a quote cannot break a scrape.
+a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``, ``link``/``error``,
+``window_size_in_ms``). Unlike dcgm-exporter, label values are escaped, so a process name with a quote cannot
+break a scrape. Node-level series (``gpudash_node_gpus_expected``) carry only the node's labels.
 """
 
 from __future__ import annotations
@@ -17,16 +18,25 @@ from dataclasses import dataclass, field
 from gpudash.catalog import (
     BY_KEY,
     CLOCK_EVENT_REASONS,
+    DCGM_EXP_CLOCK_EVENTS,
     DRIVER_VERSION_LABEL,
     EXPORTER_ERRORS,
     EXPORTER_LAST_SWEEP,
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
+    NVLINK_ERROR_KINDS,
     Signal,
 )
 from gpudash.escape import label_value
 from gpudash.exporter.attribution import Labels
-from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
+from gpudash.exporter.source import (
+    COUNT_WINDOW_SECONDS,
+    GpuIdentity,
+    LinkHealth,
+    ProcessUsage,
+    XidState,
+    count_in_window,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -44,6 +54,8 @@ class GpuView:
     # copy, no extra labels), and the labels of each process's series by pid.
     copies: tuple[Labels, ...] = ()
     process_labels: Mapping[int, Labels] = field(default_factory=dict)
+    links: tuple[LinkHealth, ...] = ()  # NVLink links, with their state and error counters
+    clock_events: tuple[tuple[float, int], ...] = ()  # (time, reason bit) of each clock event activation
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,9 @@ class Snapshot:
     errors_total: Mapping[str, int] = field(default_factory=dict)  # by field
     last_sweep: float | None = None
     pending: int | None = None  # supported fields read but without a value yet, summed over GPUs that are up
+    now: float | None = None  # time of the latest sweep: the end of the DCGM_EXP_*_COUNT windows
+    count_window: float = COUNT_WINDOW_SECONDS  # seconds those windows span (dcgm-exporter's --xid-count-window-size)
+    gpus_expected: int | None = None  # gpudash_node_gpus_expected; None: not published
 
 
 class Exposition:
@@ -97,7 +112,14 @@ def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
         f'pci_bus_id="{label_value(identity.pci_bus_id)}"',
         f'device="{label_value(identity.device)}"',
         f'modelName="{label_value(identity.model_name)}"',
+        node_labels(snap),
     ]
+    return ",".join(p for p in parts if p)
+
+
+def node_labels(snap: Snapshot) -> str:
+    """The labels every series of this node carries: the host name and the driver version, when published."""
+    parts = []
     if snap.hostname is not None:
         parts.append(f'{snap.hostname_label}="{label_value(snap.hostname)}"')
     if snap.driver_version is not None:
@@ -108,7 +130,8 @@ def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Labels an attribution may not set: the fixed per-GPU ones and each signal's own.
 _RESERVED = frozenset({"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "Hostname",
-                       DRIVER_VERSION_LABEL, "clock_event", "xid", "pid", "process_name", "job", "instance"})
+                       DRIVER_VERSION_LABEL, "clock_event", "xid", "pid", "process_name", "job", "instance",
+                       "link", "error", "window_size_in_ms"})
 
 
 def extra_labels(labels: Labels) -> str:
@@ -125,17 +148,17 @@ def attributed(view: GpuView, base: str) -> list[tuple[GpuView, str]]:
 
 
 Lines = Iterator[str]
-_Series = Callable[[Signal, Sequence[tuple[GpuView, str]]], Lines]
+_Series = Callable[[Signal, Sequence[tuple[GpuView, str]], Snapshot], Lines]
 
 
-def _plain(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+def _plain(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         value = view.values.get(signal.key)
         if view.up and value is not None:
             yield f"{signal.dcgm_name}{{{labels}}} {number(value)}\n"
 
 
-def _clock_events(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+def _clock_events(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         mask = view.values.get("clock_event_reasons")
         if view.up and mask is not None:
@@ -144,25 +167,25 @@ def _clock_events(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
                 yield f'{signal.dcgm_name}{{{labels},clock_event="{reason}"}} {on}\n'
 
 
-def _xid_total(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+def _xid_total(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         for code, count in sorted(view.xid.counts.items()):
             yield f'{signal.dcgm_name}{{{labels},xid="{code}"}} {count}\n'
 
 
-def _xid_last(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+def _xid_last(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         if view.up:
             yield f"{signal.dcgm_name}{{{labels}}} {view.xid.last_code}\n"
 
 
-def _xid_last_time(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+def _xid_last_time(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         if view.xid.last_time is not None:
             yield f"{signal.dcgm_name}{{{labels}}} {number(view.xid.last_time)}\n"
 
 
-def _processes(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+def _processes(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         if not view.up:
             continue
@@ -173,9 +196,83 @@ def _processes(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
                    f'{number(proc.fb_used_mib)}\n')
 
 
-def _up(signal: Signal, gpus: Sequence[tuple[GpuView, str]]) -> Lines:
+def _up(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         yield f"{signal.dcgm_name}{{{labels}}} {1 if view.up else 0}\n"
+
+
+def _windowed(signal: Signal, labels: str, counts: Mapping[str, int], label: str, snap: Snapshot) -> Lines:
+    """dcgm-exporter's windowed count: one series per value seen in the window, else one 0 without ``label``."""
+    window = f'window_size_in_ms="{round(snap.count_window * 1000)}"'
+    if not counts:
+        yield f"{signal.dcgm_name}{{{labels},{window}}} 0\n"
+    for value, count in counts.items():
+        yield f'{signal.dcgm_name}{{{labels},{label}="{value}",{window}}} {count}\n'
+
+
+def _xid_window(signal: Signal, gpus: Sequence[tuple[GpuView, str]], snap: Snapshot) -> Lines:
+    for view, labels in gpus:
+        counts = count_in_window(view.xid.recent, snap.now, snap.count_window) if snap.now is not None else {}
+        yield from _windowed(signal, labels, {str(c): n for c, n in sorted(counts.items())}, "xid", snap)
+
+
+_EXP_CLOCK_EVENT = dict(DCGM_EXP_CLOCK_EVENTS)
+
+
+def _clock_events_window(signal: Signal, gpus: Sequence[tuple[GpuView, str]], snap: Snapshot) -> Lines:
+    for view, labels in gpus:
+        if not view.up:
+            continue
+        counts = count_in_window(view.clock_events, snap.now, snap.count_window) if snap.now is not None else {}
+        named = {_EXP_CLOCK_EVENT[bit]: n for bit, n in sorted(counts.items()) if bit in _EXP_CLOCK_EVENT}
+        yield from _windowed(signal, labels, named, "clock_event", snap)
+
+
+def _link_error_lines(name: str, labels: str, links: tuple[LinkHealth, ...]) -> str:
+    return "".join(f'{name}{{{labels},link="{link.link}",error="{kind}"}} {number(link.errors[kind])}\n'
+                   for link in links for kind, _key in NVLINK_ERROR_KINDS if kind in link.errors)
+
+
+def _link_up_lines(name: str, labels: str, links: tuple[LinkHealth, ...]) -> str:
+    return "".join(f'{name}{{{labels},link="{link.link}"}} {1 if link.up else 0}\n' for link in links)
+
+
+# A GPU's links are read on the slow loop and kept as the same tuple until the next read, so their ~90 lines are
+# formatted once per read rather than every sweep. Keyed by the tuple's identity (it is checked on use), which
+# costs nothing, where hashing 18 links per GPU each sweep cost more than the formatting it saved.
+_LINK_TEXT: dict[tuple[str, str, int], tuple[tuple[LinkHealth, ...], str]] = {}
+_LINK_TEXT_MAX = 8192
+
+
+def _link_text(format_: Callable[[str, str, tuple[LinkHealth, ...]], str], name: str, labels: str,
+               links: tuple[LinkHealth, ...]) -> str:
+    key = (name, labels, id(links))
+    hit = _LINK_TEXT.get(key)
+    if hit is not None and hit[0] is links:
+        return hit[1]
+    text = format_(name, labels, links)
+    if len(_LINK_TEXT) >= _LINK_TEXT_MAX:
+        _LINK_TEXT.clear()
+    _LINK_TEXT[key] = (links, text)
+    return text
+
+
+def _link_errors(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
+    for view, labels in gpus:
+        if view.up and view.links:
+            yield _link_text(_link_error_lines, signal.dcgm_name, labels, view.links)
+
+
+def _link_up(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
+    for view, labels in gpus:
+        if view.up and view.links:
+            yield _link_text(_link_up_lines, signal.dcgm_name, labels, view.links)
+
+
+def _gpus_expected(signal: Signal, _gpus: Sequence[tuple[GpuView, str]], snap: Snapshot) -> Lines:
+    if snap.gpus_expected is not None:
+        labels = node_labels(snap)
+        yield f"{signal.dcgm_name}{{{labels}}} {snap.gpus_expected}\n"
 
 
 # Signals that are not a plain per-GPU value: how each is drawn from the snapshot.
@@ -186,6 +283,11 @@ _SPECIAL: dict[str, _Series] = {
     "xid_last_time": _xid_last_time,
     "process_fb_used": _processes,
     "gpu_up": _up,
+    "xid_count_window": _xid_window,
+    "clock_events_count": _clock_events_window,
+    "nvlink_link_errors": _link_errors,
+    "nvlink_link_up": _link_up,
+    "gpus_expected": _gpus_expected,
 }
 
 
@@ -202,7 +304,7 @@ def render(snap: Snapshot) -> bytes:
     out: list[str] = []
     for key in snap.keys:
         signal = BY_KEY[key]
-        lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus))
+        lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus, snap))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
     _family(
         EXPORTER_SWEEP_SECONDS,

@@ -16,7 +16,7 @@ from gpudash.exporter.collectors import Collectors, all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.render import Exposition
 from gpudash.exporter.server import MetricsServer
-from gpudash.exporter.source import Source
+from gpudash.exporter.source import COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import WebConfig
 
 
@@ -33,6 +33,8 @@ class Exporter:
         hostname_label: str = "hostname",
         web: WebConfig | None = None,
         attributor: Attributor | None = None,
+        count_window: float = COUNT_WINDOW_SECONDS,
+        gpus_expected: int | None = None,
     ) -> None:
         """``hostname=""`` uses this machine's name; ``None`` leaves the host label out."""
         chosen = collectors or all_signals()
@@ -47,6 +49,8 @@ class Exporter:
             interval=interval,
             slow_interval=slow_interval,
             attributor=attributor,
+            count_window=count_window,
+            gpus_expected=gpus_expected,
         )
         self.server = MetricsServer(self._exposition, listen, web)
         self._started = False

@@ -16,6 +16,7 @@ time it was seen, because a counter is what Prometheus can take a rate of.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -37,13 +38,32 @@ COSTLY_KEYS = PROFILING_KEYS | frozenset(
         "remapped_rows_unc",
         "remapped_rows_cor",
         "row_remap_failure",
+        "row_remap_pending",
         "power_limit",
+        # NVLink: one state call and four error counters per link, up to 18 links on an SXM GPU
+        "nvlink_crc_flit",
+        "nvlink_crc_data",
+        "nvlink_replay",
+        "nvlink_recovery",
+        "nvlink_link_errors",
+        "nvlink_link_up",
+        # about 1 ms each on an H200 (bench/results/health-h200-x2.txt)
+        "temp_margin",
+        "thermal_violation",
+        "power_violation",
     }
 )
+# Signals read as a list (per process, per link) rather than one value: they never show in ``values``.
+LIST_KEYS = frozenset({"process_fb_used", "nvlink_link_errors", "nvlink_link_up"})
 
 # How long DCGM_FI_DEV_XID_ERRORS keeps showing the last XID code before it returns to 0: dcgm-exporter's
 # gauge never resets, which pages forever; the counter and the timestamp keep the full history.
 XID_HOLD_SECONDS = 300.0
+# dcgm-exporter's default window for DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (300000 ms); the
+# longest window they may count over, and how many events of one GPU are kept for it.
+COUNT_WINDOW_SECONDS = 300.0
+MAX_COUNT_WINDOW_SECONDS = 86400.0
+MAX_RECENT_EVENTS = 10000
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,16 @@ class XidState:
     counts: Mapping[int, int] = field(default_factory=dict)
     last_code: int = 0
     last_time: float | None = None
+    recent: tuple[tuple[float, int], ...] = ()  # (time, code) of the events of the last day, for windowed counts
+
+
+@dataclass(frozen=True)
+class LinkHealth:
+    """One NVLink link of one GPU: whether it is active and its error counters (None: not readable here)."""
+
+    link: int
+    up: bool
+    errors: Mapping[str, float] = field(default_factory=dict)  # catalog.NVLINK_ERROR_KINDS name -> count
 
 
 @dataclass(frozen=True)
@@ -86,6 +116,7 @@ class GpuReading:
     errors: Mapping[str, str] = field(default_factory=dict)
     xid: XidState = field(default_factory=XidState)
     processes: tuple[ProcessUsage, ...] | None = None  # None: not read this time
+    links: tuple[LinkHealth, ...] | None = None  # None: not read this time
 
 
 class Source(Protocol):
@@ -114,15 +145,28 @@ class XidLedger:
         self._counts: dict[int, int] = {}
         self._last_code = 0
         self._last_time: float | None = None
+        self._recent: deque[tuple[float, int]] = deque(maxlen=MAX_RECENT_EVENTS)
 
     def record(self, code: int, when: float) -> None:
         self._counts[code] = self._counts.get(code, 0) + 1
         self._last_code = code
         self._last_time = when
+        self._recent.append((when, code))
 
     def state(self, now: float) -> XidState:
+        while self._recent and self._recent[0][0] <= now - MAX_COUNT_WINDOW_SECONDS:
+            self._recent.popleft()
         held = self._last_time is not None and now - self._last_time < self.hold_seconds
-        return XidState(dict(self._counts), self._last_code if held else 0, self._last_time)
+        return XidState(dict(self._counts), self._last_code if held else 0, self._last_time, tuple(self._recent))
+
+
+def count_in_window(events: Iterable[tuple[float, int]], now: float, window: float) -> dict[int, int]:
+    """How many events of each value fall in (now - window, now]: dcgm-exporter's DCGM_EXP_*_COUNT."""
+    counts: dict[int, int] = {}
+    for when, value in events:
+        if now - window < when <= now:
+            counts[value] = counts.get(value, 0) + 1
+    return counts
 
 
 def xid_state(events: Iterable[tuple[float, int]], now: float, hold_seconds: float = XID_HOLD_SECONDS) -> XidState:

@@ -53,7 +53,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("dashboards-e2e")
     args = ["--simulate", str(GPUS), "--seed", str(SEED)]
-    args += [p for f in FAULTS for p in ("--fault", f)] + [*JOB_ARGS, "--sim-epoch", str(time.time() - AGE_S)]
+    args += [p for f in FAULTS for p in ("--fault", f)] + list(JOB_ARGS)
     # Yesterday first, for the address the exporter is about to get; then Prometheus, then the exporter, so
     # Prometheus reads a clean XID gauge before the XID fault fires.
     address = f"127.0.0.1:{free_port()}"
@@ -65,7 +65,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
     with yesterday_blocks(history, rules[Path(RECORDING_FILE).name], times[0], times[-1]) as blocks, \
             SeededPrometheus(config, rules, blocks=blocks) as prometheus, \
-            ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter:
+            ExporterProcess([*args, "--sim-epoch", str(time.time() - AGE_S)],  # fault times count from now on,
+                            port=int(address.rsplit(":", 1)[1])) as exporter:  # however long the history took
         prometheus.wait_for("cluster:gpu_count:count", timeout=30)
         prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=90)
         # five samples of the new XID counter (one a second), so a panel's rate window holds two

@@ -34,7 +34,8 @@ def _dashboard_queries(dashboard: dict[str, object]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[Exporter, PrometheusProcess]]:
-    fleet = fleet_from_specs(GPUS, seed=11, workloads=["7=idle"], faults=["3=lost@0"])
+    fleet = fleet_from_specs(GPUS, seed=11, workloads=["7=idle"],
+                             faults=["3=lost@0", "5=nvlink-crc-storm:300@0", "6=dbe-burst@0"])
     with Exporter(SimulatedSource(fleet), interval=0.5, slow_interval=1.0) as exporter:
         config = (
             "global:\n  scrape_interval: 1s\n"
@@ -81,3 +82,19 @@ def test_every_scrape_succeeds_and_the_target_is_healthy(stack: tuple[Exporter, 
     assert prometheus.query('min_over_time(up{job="gpu"}[1m]) == 1')  # empty if any scrape failed
     (target,) = [t for t in prometheus.targets() if t["labels"]["job"] == "gpu"]
     assert target["health"] == "up" and target["lastError"] == ""
+
+
+def test_health_series_and_faults_reach_prometheus(stack: tuple[Exporter, PrometheusProcess]) -> None:
+    _, prometheus = stack
+    # the lost GPU is one fewer than the node expects
+    assert prometheus.wait_for("scalar(count(gpudash_gpu_up == 1)) < gpudash_node_gpus_expected == 8")
+    assert prometheus.wait_for('DCGM_EXP_XID_ERRORS_COUNT{gpu="3",xid="79",window_size_in_ms="300000"} == 1')
+    # a CRC storm on one link of GPU 5, hundreds a second
+    assert prometheus.wait_for('rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu="5"}[5s]) > 100')
+    storm = prometheus.wait_for('increase(gpudash_nvlink_errors_total{gpu="5",error="crc_flit"}[5s]) > 0')
+    assert len(storm) == 1 and storm[0]["metric"]["link"]
+    # GPU 6's double-bit burst, a pending remap; every other GPU's counters flat
+    assert prometheus.wait_for('DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="6"} > 0 and DCGM_FI_DEV_ROW_REMAP_PENDING == 1')
+    assert prometheus.wait_for('sum(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu!="6"}) == 0')
+    flat = prometheus.wait_for('rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu!="5"}[5s]) == 0')
+    assert {series["metric"]["gpu"] for series in flat} == {str(i) for i in range(GPUS) if i not in (3, 5)}

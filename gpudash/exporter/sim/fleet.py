@@ -42,8 +42,10 @@ defaults to 60 s, DURATION to "until the end"; several per GPU allowed)
   ``hw_slowdown`` too, and the SM clock drops up to ~35 % with power. Cools down after DURATION.
 - ``stall``: the job hangs: memory stays allocated, utilization, tensor activity and power fall to idle.
 - ``xid[:CODE]``: XID CODE (default 13) once at START, and every minute while DURATION lasts.
-- ``lost``: XID 79, then the GPU falls off the bus (``up=False``); after DURATION it comes back reset
-  and idle (its job died with it).
+- ``lost`` (or ``fell-off-bus``): XID 79, then the GPU falls off the bus (``up=False``); after DURATION it
+  comes back reset and idle (its job died with it).
+- health faults ``dbe-burst``, ``remap-pending``, ``remap-failure``, ``nvlink-crc-storm``: ECC, row
+  remapping and NVLink counters as gpudash.exporter.sim.faults_health documents.
 
 A node of a simulated cluster (``node``, ``layout``: gpudash.exporter.sim.jobs; built by
 gpudash.exporter.sim.cluster) runs the jobs the layout gives its GPUs instead of ``workloads``: a GPU no job
@@ -80,7 +82,7 @@ from dataclasses import dataclass, field
 
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
-from gpudash.exporter.sim import jobphysics
+from gpudash.exporter.sim import faults_health, jobphysics
 from gpudash.exporter.sim.counters import Integral
 from gpudash.exporter.sim.jobs import Job, Layout
 from gpudash.exporter.sim.noise import clamp, name_key, smooth, uniform
@@ -101,6 +103,7 @@ from gpudash.exporter.source import (
 )
 
 XID_GPU_LOST = 79
+LOST_FAULTS = ("lost", "fell-off-bus")
 
 _BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}
 _BUSY_TEMP_C = 64.0  # what a training GPU settles at near its power cap
@@ -118,7 +121,8 @@ class GpuModel:
     sm_clock_max_mhz: float = 1980.0
     sm_clock_idle_mhz: float = 345.0
     mem_clock_mhz: float = 3201.0
-    sw_thermal_c: float = 87.0
+    sw_thermal_c: float = 87.0  # also the GPU's max operating temperature (NVML GPU_MAX), as on an H200
+    mem_max_op_c: float = 95.0
     slowdown_c: float = 89.0
     shutdown_c: float = 95.0
 
@@ -190,12 +194,13 @@ class Fleet:
     def xid_events(self, i: int) -> list[tuple[float, int]]:
         events: list[tuple[float, int]] = []
         for fault in self.faults.get(i, ()):
-            if fault.kind == "lost":
+            if fault.kind in LOST_FAULTS:
                 events.append((fault.start, XID_GPU_LOST))
             elif fault.kind == "xid":
                 code = int(fault.arg) if fault.arg is not None else 13
                 repeats = 1 if fault.duration is None else max(1, math.ceil(fault.duration / 60.0))
                 events.extend((fault.start + 60.0 * k, code) for k in range(repeats))
+        events += faults_health.xid_events(self.faults.get(i, ()))
         return sorted(events)
 
     def sample(self, t: float) -> list[GpuReading]:
@@ -249,9 +254,6 @@ class Fleet:
             "fb_used": fb_used,
             "fb_reserved": m.fb_reserved_mib,
             "nvlink_bandwidth": round(nvlink),
-            "remapped_rows_unc": 0.0,
-            "remapped_rows_cor": 0.0,
-            "row_remap_failure": 0.0,
             "gr_engine_active": round(s.util / 100 * 0.97, 4),
             "tensor_active": round(s.tensor, 4),
             "dram_active": round(s.dram, 4),
@@ -269,18 +271,23 @@ class Fleet:
         }
         if xid.last_time is not None:
             values["xid_last_time"] = xid.last_time
+        faults = self.faults.get(i, ())
+        health, links = faults_health.health(self.seed, i, t, values["gpu_temp"], faults, m.sw_thermal_c,
+                                             m.mem_max_op_c)
+        values.update(health, **faults_health.violations(t, faults, m.sw_thermal_c))
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
             own = fb_used - (s.foreign.fb_used_mib if s.foreign is not None else 0.0)
             processes = (ProcessUsage(self._pid(i, self.job(i, t)), s.process, max(0.0, own - 510.0)),)
         if s.foreign is not None:
             processes += (s.foreign,)
-        return GpuReading(i, True, values, frozenset({"vgpu_license"}), {}, xid, processes)
+        unsupported = frozenset({"vgpu_license"}) | faults_health.RETIRED_KEYS
+        return GpuReading(i, True, values, unsupported, {}, xid, processes, links)
 
     # -- the model ---------------------------------------------------------------------------------
 
     def _lost(self, i: int, t: float) -> bool:
-        return any(f.kind == "lost" and f.active(t) for f in self.faults.get(i, ()))
+        return any(f.kind in LOST_FAULTS and f.active(t) for f in self.faults.get(i, ()))
 
     def _xid(self, i: int, t: float) -> XidState:
         """XID state in Unix time (the epoch plus fleet time), as a real source reports it."""
@@ -294,7 +301,7 @@ class Fleet:
         for f in self.faults.get(i, ()):
             if f.kind == "leak":
                 dead = min(dead, f.start + (f.arg if f.arg is not None else 1200.0))
-            elif f.kind == "lost":
+            elif f.kind in LOST_FAULTS:
                 dead = min(dead, f.start)
         return dead
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpudash.exporter.health_reads import NVLINK_KEYS
 from gpudash.exporter.sim.fleet import Fleet
 from gpudash.exporter.source import COSTLY_KEYS, GpuIdentity, GpuReading
 
@@ -36,6 +37,7 @@ class SimulatedSource:
             {},
             full.xid,
             full.processes if "process_fb_used" in keys else None,
+            full.links if keys & NVLINK_KEYS else None,
         )
 
     def close(self) -> None:

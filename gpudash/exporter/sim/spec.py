@@ -15,7 +15,10 @@ from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 
 WORKLOADS = ("train", "inference", "idle")
-FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one GPU
+FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one GPU's work
+# what goes wrong with one GPU's hardware (gpudash.exporter.sim.faults_health); apart from FAULTS, whose random
+# draws the fleet benchmarks replay
+HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus")
 JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign")  # what goes wrong with a job's use of its GPUs
 SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
 DEFAULT_FAULT_START = 60.0
@@ -26,7 +29,9 @@ class Fault:
     kind: str
     start: float = DEFAULT_FAULT_START
     duration: float | None = None  # None: lasts until the end
-    arg: float | None = None  # leak: seconds to OOM; thermal: peak C; xid: code; straggler: % slower; foreign: job id
+    # leak: seconds to OOM; thermal: peak C; xid: code; straggler: % slower; foreign: job id; dbe-burst: errors;
+    # nvlink-crc-storm: CRC errors a second
+    arg: float | None = None
 
     @property
     def end(self) -> float:
@@ -51,11 +56,11 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
     """``node-02/5=straggler:30@1h`` -> ("node-02", 5, Fault); without ``NODE/`` the node is None (this one)."""
     match = _FAULT.match(spec.strip())
     usage = ("expected IDX=KIND[:ARG][@START][+DURATION] (NODE/IDX=... on a simulated cluster), KIND one of "
-             + ", ".join(FAULTS + JOB_FAULTS))
+             + ", ".join(FAULTS + HEALTH_FAULTS + JOB_FAULTS))
     if not match:
         raise UsageError(f"--fault {spec!r}: {usage}")
     node, index, kind, arg, start, duration = match.groups()
-    if kind not in FAULTS + JOB_FAULTS:
+    if kind not in FAULTS + HEALTH_FAULTS + JOB_FAULTS:
         raise UsageError(f"--fault {spec!r}: unknown fault {kind!r}; {usage}")
     try:
         value: float | None = None
@@ -71,6 +76,8 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
         raise UsageError(f"--fault {spec!r}: bad number or time {exc.args[0]!r}; {usage}") from None
     if kind in ("leak",) and value is not None and value <= 0:
         raise UsageError(f"--fault {spec!r}: time to OOM must be positive")
+    if kind in ("xid", "dbe-burst", "nvlink-crc-storm") and value is not None and (value != int(value) or value < 1):
+        raise UsageError(f"--fault {spec!r}: {kind}'s argument must be a positive integer (e.g. {kind}:48)")
     if kind == "straggler" and value is not None and not 0 < value < 90:
         raise UsageError(f"--fault {spec!r}: a straggler runs between 0 and 90 % slower (e.g. straggler:30)")
     if kind == "foreign" and value is not None and (value != int(value) or value < 1):

@@ -21,6 +21,10 @@ def _run(root: Path, *args: str) -> Ran:
         (["--simulate", "2", "--interval", "fast"], "gpudash: --interval 'fast': expected a duration"),
         (["--simulate", "2", "--listen", "nowhere"], "gpudash: --listen 'nowhere': expected [HOST]:PORT"),
         (["--simulate", "2", "-f", "/no/such.csv"], "gpudash: /no/such.csv: cannot read collectors file"),
+        (["--simulate", "2", "--fault", "1=nvlink-crc-storm:fast"], "gpudash: --fault '1=nvlink-crc-storm:fast': bad"),
+        (["--simulate", "2", "--xid-count-window-size", "5m"], "gpudash: --xid-count-window-size '5m': expected a "
+                                                               "whole number from 1 to 86400000\n"),
+        (["--simulate", "2", "--expected-gpus", "-1"], "gpudash: --expected-gpus '-1': expected a whole number"),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2(root: Path, args: list[str], message: str) -> None:
@@ -42,6 +46,12 @@ def test_list_fields(root: Path) -> None:
     done = _run(root, "--list-fields")
     assert done.code == 0
     assert "DCGM_FI_DEV_FB_USED" in done.out and "gpudash_gpu_up" in done.out
+    rows = {line.split()[0]: line.split()[1:] for line in done.out.splitlines()[1:]}
+    assert rows["DCGM_EXP_XID_ERRORS_COUNT"] == ["counter", "1", "dcgm-optional"]
+    assert rows["DCGM_FI_DEV_ROW_REMAP_PENDING"] == ["gauge", "1", "dcgm-optional"]
+    assert rows["DCGM_FI_DEV_THERMAL_VIOLATION"] == ["counter", "ns", "dcgm-optional"]
+    assert rows["gpudash_nvlink_errors_total"] == ["counter", "1", "gpudash"]
+    assert rows["gpudash_node_gpus_expected"] == ["gauge", "1", "gpudash"]
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ def test_dcgm_exporters_default_counters_load(reference: Path) -> None:
     path = reference / "dcgm-exporter" / "default-counters.csv"
     chosen = load_collectors(path)
     fields = _uncommented_fields(path) - {"DCGM_FI_DRIVER_VERSION"}
-    assert {BY_KEY[key].dcgm_name for key in chosen.keys} == fields | {"gpudash_gpu_up"}
+    assert {BY_KEY[key].dcgm_name for key in chosen.keys} == fields | {"gpudash_gpu_up", "gpudash_node_gpus_expected"}
     assert chosen.driver_version_label and chosen.origin == str(path)
 
 
@@ -38,22 +38,21 @@ def test_only_the_chosen_fields_are_published(reference: Path) -> None:
     gpu_names = {n for n in names if not n.startswith("gpudash_exporter_")}
     expected = _uncommented_fields(reference / "dcgm-exporter" / "default-counters.csv")
     expected -= {"DCGM_FI_DRIVER_VERSION", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}  # not supported on an H200
-    assert gpu_names == expected | {"gpudash_gpu_up"}
+    assert gpu_names == expected | {"gpudash_gpu_up", "gpudash_node_gpus_expected"}
 
 
 def test_gpudash_fields_and_a_custom_selection() -> None:
     chosen = parse_collectors(
         "# mine\nDCGM_FI_DEV_FB_USED, gauge, used\n\ngpudash_xid_errors_total, counter, xids\n", "mine.csv"
     )
-    assert chosen.keys == ("fb_used", "xid_total", "gpu_up") and not chosen.driver_version_label
+    assert chosen.keys == ("fb_used", "xid_total", "gpu_up", "gpus_expected") and not chosen.driver_version_label
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("DCGM_FI_DEV_FB_USED, gauge, x\nDCGM_FI_DEV_NOPE, gauge, y\n", r"c\.csv:2: unknown field 'DCGM_FI_DEV_NOPE'"),
-        ("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION, counter, x\n",
-         r"c\.csv:1: unknown field 'DCGM_FI_DEV_BOARD_LIMIT_VIOLATION'"),
+        ("DCGM_FI_DEV_SYNC_BOOST_VIOLATION, counter, x\n", r"c\.csv:1: unknown field .DCGM_FI_DEV_SYNC_BOOST_"),
         ("DCGM_FI_DEV_FB_USED, histogram, x\n", r"c\.csv:1: DCGM_FI_DEV_FB_USED: type must be gauge, counter or label"),
         ("DCGM_FI_DEV_SERIAL, label, x\n", r"c\.csv:1: label field 'DCGM_FI_DEV_SERIAL' is not supported"),
         ("DCGM_FI_DEV_FB_USED\n", r"c\.csv:1: expected 'FIELD, type, help'"),

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.exposition import full_simulated_output
 
 from gpudash.catalog import BY_KEY, SIGNALS
+from gpudash.exporter.health_reads import RETIRED_KEYS
 from gpudash.exporter.render import Exposition, GpuView, Snapshot, number, render
 from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 
@@ -114,18 +115,9 @@ def test_gzip_body_is_the_same_bytes() -> None:
     assert exposition.gzipped() is exposition.gzipped()  # compressed once
 
 
-# The health signals of issue 14 that the dashboards read and the exporter does not publish yet (its part A
-# adds them to the NVML and simulated sources): both sources report them unsupported until then.
-NOT_READ_YET = frozenset({
-    "ecc_sbe_vol", "ecc_dbe_vol", "ecc_sbe_agg", "ecc_dbe_agg", "row_remap_pending", "nvlink_crc_flit",
-    "nvlink_crc_data", "nvlink_replay", "nvlink_recovery", "gpu_max_op_temp", "mem_max_op_temp", "temp_margin",
-    "thermal_violation", "power_violation", "nvlink_link_errors", "gpus_expected",
-})
-
-
 def test_every_catalog_signal_is_published_by_the_simulated_node() -> None:
     names = {name for name, _, _ in _samples(full_simulated_output())}
     published = {n[: -len("_total")] if n.endswith("_total") else n for n in names}
-    expected = {s.dcgm_name.removesuffix("_total") for s in SIGNALS
-                if s.key != "vgpu_license" and s.key not in NOT_READ_YET}
+    unsupported = {"vgpu_license"} | RETIRED_KEYS  # an H200 has no vGPU license and remaps rows instead
+    expected = {s.dcgm_name.removesuffix("_total") for s in SIGNALS if s.key not in unsupported}
     assert expected <= published
