@@ -253,9 +253,6 @@ class NvmlSource:
                 else:
                     errors.update((k, str(exc)) for k in wanted)
         unsupported |= self._gpm[index].unsupported & keys
-        # A field no reader of this source covers is unsupported here, so it is never counted as pending.
-        covered = frozenset().union(*(reader.keys for reader in self._readers[index]), {"process_fb_used"})
-        unsupported |= keys - covered
         skip |= unsupported
         processes = None
         if "process_fb_used" in keys:

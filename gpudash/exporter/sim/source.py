@@ -32,8 +32,7 @@ class SimulatedSource:
             index,
             True,
             {k: v for k, v in full.values.items() if k in keys},
-            # A field the simulated node has no value for is unsupported, as NVML would say on a real GPU.
-            (full.unsupported | (keys - full.values.keys() - {"process_fb_used"})) & keys,
+            full.unsupported & keys,
             {},
             full.xid,
             full.processes if "process_fb_used" in keys else None,
