@@ -306,14 +306,15 @@ def _parse_alerts(alerts: Reader) -> Alerts:
 def _xid_overrides(r: Reader) -> tuple[tuple[int, str], ...]:
     """alerts.xid.overrides: XID code -> one of the actions; optional."""
     section = r.section("overrides", required=False)
-    out = []
+    out: list[tuple[int, str]] = []
+    code: Any  # YAML reads `13:` as an int key; anything else is refused below
     for code, action in section.data.items():
         key = str(code)
         if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 999:
             section.fail(f"expected an XID code (a whole number from 1 to 999) as the key, got {code!r}", key)
         if action not in ACTIONS:
             section.fail(f"expected one of {', '.join(ACTIONS)}, got {action!r}", key)
-        out.append((code, str(action)))
+        out.append((int(code), str(action)))
     return tuple(sorted(out))
 
 

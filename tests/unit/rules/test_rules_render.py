@@ -19,6 +19,7 @@ from gpudash.cli import cli
 from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
 from gpudash.files import write_text_tree as write_files
+from gpudash.health.xid import ACTIONS
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.promql.builders import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR, STRAGGLER_CAUSES
@@ -63,16 +64,20 @@ def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Set
     assert {r["alert"] for r in rules} == set(ALERT_NAMES)
     for rule in rules:
         per_job = rule["alert"] in JOB_ALERTS
-        severity = rule["labels"]["severity"]
-        assert (severity == "info") == (rule["alert"] == "GPUAllocatedIdle") and severity in LEVELS, rule["alert"]
+        severity, action = rule["labels"]["severity"], rule["labels"]["action"]
+        assert severity in LEVELS and action in ACTIONS, rule["alert"]
+        # info never pages: an idle job, or an XID whose table action is none
+        assert (severity == "info") == (rule["alert"] == "GPUAllocatedIdle" or
+                                        (rule["alert"] == "GPUXidError" and action == "none")), rule["alert"]
         notes = rule["annotations"]
-        assert set(notes) == {"summary", "description", "runbook_url"}
-        assert notes["runbook_url"].endswith("#" + rule["alert"].lower())
+        assert set(notes) == {"summary", "description", "runbook"}  # no runbook_base_url: the repository's section
+        assert notes["runbook"] == "docs/alerts.md#" + rule["alert"].lower()
         text = notes["summary"] + notes["description"]
         assert ("$labels.instance" in text) != (rule["alert"] == "GPUAllocatedIdle"), rule["alert"]
         assert ("$labels.hpc_job" in text) == per_job, rule["alert"]
         shown = "$value" in notes["description"] or "$labels.xid" in notes["description"]
-        assert shown or rule["alert"] == "GPUExporterDown", f"{rule['alert']}: description shows no value"
+        flags = ("GPUExporterDown", "GPURowRemapPending", "GPURowRemapFailure")  # the value is only 0/1
+        assert shown or rule["alert"] in flags, f"{rule['alert']}: description shows no value"
         # one GPU's labels (one job's for a job alert), whatever else the exporter attaches (UUID, modelName, pod ...)
         outer = {"GPUJobStraggler": "max by (cluster, instance, gpu, hpc_job) (",
                  "GPUAllocatedIdle": "count by (cluster, hpc_job) ("}.get(rule["alert"])
@@ -88,10 +93,18 @@ def test_runbook_links_point_at_a_section_of_docs_alerts(settings: Settings) -> 
                 for line in (ROOT / "docs" / "alerts.md").read_text().splitlines() if line.startswith("## ")}
     assert {name.lower() for name in ALERT_NAMES} <= headings
     for rule in rules_of(render_all(settings)):
-        page, anchor = rule["annotations"]["runbook_url"].split("#")
-        assert page.endswith("/blob/main/docs/alerts.md"), page
-        assert (ROOT / page.split("/blob/main/", 1)[1]).is_file()
+        page, anchor = rule["annotations"]["runbook"].split("#")
+        assert (ROOT / page).is_file()
         assert anchor == rule["alert"].lower() and anchor in headings
+
+
+def test_a_sites_runbook_base_url_makes_runbook_urls(tmp_path: Path) -> None:
+    base = "https://git.example.com/ops/gpu/blob/main/docs/alerts.md"
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"runbook_base_url": base})))
+    for rule in rules_of(files):
+        assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
+        assert "runbook" not in rule["annotations"]
+    assert "github.com/gpudash" not in json.dumps(rules_of(files))
 
 
 def test_no_metric_name_is_typed_in_the_rules_package() -> None:
@@ -126,7 +139,11 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "memory_leak", "horizon"), "6h", "GPUMemoryLeakPredicted", "[1h], 21600)"),
     (("alerts", "job_stalled", "util_below_percent"), 2, "GPUJobStalled", ")) < 2\n"),
     (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75,"),
-    (("alerts", "xid", "critical_codes"), [79, 48], "GPUXidError", 'xid=~"48|79"'),
+    (("alerts", "xid", "overrides"), {777: "rma"}, "GPUXidError", 'xid=~"777"'),
+    (("temperature", "gpu_margin_celsius"), 7, "GPUHighTemperature", "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
+    (("temperature", "hbm_margin_celsius"), 3, "GPUHighTemperature", "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
+    (("alerts", "nvlink", "crc_per_second_critical"), 50, "GPUNVLinkErrors", "[5m]) >= 50)"),
+    (("alerts", "memory_errors", "window"), "30m", "GPUEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[30m]"),
     (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
     (("alerts", "exporter_down", "lookback"), "3h", "GPUExporterDown", "DCGM_FI_DEV_FB_USED[3h]"),
     (("alerts", "job_straggler", "min_gpus"), 8, "GPUJobStraggler", "cluster_job:gpu_count:count >= 8\n"),
@@ -179,9 +196,12 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     assert critical["matchers"] == ['severity="critical"'] and critical["group_wait"] == "10s"
     assert warning["group_by"] == ["cluster"]
     assert warning["matchers"] == ['severity=~"warning|info"']  # info (an idle job) joins the digest
-    down, severity, straggler = am["inhibit_rules"]
+    down, off_bus, severity, straggler = am["inhibit_rules"]
     assert down["source_matchers"] == ['alertname="GPUExporterDown"', 'gpu=""']
     assert down["equal"] == ["cluster", "instance"]
+    assert off_bus["source_matchers"] == ['alertname="GPUFellOffBus"', 'gpu=~".+"']
+    assert off_bus["target_matchers"] == ['alertname!="GPUFellOffBus"']
+    assert off_bus["equal"] == ["cluster", "instance", "gpu"]
     assert severity["equal"] == ["alertname", "cluster", "instance", "gpu"]
     assert [am_parse_matchers(m) for m in straggler["target_matchers"]] == [[("alertname", "=", "GPUJobStraggler")]]
     assert straggler["equal"] == ["cluster", "instance", "gpu"]
@@ -193,6 +213,23 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     routed = {m for r in cluster_route["routes"] for m in r["matchers"]}
     assert {"critical", "warning", "info"} == severities  # and each has a route: none falls to the root's page
     assert routed == {'severity="critical"', 'severity=~"warning|info"'}
+
+
+def test_rma_alerts_also_go_to_the_sites_rma_receivers(tmp_path: Path, settings: Settings) -> None:
+    assert "gpudash-rma" not in render_all(settings)[ALERTMANAGER_FILE]  # none configured: severity routing only
+    site = site_file(tmp_path, {"rma_receivers": [{"name": "tickets", "type": "webhook",
+                                                   "url": "https://tickets.example.org/gpu"}]})
+    am = yaml.safe_load(render_all(load_settings(ROOT / "thresholds.yaml", site))[ALERTMANAGER_FILE])
+    first = am["route"]["routes"][0]
+    assert first["matchers"] == ['action="rma"'] and first["receiver"] == "gpudash-rma"
+    assert first["continue"] is True  # and then the severity routes below, as for any alert
+    assert first["group_by"] == ["cluster", "instance", "gpu", "alertname"]
+    rma = am["receivers"][-1]
+    assert rma == {"name": "gpudash-rma", "webhook_configs": [{"url": "https://tickets.example.org/gpu",
+                                                               "send_resolved": True}]}
+    assert "tickets.example.org" not in json.dumps(am["receivers"][:-1])
+    rules = rules_of(render_all(settings))
+    assert {r["alert"] for r in rules if r["labels"]["action"] == "rma"} == {"GPURowRemapFailure"}
 
 
 def test_alertmanager_timing_comes_from_thresholds(thresholds_copy: Callable[..., Path],
@@ -293,7 +330,7 @@ def test_straggler_judges_sm_activity_first_then_utilization_and_the_clock(setti
     # the job must keep its size over the window and have existed a window ago
     assert "min_over_time(cluster_job:gpu_count:count[5m]) == max_over_time(cluster_job:gpu_count:count[5m])" in expr
     assert "cluster_job:gpu_count:count offset 5m" in expr
-    assert rule["for"] == "10m" and rule["labels"] == {"severity": "warning"}
+    assert rule["for"] == "10m" and rule["labels"] == {"severity": "warning", "action": "none"}
 
 
 def test_nvidia_smi_profile_judges_stragglers_on_utilization_and_clock(tmp_path: Path) -> None:
