@@ -111,3 +111,13 @@ XID_TABLE: dict[int, XidClass] = _bundled()
 def action_for(code: int, table: Mapping[int, XidClass] = XID_TABLE) -> XidClass:
     """The row of `code`, or the safe default for a code the table does not list (warning, reset_gpu)."""
     return table.get(code) or unknown(code)
+
+
+def markdown_table(table: Mapping[int, XidClass]) -> str:
+    """The table as docs/alerts.md shows it under "XID classes" (a unit test keeps the two the same)."""
+    lines = ["| XID | name | class | action | severity | meaning | note |", "|---|---|---|---|---|---|---|"]
+    for row in table.values():
+        cells = (str(row.code), f"`{row.name}`" if row.name.isupper() else row.name, row.cls, row.action,
+                 row.severity, row.meaning, row.note)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)

@@ -72,3 +72,9 @@ def test_a_malformed_row_names_file_and_line(row: str, message: str) -> None:
 def test_a_wrong_header_is_refused() -> None:
     with pytest.raises(XidCatalogError, match=r"^t.csv:1: expected the header code,name"):
         parse_catalog("t.csv", "code,name\n1,a\n")
+
+
+def test_docs_show_the_table_as_the_csv_has_it(root: Path) -> None:
+    text = (root / "docs" / "alerts.md").read_text()
+    assert "## XID classes\n" in text
+    assert f"\n\n{xid.markdown_table(XID_TABLE)}\n\n" in text  # whole: no row more, none less
