@@ -36,7 +36,7 @@ HEALTH_ALERT_NAMES = (
 ACTION_TEXT = {
     "none": "nothing to do to the GPU",
     "restart_job": "restart the job (from its checkpoint); the GPU is fine",
-    "reset_gpu": "drain the GPU's work, then reset it (nvidia-smi -r)",
+    "reset_gpu": "drain the GPU of work, then reset it (nvidia-smi -r)",
     "reboot_node": "drain and reboot the node",
     "drain": "drain the node from the scheduler and have it checked",
     "rma": "take the GPU out of service and open an RMA",
@@ -56,14 +56,14 @@ def temperature_rules(x: AlertExpressions, settings: Settings, where: str) -> li
             continue
         name = "GPU" if sensor == "gpu" else "HBM (memory)"
         own = x.has(limit_key)
-        for severity, action, level, below in (("warning", "none", levels.warning, margin),
-                                               ("critical", "drain", levels.critical, None)):
+        for severity, action, level, below, near in (("warning", "none", levels.warning, margin, "near"),
+                                                     ("critical", "drain", levels.critical, None, "at")):
             limit = (f"within {below:g} C of its max operating temperature" if below
                      else "at or above its max operating temperature")
             judged = f"{limit} (above {level:g} C where the GPU publishes no limit)" if own else f"above {level:g} C"
             rules.append(AlertRule(
                 "GPUHighTemperature", severity, action, h.temperature(key, limit_key, level, below),
-                f"{name} temperature {judged} on {where}",
+                f"{name} temperature {near} its limit on {where}",
                 f"The {name} temperature of {where} has stayed {judged} (median over {a.window}: "
                 f"{{{{ $value }}}} C) for {a.for_}.",
                 a.for_, {"sensor": sensor}))
@@ -94,7 +94,7 @@ def health_rules(x: AlertExpressions, settings: Settings, where: str) -> list[Al
         add("GPUXidError", severity, action, h.xid(group, list(table)),
             f"XID {{{{ $labels.xid }}}} on {where}",
             f"{where} reported XID {{{{ $labels.xid }}}} within the last {a.xid.window}: "
-            f"{ACTION_TEXT[action]} (docs/alerts.md, XID classes, has each code's meaning).")
+            f"{ACTION_TEXT[action]} (docs/alerts.md, XID classes, says what each code means).")
     add("GPUXidError", UNKNOWN_SEVERITY, UNKNOWN_ACTION, h.xid(None, list(table)),
         f"XID {{{{ $labels.xid }}}} (not in the XID table) on {where}",
         f"{where} reported XID {{{{ $labels.xid }}}} within the last {a.xid.window}, a code the XID table does "
