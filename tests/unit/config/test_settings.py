@@ -272,6 +272,12 @@ SITE_CASES = [
                  "receivers[1].name: receiver 'w' is given twice (first at receivers[0].name)", id="same-receiver"),
     pytest.param({"receivers": [{"name": "s", "type": "slack", "api_url_file": "/run/s", "channel": "#a\n"}]},
                  "receivers[0].channel: expected text without control", id="channel"),
+    pytest.param({"rma_receivers": [{"name": "t", "type": "webhook"}]},
+                 "rma_receivers[0]: a webhook receiver needs url, url_file or url_env", id="rma-receiver-incomplete"),
+    pytest.param({"rma_receivers": [{"name": "t", "type": "pager", "url": "https://h/x"}]},
+                 "rma_receivers[0].type: expected one of webhook, slack, email, got 'pager'", id="rma-receiver-kind"),
+    pytest.param({"rma_receivers": {"name": "t"}}, "rma_receivers: expected a list, got a mapping",
+                 id="rma-receivers-not-a-list"),
 ]
 
 
@@ -329,3 +335,13 @@ def test_xid_overrides_retune_the_table(thresholds_copy: Callable[..., Path]) ->
     assert (table[63].action, table[63].severity) == ("reset_gpu", "critical")
     assert (table[13].action, table[13].severity) == ("none", "info")
     assert table[79].action == "reboot_node"  # the rest is the bundled table
+
+
+def test_rma_receivers_are_optional_and_read_like_receivers(tmp_path: Path) -> None:
+    from gpudash.config.site import Site, parse_site
+
+    assert Site().rma_receivers == () and Site().runbook_base_url == ""
+    site = parse_site("s.yml", {"rma_receivers": [{"name": "tickets", "type": "webhook", "url_env": "RMA_HOOK"}]})
+    (tickets,) = site.rma_receivers
+    assert (tickets.name, tickets.kind, tickets.option("url_env")) == ("tickets", "webhook", "RMA_HOOK")
+    assert site.receivers == Site().receivers  # the severity receivers are not touched
