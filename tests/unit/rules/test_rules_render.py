@@ -30,13 +30,6 @@ JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
 LEVELS = ("critical", "warning", "info")
 
 
-@pytest.fixture
-def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
-    monkeypatch.chdir(tmp_path)  # no stray gpudash.yaml from the working directory
-    monkeypatch.delenv("GPUDASH_SITE", raising=False)
-    return load_settings(ROOT / "thresholds.yaml")
-
-
 def rules_of(files: dict[str, str], name: str = ALERTS_FILE) -> list[dict[str, Any]]:
     groups = yaml.safe_load(files[name])["groups"]
     return [rule for group in groups for rule in group["rules"]]
@@ -96,15 +89,6 @@ def test_runbook_links_point_at_a_section_of_docs_alerts(settings: Settings) -> 
         page, anchor = rule["annotations"]["runbook"].split("#")
         assert (ROOT / page).is_file()
         assert anchor == rule["alert"].lower() and anchor in headings
-
-
-def test_a_sites_runbook_base_url_makes_runbook_urls(tmp_path: Path) -> None:
-    base = "https://git.example.com/ops/gpu/blob/main/docs/alerts.md"
-    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"runbook_base_url": base})))
-    for rule in rules_of(files):
-        assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
-        assert "runbook" not in rule["annotations"]
-    assert "github.com/gpudash" not in json.dumps(rules_of(files))
 
 
 def test_no_metric_name_is_typed_in_the_rules_package() -> None:
@@ -213,23 +197,6 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     routed = {m for r in cluster_route["routes"] for m in r["matchers"]}
     assert {"critical", "warning", "info"} == severities  # and each has a route: none falls to the root's page
     assert routed == {'severity="critical"', 'severity=~"warning|info"'}
-
-
-def test_rma_alerts_also_go_to_the_sites_rma_receivers(tmp_path: Path, settings: Settings) -> None:
-    assert "gpudash-rma" not in render_all(settings)[ALERTMANAGER_FILE]  # none configured: severity routing only
-    site = site_file(tmp_path, {"rma_receivers": [{"name": "tickets", "type": "webhook",
-                                                   "url": "https://tickets.example.org/gpu"}]})
-    am = yaml.safe_load(render_all(load_settings(ROOT / "thresholds.yaml", site))[ALERTMANAGER_FILE])
-    first = am["route"]["routes"][0]
-    assert first["matchers"] == ['action="rma"'] and first["receiver"] == "gpudash-rma"
-    assert first["continue"] is True  # and then the severity routes below, as for any alert
-    assert first["group_by"] == ["cluster", "instance", "gpu", "alertname"]
-    rma = am["receivers"][-1]
-    assert rma == {"name": "gpudash-rma", "webhook_configs": [{"url": "https://tickets.example.org/gpu",
-                                                               "send_resolved": True}]}
-    assert "tickets.example.org" not in json.dumps(am["receivers"][:-1])
-    rules = rules_of(render_all(settings))
-    assert {r["alert"] for r in rules if r["labels"]["action"] == "rma"} == {"GPURowRemapFailure"}
 
 
 def test_alertmanager_timing_comes_from_thresholds(thresholds_copy: Callable[..., Path],
