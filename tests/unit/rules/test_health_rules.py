@@ -103,3 +103,16 @@ def test_rma_alerts_also_go_to_the_sites_rma_receivers(tmp_path: Path, settings:
     assert "tickets.example.org" not in json.dumps(am["receivers"][:-1])
     rules = rules_of(render_all(settings))
     assert {r["alert"] for r in rules if r["labels"]["action"] == "rma"} == {"GPURowRemapFailure"}
+
+
+def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path: Path) -> None:
+    from gpudash.rules.operator import alertmanager_resource, receiver_secret_keys
+
+    site = site_file(tmp_path, {"rma_receivers": [{"name": "tickets", "type": "webhook", "url_env": "RMA_URL"}]})
+    settings = load_settings(ROOT / "thresholds.yaml", site)
+    spec = alertmanager_resource(settings)["spec"]
+    rma = next(r for r in spec["receivers"] if r["name"] == "gpudash-rma")
+    assert rma["webhookConfigs"] == [{"urlSecret": {"name": "gpudash-alertmanager-receivers", "key": "tickets-url"},
+                                      "sendResolved": True}]
+    assert spec["route"]["routes"][0]["continue"] is True
+    assert "tickets-url" in receiver_secret_keys(settings)
