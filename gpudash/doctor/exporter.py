@@ -89,10 +89,16 @@ def _nvml(page: ExporterPage, subject: str) -> Finding:
     return ok(Link.EXPORTER, subject, f"NVML healthy: {swept}, no failed reads")
 
 
+def _published(page: ExporterPage, name: str) -> bool:
+    # The text parser names a counter's samples `<name>_total` even where the exporter wrote `<name>`
+    # (dcgm-exporter's DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS is a counter without the suffix).
+    return name in page.samples or f"{name}_total" in page.samples
+
+
 def _fields(page: ExporterPage, expect: Expectations, subject: str, kind: str) -> Finding:
     own = kind == "gpudash exporter"  # gpudash's extras are not expected of another exporter
     missing = [BY_KEY[key] for key in expect.used_by
-               if key not in ON_EVENT and expect.profile.ref(key).name not in page.samples
+               if key not in ON_EVENT and not _published(page, expect.profile.ref(key).name)
                and (own or BY_KEY[key].publisher is not Publisher.GPUDASH)]
     if not missing:
         return ok(Link.EXPORTER, subject, f"every field the dashboards and rules read ({len(expect.used_by)})")
