@@ -29,7 +29,6 @@ ALERT_NAMES = (
     "GPUMemoryLeakPredicted",
     "GPUJobStalled",
     "GPUDataLoaderBottleneck",
-    "GPUXidError",
     "GPUExporterDown",
     "GPUJobStraggler",
     "GPUAllocatedIdle",

@@ -116,3 +116,9 @@ def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path:
                                       "sendResolved": True}]
     assert spec["route"]["routes"][0]["continue"] is True
     assert "tickets-url" in receiver_secret_keys(settings)
+
+
+def test_alert_names_are_listed_once() -> None:
+    from gpudash.rules.alerts import ALERT_NAMES
+
+    assert len(ALERT_NAMES) == len(set(ALERT_NAMES)) == 15
