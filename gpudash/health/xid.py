@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 
+from gpudash.errors import ConfigError
+
 # In increasing cost; the `action` label of every health alert is one of these.
 ACTIONS = ("none", "restart_job", "reset_gpu", "reboot_node", "drain", "rma")
 SEVERITIES = ("info", "warning", "critical")
@@ -24,8 +26,8 @@ COLUMNS = ("code", "name", "meaning", "action", "severity", "class", "note")
 CATALOG_FILE = "xid_catalog.csv"
 
 
-class XidCatalogError(ValueError):
-    """A malformed row of an XID table: the message is one line naming file:line."""
+class XidCatalogError(ConfigError):
+    """A malformed row of an XID table: the message is one line naming file:line (`gpudash: ...`, exit 2)."""
 
 
 def severity_for(action: str) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudash.errors import ConfigError
 from gpudash.health import xid
 from gpudash.health.xid import ACTIONS, XID_TABLE, XidCatalogError, action_for, parse_catalog, with_overrides
 
@@ -67,6 +68,7 @@ def test_a_malformed_row_names_file_and_line(row: str, message: str) -> None:
         parse_catalog("t.csv", text)
     assert str(err.value).startswith(message)
     assert "\n" not in str(err.value)
+    assert isinstance(err.value, ConfigError) and err.value.exit_code == 2  # the CLI prints `gpudash: <message>`
 
 
 def test_a_wrong_header_is_refused() -> None:
