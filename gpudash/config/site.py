@@ -66,7 +66,8 @@ class Site:
     grafana_folder_uid: str = ""
     datasource_uid: str = "gpudash-prometheus"
     datasource_name: str = "Prometheus (gpudash)"
-    runbook_base_url: str = "https://github.com/gpudash/gpudash/blob/main/docs/alerts.md"
+    # The site's published copy of docs/alerts.md; empty: rules name the section in this repository instead.
+    runbook_base_url: str = ""
     scrape_job: str = "gpu-exporter"
     scrape_interval: Duration = field(default_factory=lambda: parse_duration("15s"))
     scrape_timeout: Duration = field(default_factory=lambda: parse_duration("10s"))
@@ -76,6 +77,8 @@ class Site:
     job_label: str = HPC_JOB_LABEL
     clusters: tuple[Cluster, ...] = (Cluster("demo", (ScrapeTarget("127.0.0.1:9400", "rack-1"),)),)
     receivers: tuple[Receiver, ...] = (Receiver("default", "webhook", (("url", "http://127.0.0.1:9099/alerts"),)),)
+    # Where alerts with action="rma" also go (a ticket queue); empty: they follow severity routing only.
+    rma_receivers: tuple[Receiver, ...] = ()
     kubernetes: KubeSite = field(default_factory=KubeSite)  # the Prometheus Operator resources
 
     def __post_init__(self) -> None:
@@ -140,10 +143,10 @@ def _receiver_problem(kind: str, given: set[str]) -> str | None:
     return f"an email receiver needs {', '.join(missing)}" if missing else None
 
 
-def _parse_receivers(top: Reader) -> tuple[Receiver, ...]:
+def _parse_receivers(top: Reader, key: str = "receivers") -> tuple[Receiver, ...]:
     receivers: list[Receiver] = []
     names: dict[str, str] = {}
-    for _, r in top.items("receivers"):
+    for _, r in top.items(key):
         kind = r.string("type", choices=tuple(_RECEIVER_OPTIONS))
         name = r.string("name")
         _unique(r, "name", name, names, "receiver")
@@ -165,6 +168,7 @@ def parse_site(source: str, data: Any) -> Site:
     jobs = top.section("jobs", required=False)
     clusters = _parse_clusters(top)
     receivers = _parse_receivers(top)
+    rma_receivers = _parse_receivers(top, "rma_receivers")
     site_id = top.string("site_id") if top.has("site_id") else ""
     if site_id and not SITE_ID.fullmatch(site_id):
         top.fail(f"expected 1 to 30 of a-z, 0-9 and '-', starting with a letter or digit, got {site_id!r}", "site_id")
@@ -176,7 +180,7 @@ def parse_site(source: str, data: Any) -> Site:
         grafana_folder_uid=folder_uid,
         datasource_uid=grafana.grafana_uid("datasource_uid", defaults.datasource_uid),
         datasource_name=grafana.string("datasource_name", defaults.datasource_name),
-        runbook_base_url=top.url("runbook_base_url", defaults.runbook_base_url),
+        runbook_base_url=top.url("runbook_base_url") if top.has("runbook_base_url") else "",
         scrape_job=scrape.string("job", defaults.scrape_job),
         scrape_interval=scrape.duration("interval", defaults.scrape_interval.text),
         scrape_timeout=scrape.duration("timeout", defaults.scrape_timeout.text),
@@ -184,6 +188,7 @@ def parse_site(source: str, data: Any) -> Site:
         job_label=jobs.checked("label", jobs.string("label", defaults.job_label), _label_name_problem),
         clusters=clusters or defaults.clusters,
         receivers=receivers or defaults.receivers,
+        rma_receivers=rma_receivers,
         kubernetes=parse_kubernetes(top.section("kubernetes", required=False)),
     )
     if site.scrape_timeout > site.scrape_interval:

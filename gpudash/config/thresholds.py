@@ -12,6 +12,7 @@ from typing import Any
 
 from gpudash.config.durations import Duration
 from gpudash.config.reader import Reader
+from gpudash.health.xid import ACTIONS, XID_TABLE, XidClass, with_overrides
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,12 @@ class Levels:
 
 @dataclass(frozen=True)
 class Temperature:
+    """Fixed levels (the fallback, and the dashboards' colour steps) and the margins below each GPU's own limits."""
+
     gpu: Levels
     hbm: Levels
+    gpu_margin: float  # warning within this many degrees of the GPU's max operating temperature
+    hbm_margin: float  # ... of its memory's max operating temperature
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,30 @@ class DataLoaderAlert:
 @dataclass(frozen=True)
 class XidAlert:
     window: Duration
-    critical_codes: tuple[int, ...]
+    overrides: tuple[tuple[int, str], ...] = ()  # (code, action): a site's departures from the XID table
+
+    @property
+    def table(self) -> dict[int, XidClass]:
+        """gpudash/health/xid_catalog.csv with the site's overrides applied."""
+        return with_overrides(XID_TABLE, dict(self.overrides))
+
+
+@dataclass(frozen=True)
+class MemoryErrorsAlert:
+    window: Duration  # an uncorrectable ECC error or remapped row within this window fires (and keeps firing)
+    pending_for: Duration  # a row remap pending this long fires
+
+
+@dataclass(frozen=True)
+class NVLinkAlert:
+    window: Duration  # error counters' increase and rate are taken over this window
+    crc_per_second_critical: float  # a CRC error rate at or above this is critical (DCGM's health check: 100/s)
+    for_: Duration
+
+
+@dataclass(frozen=True)
+class FellOffBusAlert:
+    for_: Duration  # a GPU reported down, or missing from its node's expected count, this long
 
 
 @dataclass(frozen=True)
@@ -124,6 +152,9 @@ class Alerts:
     exporter_down: ExporterDownAlert
     job_straggler: JobStragglerAlert
     allocated_idle: AllocatedIdleAlert
+    memory_errors: MemoryErrorsAlert
+    nvlink: NVLinkAlert
+    fell_off_bus: FellOffBusAlert
 
 
 @dataclass(frozen=True)
@@ -168,6 +199,8 @@ def parse_thresholds(source: str, data: Any) -> Thresholds:
     temperature = Temperature(
         gpu=Levels(*_levels(temp, "gpu_warning_celsius", "gpu_critical_celsius", 0, 150)),
         hbm=Levels(*_levels(temp, "hbm_warning_celsius", "hbm_critical_celsius", 0, 150)),
+        gpu_margin=temp.number("gpu_margin_celsius", 0, 50),
+        hbm_margin=temp.number("hbm_margin_celsius", 0, 50),
     )
     temp.done()
 
@@ -234,7 +267,11 @@ def _parse_alerts(alerts: Reader) -> Alerts:
     )
     r.done()
     r = sub("xid")
-    xid = XidAlert(r.duration("window"), r.int_list("critical_codes", 1, 1000))
+    if r.has("critical_codes"):
+        r.fail("is gone: each XID's severity and action now come from the XID table "
+               "(gpudash/health/xid_catalog.csv, docs/alerts.md#xid-classes); remove critical_codes and "
+               "tune single codes with alerts.xid.overrides (code: action)", "critical_codes")
+    xid = XidAlert(r.duration("window"), _xid_overrides(r))
     r.done()
     r = sub("exporter_down")
     down = ExporterDownAlert(r.duration("for"), r.duration("lookback"))
@@ -252,8 +289,33 @@ def _parse_alerts(alerts: Reader) -> Alerts:
     allocated_idle = AllocatedIdleAlert(r.number("util_below_percent", 0, 100), r.duration("window"),
                                         r.duration("for"))
     r.done()
+    r = sub("memory_errors")
+    memory_errors = MemoryErrorsAlert(r.duration("window"), r.duration("pending_for"))
+    r.done()
+    r = sub("nvlink")
+    nvlink = NVLinkAlert(r.duration("window"), r.number("crc_per_second_critical", 0.001, 1e9), r.duration("for"))
+    r.done()
+    r = sub("fell_off_bus")
+    fell_off_bus = FellOffBusAlert(r.duration("for"))
+    r.done()
     alerts.done()
-    return Alerts(temperature, throttling, pressure, leak, stalled, loader, xid, down, straggler, allocated_idle)
+    return Alerts(temperature, throttling, pressure, leak, stalled, loader, xid, down, straggler, allocated_idle,
+                  memory_errors, nvlink, fell_off_bus)
+
+
+def _xid_overrides(r: Reader) -> tuple[tuple[int, str], ...]:
+    """alerts.xid.overrides: XID code -> one of the actions; optional."""
+    section = r.section("overrides", required=False)
+    out: list[tuple[int, str]] = []
+    code: Any  # YAML reads `13:` as an int key; anything else is refused below
+    for code, action in section.data.items():
+        key = str(code)
+        if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 999:
+            section.fail(f"expected an XID code (a whole number from 1 to 999) as the key, got {code!r}", key)
+        if action not in ACTIONS:
+            section.fail(f"expected one of {', '.join(ACTIONS)}, got {action!r}", key)
+        out.append((int(code), str(action)))
+    return tuple(sorted(out))
 
 
 def _timing(r: Reader) -> NotificationTiming:

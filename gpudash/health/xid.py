@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 
+from gpudash.errors import ConfigError
+
 # In increasing cost; the `action` label of every health alert is one of these.
 ACTIONS = ("none", "restart_job", "reset_gpu", "reboot_node", "drain", "rma")
 SEVERITIES = ("info", "warning", "critical")
@@ -24,8 +26,8 @@ COLUMNS = ("code", "name", "meaning", "action", "severity", "class", "note")
 CATALOG_FILE = "xid_catalog.csv"
 
 
-class XidCatalogError(ValueError):
-    """A malformed row of an XID table: the message is one line naming file:line."""
+class XidCatalogError(ConfigError):
+    """A malformed row of an XID table: the message is one line naming file:line (`gpudash: ...`, exit 2)."""
 
 
 def severity_for(action: str) -> str:
@@ -111,3 +113,13 @@ XID_TABLE: dict[int, XidClass] = _bundled()
 def action_for(code: int, table: Mapping[int, XidClass] = XID_TABLE) -> XidClass:
     """The row of `code`, or the safe default for a code the table does not list (warning, reset_gpu)."""
     return table.get(code) or unknown(code)
+
+
+def markdown_table(table: Mapping[int, XidClass]) -> str:
+    """The table as docs/alerts.md shows it under "XID classes" (a unit test keeps the two the same)."""
+    lines = ["| XID | name | class | action | severity | meaning | note |", "|---|---|---|---|---|---|---|"]
+    for row in table.values():
+        cells = (str(row.code), f"`{row.name}`" if row.name.isupper() else row.name, row.cls, row.action,
+                 row.severity, row.meaning, row.note)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)

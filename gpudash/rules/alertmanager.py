@@ -1,7 +1,10 @@
 """alertmanager.yml: routes by cluster and severity, inhibitions, receivers from the site config.
 
 Critical alerts go straight through; warnings and info (a job holding idle GPUs) wait and arrive as one
-digest per cluster; nothing but critical pages. Secrets are never
+digest per cluster; nothing but critical pages. Alerts whose action is `rma` also go to the site's
+`rma_receivers` (a ticket queue) when it names any: that route comes first and has `continue: true`, so the
+alert then follows the severity routes as well (the GPU still needs someone now; the ticket tracks the
+replacement). GPUFellOffBus silences every other alert of the same GPU. Secrets are never
 written: every secret option becomes a `*_file` field. A secret named by an environment variable becomes
 `<SECRETS_DIR>/<VARIABLE>`, a file the deployment writes from that variable before Alertmanager starts
 (docs/alerts.md, "Deploying alertmanager.yml").
@@ -20,6 +23,7 @@ from gpudash.escape import am_matcher, go_template_text, re2_any
 SECRETS_DIR = "/etc/alertmanager/secrets"
 CRITICAL_RECEIVER = "gpudash-critical"
 DIGEST_RECEIVER = "gpudash-warning-digest"
+RMA_RECEIVER = "gpudash-rma"
 
 # The root route's timing reaches only an alert without a known severity; the severity routes below it
 # take theirs from thresholds.yaml (`alertmanager.critical`, `alertmanager.digest`).
@@ -98,6 +102,13 @@ def alertmanager_config(settings: Settings) -> dict[str, Any]:
         for cluster in site.clusters
     ]
     routes += _severity_routes(settings)  # alerts from a cluster the site config does not list
+    receivers = [_receiver(CRITICAL_RECEIVER, site.receivers), _receiver(DIGEST_RECEIVER, site.receivers)]
+    if site.rma_receivers:
+        # first, and `continue`: the ticket is filed and the alert still pages by its severity below
+        routes.insert(0, {"matchers": [am_matcher("action", "rma")], "receiver": RMA_RECEIVER,
+                          "group_by": ["cluster", "instance", gpu, "alertname"], "continue": True,
+                          **_timing(settings.thresholds.alertmanager.digest)})
+        receivers.append(_receiver(RMA_RECEIVER, site.rma_receivers))
     return {
         "global": {"resolve_timeout": "5m"},
         "route": {
@@ -114,6 +125,12 @@ def alertmanager_config(settings: Settings) -> dict[str, Any]:
                 "equal": ["cluster", "instance"],
             },
             {
+                # A GPU off the bus explains everything else it raises (no temperature, XID 79, silent).
+                "source_matchers": [am_matcher("alertname", "GPUFellOffBus"), am_matcher(gpu, ".+", "=~")],
+                "target_matchers": [am_matcher("alertname", "GPUFellOffBus", "!=")],
+                "equal": ["cluster", "instance", gpu],
+            },
+            {
                 # Critical silences the warning of the same alert on the same GPU.
                 "source_matchers": [am_matcher("severity", "critical")],
                 "target_matchers": [am_matcher("severity", "warning")],
@@ -126,8 +143,5 @@ def alertmanager_config(settings: Settings) -> dict[str, Any]:
                 "equal": ["cluster", "instance", gpu],
             },
         ],
-        "receivers": [
-            _receiver(CRITICAL_RECEIVER, site.receivers),
-            _receiver(DIGEST_RECEIVER, site.receivers),
-        ],
+        "receivers": receivers,
     }

@@ -1,14 +1,14 @@
 """The GPU alerting rules: names, severities, `for:` durations and annotations around `expressions`.
 
 Each alert is one or more Prometheus rules of the same name (one per severity, per sensor or per source
-of a signal); every one carries `severity`, `summary`, `description` (with the value) and `runbook_url`,
-which points at the alert's section of docs/alerts.md. Severities: `critical` pages, `warning` and `info`
-arrive in the digest.
+of a signal); every one carries the labels `severity` and `action` (what to do: none, restart_job,
+reset_gpu, reboot_node, drain, rma) and the annotations `summary`, `description` (with the value) and its
+runbook, the alert's section of docs/alerts.md (gpudash.rules.alert_rule). Severities: `critical` pages,
+`warning` and `info` arrive in the digest. The GPU health alerts are in gpudash.rules.health_alerts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
@@ -16,7 +16,9 @@ from gpudash.config.durations import Duration
 from gpudash.config.loading import Settings
 from gpudash.escape import go_template_text
 from gpudash.promql.builders import PromQL
+from gpudash.rules.alert_rule import AlertRule
 from gpudash.rules.expressions import AlertExpressions
+from gpudash.rules.health_alerts import HEALTH_ALERT_NAMES, health_rules, temperature_rules
 
 GROUP_NAME = "gpudash-gpu-alerts"
 
@@ -27,36 +29,13 @@ ALERT_NAMES = (
     "GPUMemoryLeakPredicted",
     "GPUJobStalled",
     "GPUDataLoaderBottleneck",
-    "GPUXidError",
     "GPUExporterDown",
     "GPUJobStraggler",
     "GPUAllocatedIdle",
+    *HEALTH_ALERT_NAMES,
 )
 
 _WHERE = "GPU {{ $labels.%s }} on {{ $labels.instance }} ({{ $labels.cluster }})"
-
-
-@dataclass(frozen=True)
-class AlertRule:
-    alert: str
-    severity: str
-    expr: str
-    summary: str
-    description: str
-    for_: Duration | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self, runbook_base_url: str) -> dict[str, Any]:
-        rule: dict[str, Any] = {"alert": self.alert, "expr": self.expr}
-        if self.for_ is not None:
-            rule["for"] = str(self.for_)
-        rule["labels"] = {"severity": self.severity, **self.labels}
-        rule["annotations"] = {
-            "summary": self.summary,
-            "description": self.description,
-            "runbook_url": go_template_text(f"{runbook_base_url}#{self.alert.lower()}"),
-        }
-        return rule
 
 
 def alert_rules(settings: Settings) -> list[AlertRule]:
@@ -68,23 +47,15 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
     where = _WHERE % q.gpu
     rules: list[AlertRule] = []
 
-    def add(alert: str, severity: str, expr: str | None, summary: str, description: str,
+    def add(alert: str, severity: str, action: str, expr: str | None, summary: str, description: str,
             for_: Duration | None = None, **labels: str) -> None:
         if expr is not None:
-            rules.append(AlertRule(alert, severity, expr, summary, description, for_, labels))
+            rules.append(AlertRule(alert, severity, action, expr, summary, description, for_, labels))
 
-    for key, sensor, levels in (("gpu_temp", "gpu", t.temperature.gpu), ("hbm_temp", "hbm", t.temperature.hbm)):
-        if not q.has(key):
-            continue
-        name = "GPU" if sensor == "gpu" else "HBM (memory)"
-        for severity, level in (("warning", levels.warning), ("critical", levels.critical)):
-            add("GPUHighTemperature", severity, x.temperature(key, level),
-                f"{name} temperature over {level:g} C on {where}",
-                f"The {name} temperature of {where} has stayed above {level:g} C (median over "
-                f"{a.temperature.window}: {{{{ $value }}}} C) for {a.temperature.for_}.",
-                a.temperature.for_, sensor=sensor)
+    rules += temperature_rules(x, settings, where)
 
-    add("GPUThermalThrottling", "warning", x.throttling(),
+    # Throttling costs speed, not the GPU: nothing to do to the GPU itself (its cause is what to look at).
+    add("GPUThermalThrottling", "warning", "none", x.throttling(),
         f"{where} is throttled by heat or the power brake",
         f"The SM clock of {where} runs at {{{{ $value }}}} MHz (median over {a.temperature.window}): more than "
         f"{t.throttle_drop_ratio:.0%} below its peak over the last {a.throttling.window} (or its max clock) "
@@ -93,13 +64,14 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         a.throttling.for_)
 
     for severity, level in (("warning", t.memory.warning), ("critical", t.memory.critical)):
-        add("GPUMemoryPressure", severity, x.memory_pressure(level),
+        add("GPUMemoryPressure", severity, "none", x.memory_pressure(level),
             f"Framebuffer memory over {level:.0%} and growing on {where}",
             f"{where} has {{{{ $value | humanizePercentage }}}} of its framebuffer in use, above {level:.0%}, "
             f"and its lowest level rose across each third of the last {a.memory_pressure.growth_window}.",
             a.memory_pressure.for_)
 
-    add("GPUMemoryLeakPredicted", "warning", x.memory_leak(),
+    # a leak is the job's: restarting it (from its checkpoint) frees the memory before it runs out
+    add("GPUMemoryLeakPredicted", "warning", "restart_job", x.memory_leak(),
         f"Framebuffer memory on {where} is on course for {t.memory.critical:.0%} within {a.memory_leak.horizon}",
         f"A linear fit over the last {a.memory_leak.window} projects framebuffer use of {where} to reach "
         f"{{{{ $value | humanizePercentage }}}} in {a.memory_leak.horizon} (critical level "
@@ -107,29 +79,25 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         a.memory_leak.for_)
 
     s = a.job_stalled
-    add("GPUJobStalled", "warning", x.job_stalled(),
+    add("GPUJobStalled", "warning", "restart_job", x.job_stalled(),
         f"Job on {where} holds memory but does no work",
         f"{where} holds more than {s.memory_above_ratio:.0%} of its framebuffer, yet its highest utilization "
         f"over the last {s.window} is {{{{ $value }}}} % (under {s.util_below_percent:g} %): the job looks hung.",
         s.for_)
 
     d = a.data_loader
-    add("GPUDataLoaderBottleneck", "warning", x.data_loader(),
+    add("GPUDataLoaderBottleneck", "warning", "none", x.data_loader(),
         f"{where} is starved by its input pipeline",
         f"{where} averaged {{{{ $value | printf \"%.0f\" }}}} % utilization over {d.window} (under "
         f"{d.util_below_percent:g} %) while the node's 1-minute load per CPU core stayed above "
         f"{d.cpu_load_ratio:g}: the data loader cannot keep the GPU fed.",
         d.for_)
 
-    for severity, kind in (("critical", "a GPU or its memory is gone"), ("warning", "an error the driver reported")):
-        add("GPUXidError", severity, x.xid(severity == "critical"),
-            f"XID {{{{ $labels.xid }}}} on {where}",
-            f"{where} reported XID {{{{ $labels.xid }}}} within the last {a.xid.window}: {kind}.")
-
     down, lookback = a.exporter_down.for_, a.exporter_down.lookback
     gpu = f"$labels.{q.gpu}"
     job = go_template_text(settings.site.scrape_job)
-    add("GPUExporterDown", "critical", x.exporter_down(),
+    # Nothing to do to the GPUs: the exporter (or the node) is what is down, and GPUFellOffBus says when a GPU is.
+    add("GPUExporterDown", "critical", "none", x.exporter_down(),
         f"{{{{ if {gpu} }}}}{where} stopped reporting"
         f"{{{{ else }}}}GPU exporter on {{{{ $labels.instance }}}} ({{{{ $labels.cluster }}}}) is down{{{{ end }}}}",
         f"{{{{ if {gpu} }}}}{where} reported within the last {lookback} but has "
@@ -145,7 +113,7 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
                 else "utilization")
     clock = (f"its SM clock more than {st.clock_below_ratio:.0%} below the job's median clock, or "
              if q.has("sm_clock") else "")
-    add("GPUJobStraggler", "warning", x.job_straggler(),
+    add("GPUJobStraggler", "warning", "none", x.job_straggler(),
         f"{where} departs from the rest of {job}",
         f"{where}, one of the GPUs of {job}, has departed from the job's median for {st.for_} while the job "
         f"(at least {st.min_gpus} GPUs, as many as {st.window} ago) is busy, its median utilization over "
@@ -158,13 +126,14 @@ def alert_rules(settings: Settings) -> list[AlertRule]:
         st.for_)
 
     idle = a.allocated_idle
-    add("GPUAllocatedIdle", "info", x.allocated_idle(),
+    add("GPUAllocatedIdle", "info", "none", x.allocated_idle(),
         f"Job {job_id} ({{{{ $labels.cluster }}}}) holds GPUs it does not use: {{{{ $value }}}} idle",
         f"Job {job_id} in cluster {{{{ $labels.cluster }}}} holds GPUs that have stayed under "
         f"{idle.util_below_percent:g} % utilization (their highest reading) for the last {idle.window}, and for "
         f"{idle.for_} more: {{{{ $value }}}} of them, GPU-hours held and not used. Ask the job's owner to release "
         f"them or fix the job; the job dashboard shows which GPUs, the fleet dashboard the largest idle holders.",
         idle.for_)
+    rules += health_rules(x, settings, where)
     return rules
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.durations import Duration, duration_text
 from gpudash.config.site import Site
-from gpudash.escape import promql_matcher, re2_any
+from gpudash.escape import promql_matcher
 from gpudash.promql.builders import THROTTLE_REASONS, PromQL
 
 NODE_LOAD1 = "node_load1"
@@ -77,9 +77,6 @@ class AlertExpressions:
     def typical(self, key: str) -> str:
         """The median of a signal over the short window: a spike or a dip shorter than half of it is ignored."""
         return self.per_gpu(self.over_time("quantile", key, self.a.temperature.window, "0.5"))
-
-    def temperature(self, key: str, level: float) -> str:
-        return f"{self.typical(key)} > {level:g}"
 
     def throttling(self) -> str | None:
         """Hot and clocked down against the recent (or max) clock, or a thermal / power-brake reason set.
@@ -163,25 +160,6 @@ class AlertExpressions:
             f"  label_replace(\n    {load},\n    {_HOST_FROM_INSTANCE}\n  )\n"
         )
         return self.per_gpu(joined)
-
-    def xid(self, critical: bool) -> str | None:
-        """New XID events per GPU, labelled `xid`, from dcgm-exporter's gauge and/or the bundled counter."""
-        w = self.a.xid.window
-        parts = []
-        if self.has("xid_last"):
-            # The gauge holds the last code: a new event changes it, or starts a new series (err_code label).
-            x = self.q.metric("xid_last")
-            new = f"{x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))"
-            codes = " or ".join(f"{x} == {c}" for c in self.a.xid.critical_codes)
-            keep = "and" if critical else "unless"
-            parts.append(f'count_values by ({self.gpu}) ("xid",\n  ({new})\n  {keep}\n  ({codes})\n)')
-        if self.has("xid_total"):
-            # The counter counts per code: a new event raises it, or starts the code's series at 1.
-            op = "=~" if critical else "!~"
-            c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in self.a.xid.critical_codes)),))
-            parts.append(f"max by ({self.gpu}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
-                         f"  ({c} unless {c} offset {w})\n)")
-        return f"{NL}or{NL}".join(parts) or None
 
     def exporter_down(self) -> str:
         """The exporter target is down (no gpu label), or one GPU stopped reporting on a target that is up."""

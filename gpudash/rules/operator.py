@@ -25,7 +25,7 @@ from gpudash.errors import ConfigError
 from gpudash.kube.dashboards import dashboard_config_maps
 from gpudash.kube.resources import documents, metadata, slug
 from gpudash.layout import ALERTS_FILE, RECORDING_FILE
-from gpudash.rules.alertmanager import alertmanager_config
+from gpudash.rules.alertmanager import RMA_RECEIVER, alertmanager_config
 
 API_V1 = "monitoring.coreos.com/v1"
 API_V1ALPHA1 = "monitoring.coreos.com/v1alpha1"
@@ -109,13 +109,16 @@ def _notifier(kube: KubeSite, receiver: Receiver, plain: Mapping[str, Any]) -> d
     return out
 
 
-def _receivers(kube: KubeSite, plain: list[dict[str, Any]], site_receivers: tuple[Receiver, ...]) -> list[Any]:
-    """alertmanager.yml's receivers; its notifiers of each kind are the site's receivers of that kind, in order."""
+def _receivers(kube: KubeSite, plain: list[dict[str, Any]], site_receivers: tuple[Receiver, ...],
+               rma_receivers: tuple[Receiver, ...] = ()) -> list[Any]:
+    """alertmanager.yml's receivers; its notifiers of each kind are the site's receivers of that kind, in order
+    (the site's rma_receivers for the RMA receiver)."""
     out = []
     for named in plain:
         receiver: dict[str, Any] = {"name": named["name"]}
+        of_site = rma_receivers if named["name"] == RMA_RECEIVER else site_receivers
         for plain_key, (kind, key) in _KINDS.items():
-            of_kind = [r for r in site_receivers if r.kind == kind]
+            of_kind = [r for r in of_site if r.kind == kind]
             configs = named.get(plain_key, [])
             if configs:
                 receiver[key] = [_notifier(kube, r, c) for r, c in zip(of_kind, configs, strict=True)]
@@ -126,7 +129,7 @@ def _receivers(kube: KubeSite, plain: list[dict[str, Any]], site_receivers: tupl
 def receiver_secret_keys(settings: Settings) -> list[str]:
     """The keys the receivers' Secret must hold, in site order (what docs/adopt.md has you create)."""
     keys = []
-    for receiver in settings.site.receivers:
+    for receiver in (*settings.site.receivers, *settings.site.rma_receivers):
         for option in ("url", "api_url", "auth_password"):
             if receiver.option(f"{option}_file") or receiver.option(f"{option}_env"):
                 keys.append(secret_key(receiver, option))
@@ -147,7 +150,8 @@ def alertmanager_resource(settings: Settings) -> dict[str, Any]:
         "apiVersion": API_V1ALPHA1, "kind": "AlertmanagerConfig",
         "metadata": metadata(kube, f"{kube.name_prefix}-alerts", kube.alertmanager_config_labels),
         "spec": {"route": _route(plain["route"]), "inhibitRules": inhibit,
-                 "receivers": _receivers(kube, plain["receivers"], settings.site.receivers)},
+                 "receivers": _receivers(kube, plain["receivers"], settings.site.receivers,
+                                         settings.site.rma_receivers)},
     }
 
 

@@ -83,7 +83,8 @@ def test_leak_fires_in_prometheus_and_reaches_the_webhook_grouped_with_the_warni
     assert sorted(a["labels"]["gpu"] for a in notification["alerts"]) == ["0", "1"]
     for alert in notification["alerts"]:
         assert alert["status"] == "firing"
-        assert alert["annotations"]["runbook_url"].endswith("#gpumemorypressure")
+        assert alert["annotations"]["runbook"] == "docs/alerts.md#gpumemorypressure"
+        assert alert["labels"]["action"] == "none"
         assert "Framebuffer memory over 30%" in alert["annotations"]["summary"]
     # delivered while the job is still leaking, before its OOM: both GPUs' memory still grows
     growing = s.prometheus.query('deriv(DCGM_FI_DEV_FB_USED{gpu=~"0|1"}[5s]) > 0')

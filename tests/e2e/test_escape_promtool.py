@@ -51,7 +51,7 @@ def exporter_down_case(out: Path, job: str, node_job: str, clusters: list[str]) 
     for index, cluster in enumerate(clusters):
         instance = f"n{index}:9400"
         inputs.append({"series": series("up", job=job, instance=instance, cluster=cluster), "values": "0x20"})
-        labels = {"severity": "critical", "cluster": cluster, "instance": instance}
+        labels = {"severity": "critical", "action": "none", "cluster": cluster, "instance": instance}
         values = {"$labels.instance": instance, "$labels.cluster": cluster, "$labels.gpu": ""}
         annotations = {k: render_go_template(v, values) for k, v in rule["annotations"].items()}
         expected.append({"exp_labels": labels, "exp_annotations": annotations})

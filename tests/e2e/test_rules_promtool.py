@@ -125,6 +125,30 @@ def test_amtool_accepts_generated_and_every_receiver_kind(tmp_path: Path) -> Non
         assert routed.stdout.strip() == "gpudash-warning-digest", routed.stdout + routed.stderr
 
 
+def test_amtool_routes_rma_alerts_to_the_rma_receivers_and_on_by_severity(tmp_path: Path) -> None:
+    out = render_site(tmp_path, {
+        "clusters": [{"name": "east", "targets": [{"address": "a:9400"}]}],
+        "rma_receivers": [{"name": "tickets", "type": "webhook", "url": "https://tickets.example.org/gpu"}],
+    })
+    config = str(out / ALERTMANAGER_FILE)
+    assert run(tool("amtool"), "check-config", config).returncode == 0
+
+    def routed(*labels: str) -> list[str]:
+        result = run(tool("amtool"), "config", "routes", "test", "--config.file", config, *labels)
+        return result.stdout.strip().replace(",", " ").split()
+
+    # `continue`: the ticket queue, then the page as for any critical alert
+    assert routed("cluster=east", "severity=critical", "action=rma", "alertname=GPURowRemapFailure") == [
+        "gpudash-rma", "gpudash-critical"]
+    assert routed("cluster=east", "severity=critical", "action=reset_gpu", "alertname=GPUEccUncorrectable") == [
+        "gpudash-critical"]
+    # without rma_receivers: no RMA route, severity routing as for every alert
+    plain = str(GENERATED / ALERTMANAGER_FILE)
+    result = run(tool("amtool"), "config", "routes", "test", "--config.file", plain, "cluster=demo",
+                 "severity=critical", "action=rma", "alertname=GPURowRemapFailure")
+    assert result.stdout.strip() == "gpudash-critical", result.stdout + result.stderr
+
+
 @pytest.fixture
 def alertmanager(tmp_path: Path) -> Iterator[str]:
     port = free_port()
@@ -186,6 +210,11 @@ def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
         {"alertname": "GPUJobStraggler", "severity": "warning", "gpu": "4", **other, **job},
         {"alertname": "GPUJobStraggler", "severity": "warning", "gpu": "5", **other, **job},
         {"alertname": "GPUAllocatedIdle", "severity": "info", "cluster": "demo", "hpc_job": "77001"},
+        {"alertname": "GPUFellOffBus", "severity": "critical", "action": "reboot_node", "gpu": "6", **other},
+        {"alertname": "GPUXidError", "severity": "critical", "action": "reboot_node", "xid": "79", "gpu": "6", **other},
+        {"alertname": "GPUExporterDown", "severity": "critical", "action": "none", "gpu": "6", **other},
+        {"alertname": "GPUXidError", "severity": "warning", "action": "restart_job", "xid": "13", "gpu": "7",
+         **other},
     ])
     state = inhibited(alertmanager)
     assert state == {
@@ -199,4 +228,8 @@ def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
         ("GPUJobStraggler", "4", "warning"): True,  # its cause, throttling, is already alerting on that GPU
         ("GPUJobStraggler", "5", "warning"): False,  # no cause known on that GPU: stays
         ("GPUAllocatedIdle", "", "info"): False,  # a whole job: no node's alert silences it
+        ("GPUFellOffBus", "6", "critical"): False,  # off the bus: it speaks for its GPU ...
+        ("GPUXidError", "6", "critical"): True,  # ... and silences the rest of that GPU's alerts
+        ("GPUExporterDown", "6", "critical"): True,
+        ("GPUXidError", "7", "warning"): False,  # another GPU of the same node keeps its own
     }

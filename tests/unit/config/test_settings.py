@@ -19,11 +19,15 @@ def test_committed_thresholds_load_with_the_documented_levels(root: Path) -> Non
     assert (t.utilization.idle_below_percent, t.utilization.saturated_above_percent) == (20, 90)
     assert (t.memory.warning, t.memory.critical) == (0.90, 0.95)
     assert (t.temperature.gpu.warning, t.temperature.gpu.critical) == (80, 85)
-    assert (t.temperature.hbm.warning, t.temperature.hbm.critical) == (80, 85)
+    # HBM's fallback: an H200's memory max operating temperature (95 C) less the 5-degree margin
+    assert (t.temperature.hbm.warning, t.temperature.hbm.critical) == (90, 95)
+    assert (t.temperature.gpu_margin, t.temperature.hbm_margin) == (5, 5)
+    assert t.alerts.nvlink.crc_per_second_critical == 100
     assert t.throttle_drop_ratio == pytest.approx(0.10)
     assert t.alerts.memory_leak.horizon.seconds == 4 * 3600
     assert str(t.dashboards.comparison_offset) == "1d"
-    assert 79 in t.alerts.xid.critical_codes
+    assert t.alerts.xid.overrides == ()
+    assert t.alerts.xid.table[79].action == "reboot_node"
     assert t.alerts.exporter_down.lookback.seconds == 3600
     assert str(t.alertmanager.critical.group_wait) == "10s"
     assert str(t.alertmanager.digest.repeat_interval) == "24h"
@@ -50,8 +54,22 @@ BAD_CASES = [
                  "alerts.temperature.for: expected a positive duration such as 5m or 1h, got 5", id="number-for"),
     pytest.param((("memory", "critical_ratio"), 1.5), "memory.critical_ratio: expected a number between 0 and 1, "
                  "got 1.5", id="out-of-range"),
-    pytest.param((("alerts", "xid", "critical_codes"), ["79"]), "alerts.xid.critical_codes: expected whole numbers",
-                 id="xid-code-type"),
+    pytest.param((("alerts", "xid", "critical_codes"), [79]),
+                 "alerts.xid.critical_codes: is gone: each XID's severity and action now come from the XID table "
+                 "(gpudash/health/xid_catalog.csv", id="xid-critical-codes-moved"),
+    pytest.param((("alerts", "xid", "overrides"), {13: "restart"}),
+                 "alerts.xid.overrides.13: expected one of none, restart_job, reset_gpu, reboot_node, drain, rma, "
+                 "got 'restart'", id="xid-override-unknown-action"),
+    pytest.param((("alerts", "xid", "overrides"), {"x13": "none"}),
+                 "alerts.xid.overrides.x13: expected an XID code (a whole number from 1 to 999) as the key",
+                 id="xid-override-bad-code"),
+    pytest.param((("alerts", "xid", "overrides"), [13]), "alerts.xid.overrides: expected a mapping, got a list",
+                 id="xid-overrides-not-a-mapping"),
+    pytest.param((("temperature", "hbm_margin_celsius"), -1),
+                 "temperature.hbm_margin_celsius: expected a number from 0 to 50, got -1", id="negative-margin"),
+    pytest.param((("alerts", "nvlink", "crc_per_second_critical"), "lots"),
+                 "alerts.nvlink.crc_per_second_critical: expected a number from 0.001 to 1e+09, got 'lots'",
+                 id="nvlink-crc-rate-type"),
     pytest.param((("dashboards", "fleet_topk"), True), "dashboards.fleet_topk: expected a whole number",
                  id="bool-is-not-a-number"),
     pytest.param((("alerts", "exporter_down", "lookback"), "-1h"),
@@ -254,6 +272,12 @@ SITE_CASES = [
                  "receivers[1].name: receiver 'w' is given twice (first at receivers[0].name)", id="same-receiver"),
     pytest.param({"receivers": [{"name": "s", "type": "slack", "api_url_file": "/run/s", "channel": "#a\n"}]},
                  "receivers[0].channel: expected text without control", id="channel"),
+    pytest.param({"rma_receivers": [{"name": "t", "type": "webhook"}]},
+                 "rma_receivers[0]: a webhook receiver needs url, url_file or url_env", id="rma-receiver-incomplete"),
+    pytest.param({"rma_receivers": [{"name": "t", "type": "pager", "url": "https://h/x"}]},
+                 "rma_receivers[0].type: expected one of webhook, slack, email, got 'pager'", id="rma-receiver-kind"),
+    pytest.param({"rma_receivers": {"name": "t"}}, "rma_receivers: expected a list, got a mapping",
+                 id="rma-receivers-not-a-list"),
 ]
 
 
@@ -302,3 +326,22 @@ def test_job_label_defaults_to_hpc_job_and_is_a_label_name(tmp_path: Path) -> No
             parse_site("s.yml", {"jobs": {"label": bad}})
     with pytest.raises(ConfigError, match=r"unknown key 'lable'"):
         parse_site("s.yml", {"jobs": {"lable": "x"}})
+
+
+def test_xid_overrides_retune_the_table(thresholds_copy: Callable[..., Path]) -> None:
+    t = load_thresholds(thresholds_copy((("alerts", "xid", "overrides"), {63: "reset_gpu", 13: "none"})))
+    assert t.alerts.xid.overrides == ((13, "none"), (63, "reset_gpu"))
+    table = t.alerts.xid.table
+    assert (table[63].action, table[63].severity) == ("reset_gpu", "critical")
+    assert (table[13].action, table[13].severity) == ("none", "info")
+    assert table[79].action == "reboot_node"  # the rest is the bundled table
+
+
+def test_rma_receivers_are_optional_and_read_like_receivers(tmp_path: Path) -> None:
+    from gpudash.config.site import Site, parse_site
+
+    assert Site().rma_receivers == () and Site().runbook_base_url == ""
+    site = parse_site("s.yml", {"rma_receivers": [{"name": "tickets", "type": "webhook", "url_env": "RMA_HOOK"}]})
+    (tickets,) = site.rma_receivers
+    assert (tickets.name, tickets.kind, tickets.option("url_env")) == ("tickets", "webhook", "RMA_HOOK")
+    assert site.receivers == Site().receivers  # the severity receivers are not touched

@@ -100,6 +100,15 @@ def test_missing_fields_fail_when_default_and_wait_while_pending(expect: Expecta
     assert waiting.verdict is Verdict.HINT and waiting.what.endswith("3 fields still pending")
 
 
+def test_a_counter_written_without_total_counts_as_published(expect: Expectations) -> None:
+    # dcgm-exporter types DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS a counter without the _total suffix
+    name = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+    assert "remapped_rows_unc" in expect.used_by  # GPUEccUncorrectable reads it
+    text = exposition(expect, drop=(name,), extra=f"# TYPE {name} counter\n{name}{{{GPU_LABELS.format(n=0)}}} 0\n")
+    assert f"{name}_total" in page(text).samples  # how the text parser names it
+    assert not failed(exporter_findings(page(text), expect))
+
+
 def test_dcgm_exporter_gets_no_nvml_line_and_a_counters_fix(expect: Expectations) -> None:
     text = exposition(expect, self_metrics=False, drop=("DCGM_FI_DEV_MAX_SM_CLOCK",))
     found = exporter_findings(page(text), expect)

@@ -151,14 +151,14 @@ def test_no_rules_loaded(expect: Expectations) -> None:
 
 def test_rules_from_other_thresholds_name_the_expression_and_for(expect: Expectations) -> None:
     def older(entry: dict[str, Any]) -> None:
-        if entry["name"] == "GPUXidError":
+        if entry["name"] == "GPUXidError" and entry["labels"]["action"] == "reboot_node":
             entry["duration"] = 60
         if entry["name"] == "cluster:gpu_count:count":
             entry["query"] = entry["query"].replace("count", "sum", 1)
 
     found = failed(rule_findings(view(rule_groups=loaded_groups(expect, older)), expect))
     assert [f.subject for f in found] == ["gpudash-gpu-alerts", "gpudash-gpu-recording"]
-    assert "GPUXidError (critical): for 1m loaded, 0s generated" in found[0].what
+    assert "GPUXidError (reboot_node, critical): for 1m loaded, 0s generated" in found[0].what
     assert found[1].what.startswith("differs from `gpudash rules` in 1 rule: cluster:gpu_count:count: expr `sum")
 
 
@@ -179,7 +179,8 @@ def test_rule_labels_changed_and_rules_missing(expect: Expectations) -> None:
             entry["labels"] = {"severity": "critical"}
 
     found = failed(rule_findings(view(rule_groups=loaded_groups(expect, relabel)), expect))
-    assert "GPUJobStalled: labels {severity=critical} loaded, {severity=warning} generated" in found[0].what
+    assert ("GPUJobStalled: labels {severity=critical} loaded, {action=restart_job, severity=warning} generated"
+            in found[0].what)
 
 
 def test_evaluation_errors_and_slow_groups(expect: Expectations) -> None:

@@ -19,6 +19,7 @@ from gpudash.cli import cli
 from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
 from gpudash.files import write_text_tree as write_files
+from gpudash.health.xid import ACTIONS
 from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.promql.builders import RECORDINGS
 from gpudash.rules.alertmanager import SECRETS_DIR, STRAGGLER_CAUSES
@@ -27,13 +28,6 @@ from gpudash.rules.render import MARK, render_all, stale_files
 
 JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
 LEVELS = ("critical", "warning", "info")
-
-
-@pytest.fixture
-def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
-    monkeypatch.chdir(tmp_path)  # no stray gpudash.yaml from the working directory
-    monkeypatch.delenv("GPUDASH_SITE", raising=False)
-    return load_settings(ROOT / "thresholds.yaml")
 
 
 def rules_of(files: dict[str, str], name: str = ALERTS_FILE) -> list[dict[str, Any]]:
@@ -63,16 +57,20 @@ def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Set
     assert {r["alert"] for r in rules} == set(ALERT_NAMES)
     for rule in rules:
         per_job = rule["alert"] in JOB_ALERTS
-        severity = rule["labels"]["severity"]
-        assert (severity == "info") == (rule["alert"] == "GPUAllocatedIdle") and severity in LEVELS, rule["alert"]
+        severity, action = rule["labels"]["severity"], rule["labels"]["action"]
+        assert severity in LEVELS and action in ACTIONS, rule["alert"]
+        # info never pages: an idle job, or an XID whose table action is none
+        assert (severity == "info") == (rule["alert"] == "GPUAllocatedIdle" or
+                                        (rule["alert"] == "GPUXidError" and action == "none")), rule["alert"]
         notes = rule["annotations"]
-        assert set(notes) == {"summary", "description", "runbook_url"}
-        assert notes["runbook_url"].endswith("#" + rule["alert"].lower())
+        assert set(notes) == {"summary", "description", "runbook"}  # no runbook_base_url: the repository's section
+        assert notes["runbook"] == "docs/alerts.md#" + rule["alert"].lower()
         text = notes["summary"] + notes["description"]
         assert ("$labels.instance" in text) != (rule["alert"] == "GPUAllocatedIdle"), rule["alert"]
         assert ("$labels.hpc_job" in text) == per_job, rule["alert"]
         shown = "$value" in notes["description"] or "$labels.xid" in notes["description"]
-        assert shown or rule["alert"] == "GPUExporterDown", f"{rule['alert']}: description shows no value"
+        flags = ("GPUExporterDown", "GPURowRemapPending", "GPURowRemapFailure")  # the value is only 0/1
+        assert shown or rule["alert"] in flags, f"{rule['alert']}: description shows no value"
         # one GPU's labels (one job's for a job alert), whatever else the exporter attaches (UUID, modelName, pod ...)
         outer = {"GPUJobStraggler": "max by (cluster, instance, gpu, hpc_job) (",
                  "GPUAllocatedIdle": "count by (cluster, hpc_job) ("}.get(rule["alert"])
@@ -88,9 +86,8 @@ def test_runbook_links_point_at_a_section_of_docs_alerts(settings: Settings) -> 
                 for line in (ROOT / "docs" / "alerts.md").read_text().splitlines() if line.startswith("## ")}
     assert {name.lower() for name in ALERT_NAMES} <= headings
     for rule in rules_of(render_all(settings)):
-        page, anchor = rule["annotations"]["runbook_url"].split("#")
-        assert page.endswith("/blob/main/docs/alerts.md"), page
-        assert (ROOT / page.split("/blob/main/", 1)[1]).is_file()
+        page, anchor = rule["annotations"]["runbook"].split("#")
+        assert (ROOT / page).is_file()
         assert anchor == rule["alert"].lower() and anchor in headings
 
 
@@ -126,7 +123,11 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "memory_leak", "horizon"), "6h", "GPUMemoryLeakPredicted", "[1h], 21600)"),
     (("alerts", "job_stalled", "util_below_percent"), 2, "GPUJobStalled", ")) < 2\n"),
     (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75,"),
-    (("alerts", "xid", "critical_codes"), [79, 48], "GPUXidError", 'xid=~"48|79"'),
+    (("alerts", "xid", "overrides"), {777: "rma"}, "GPUXidError", 'xid=~"777"'),
+    (("temperature", "gpu_margin_celsius"), 7, "GPUHighTemperature", "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
+    (("temperature", "hbm_margin_celsius"), 3, "GPUHighTemperature", "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
+    (("alerts", "nvlink", "crc_per_second_critical"), 50, "GPUNVLinkErrors", "[5m]) >= 50)"),
+    (("alerts", "memory_errors", "window"), "30m", "GPUEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[30m]"),
     (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
     (("alerts", "exporter_down", "lookback"), "3h", "GPUExporterDown", "DCGM_FI_DEV_FB_USED[3h]"),
     (("alerts", "job_straggler", "min_gpus"), 8, "GPUJobStraggler", "cluster_job:gpu_count:count >= 8\n"),
@@ -179,9 +180,12 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     assert critical["matchers"] == ['severity="critical"'] and critical["group_wait"] == "10s"
     assert warning["group_by"] == ["cluster"]
     assert warning["matchers"] == ['severity=~"warning|info"']  # info (an idle job) joins the digest
-    down, severity, straggler = am["inhibit_rules"]
+    down, off_bus, severity, straggler = am["inhibit_rules"]
     assert down["source_matchers"] == ['alertname="GPUExporterDown"', 'gpu=""']
     assert down["equal"] == ["cluster", "instance"]
+    assert off_bus["source_matchers"] == ['alertname="GPUFellOffBus"', 'gpu=~".+"']
+    assert off_bus["target_matchers"] == ['alertname!="GPUFellOffBus"']
+    assert off_bus["equal"] == ["cluster", "instance", "gpu"]
     assert severity["equal"] == ["alertname", "cluster", "instance", "gpu"]
     assert [am_parse_matchers(m) for m in straggler["target_matchers"]] == [[("alertname", "=", "GPUJobStraggler")]]
     assert straggler["equal"] == ["cluster", "instance", "gpu"]
@@ -293,7 +297,7 @@ def test_straggler_judges_sm_activity_first_then_utilization_and_the_clock(setti
     # the job must keep its size over the window and have existed a window ago
     assert "min_over_time(cluster_job:gpu_count:count[5m]) == max_over_time(cluster_job:gpu_count:count[5m])" in expr
     assert "cluster_job:gpu_count:count offset 5m" in expr
-    assert rule["for"] == "10m" and rule["labels"] == {"severity": "warning"}
+    assert rule["for"] == "10m" and rule["labels"] == {"severity": "warning", "action": "none"}
 
 
 def test_nvidia_smi_profile_judges_stragglers_on_utilization_and_clock(tmp_path: Path) -> None:

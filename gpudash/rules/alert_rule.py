@@ -1,0 +1,42 @@
+"""One alerting rule as data, and how it is written out: labels `severity` and `action`, and its runbook.
+
+The runbook is the alert's section of docs/alerts.md (the lower-case alert name as the anchor). A site that
+publishes the runbook sets `runbook_base_url` in gpudash.yaml and each rule gets `runbook_url` = base + "#" +
+anchor; without one, rules carry `runbook: "docs/alerts.md#<anchor>"`, the section in this repository (a
+path, not a URL: there is no address to guess for a site's copy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudash.config.durations import Duration
+from gpudash.escape import go_template_text
+
+RUNBOOK_DOC = "docs/alerts.md"
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    alert: str
+    severity: str
+    action: str  # what to do about it: one of gpudash.health.xid.ACTIONS
+    expr: str
+    summary: str
+    description: str
+    for_: Duration | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self, runbook_base_url: str) -> dict[str, Any]:
+        rule: dict[str, Any] = {"alert": self.alert, "expr": self.expr}
+        if self.for_ is not None:
+            rule["for"] = str(self.for_)
+        rule["labels"] = {"severity": self.severity, "action": self.action, **self.labels}
+        anchor = self.alert.lower()
+        rule["annotations"] = {"summary": self.summary, "description": self.description}
+        if runbook_base_url:
+            rule["annotations"]["runbook_url"] = go_template_text(f"{runbook_base_url}#{anchor}")
+        else:
+            rule["annotations"]["runbook"] = f"{RUNBOOK_DOC}#{anchor}"
+        return rule

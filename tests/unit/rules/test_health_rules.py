@@ -1,0 +1,124 @@
+"""The GPU health rules: the XID table's groups, the actions, runbook links and the RMA route."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from support.paths import ROOT
+
+from gpudash.config.loading import Settings, load_settings
+from gpudash.health.xid import ACTIONS, UNKNOWN_ACTION, UNKNOWN_SEVERITY, XID_TABLE
+from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE
+from gpudash.rules.health_alerts import ACTION_TEXT, xid_groups
+from gpudash.rules.render import render_all
+
+
+def rules_of(files: dict[str, str]) -> list[dict[str, Any]]:
+    return [rule for group in yaml.safe_load(files[ALERTS_FILE])["groups"] for rule in group["rules"]]
+
+
+def site_file(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_every_xid_of_the_table_is_in_exactly_one_group_of_its_severity_and_action() -> None:
+    seen: list[int] = []
+    for severity, action, group in xid_groups(XID_TABLE):
+        assert {(r.severity, r.action) for r in group} == {(severity, action)}
+        seen += [r.code for r in group]
+    assert sorted(seen) == sorted(XID_TABLE)
+    severities = [severity for severity, _, _ in xid_groups(XID_TABLE)]
+    assert severities == sorted(severities, key=["critical", "warning", "info"].index)  # most severe first
+
+
+def test_one_xid_rule_per_group_and_one_for_codes_not_in_the_table(settings: Settings) -> None:
+    xid = [r for r in rules_of(render_all(settings)) if r["alert"] == "GPUXidError"]
+    groups = xid_groups(XID_TABLE)
+    assert len(xid) == len(groups) + 1
+    for rule, (severity, action, group) in zip(xid, groups, strict=False):
+        assert rule["labels"] == {"severity": severity, "action": action}
+        codes = "|".join(str(r.code) for r in group)
+        assert f'xid=~"{codes}"' in rule["expr"]
+        for row in group:
+            assert f"DCGM_FI_DEV_XID_ERRORS == {row.code}" in rule["expr"]
+    unknown = xid[-1]
+    assert unknown["labels"] == {"severity": UNKNOWN_SEVERITY, "action": UNKNOWN_ACTION}
+    assert 'xid!~"' in unknown["expr"] and "\n  unless\n" in unknown["expr"]
+
+
+def test_every_alert_has_an_action_with_a_text() -> None:
+    assert set(ACTION_TEXT) == set(ACTIONS)
+
+
+def test_health_rules_use_each_gpus_own_limits_and_never_count_a_gpu_twice(settings: Settings) -> None:
+    rules = rules_of(render_all(settings))
+    temperature = {(r["labels"]["sensor"], r["labels"]["severity"]): r["expr"] for r in rules
+                   if r["alert"] == "GPUHighTemperature"}
+    assert ">= on (cluster, instance, gpu)\n  (max by (cluster, instance, gpu) (DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 5)" \
+        in temperature[("hbm", "warning")]
+    assert "unless on (cluster, instance, gpu)\n  max by (cluster, instance, gpu) (DCGM_FI_DEV_MEM_MAX_OP_TEMP)" \
+        in temperature[("hbm", "critical")]
+    nvlink = [r["expr"] for r in rules if r["alert"] == "GPUNVLinkErrors"]
+    assert len(nvlink) == 2
+    for expr in nvlink:  # the DCGM totals give way to the per-link series wherever a GPU has both
+        assert expr.endswith("unless on (cluster, instance, gpu)\nmax by (cluster, instance, gpu) "
+                             "(gpudash_nvlink_errors_total)\n)")
+
+
+def test_nvidia_smi_profile_keeps_the_health_alerts_it_can_evaluate(tmp_path: Path) -> None:
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"profile": "nvidia_smi"})))
+    names = {r["alert"] for r in rules_of(files)}
+    assert {"GPUEccUncorrectable", "GPURowRemapFailure"} <= names  # remapped-row series it publishes
+    assert not {"GPUNVLinkErrors", "GPUFellOffBus", "GPURowRemapPending"} & names
+    temperature = [r["expr"] for r in rules_of(files) if r["alert"] == "GPUHighTemperature"]
+    assert temperature and not any("MAX_OP_TEMP" in e for e in temperature)  # the fixed levels only
+
+
+def test_a_sites_runbook_base_url_makes_runbook_urls(tmp_path: Path) -> None:
+    base = "https://git.example.com/ops/gpu/blob/main/docs/alerts.md"
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"runbook_base_url": base})))
+    for rule in rules_of(files):
+        assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
+        assert "runbook" not in rule["annotations"]
+    assert "github.com/gpudash" not in json.dumps(rules_of(files))
+
+
+def test_rma_alerts_also_go_to_the_sites_rma_receivers(tmp_path: Path, settings: Settings) -> None:
+    assert "gpudash-rma" not in render_all(settings)[ALERTMANAGER_FILE]  # none configured: severity routing only
+    site = site_file(tmp_path, {"rma_receivers": [{"name": "tickets", "type": "webhook",
+                                                   "url": "https://tickets.example.org/gpu"}]})
+    am = yaml.safe_load(render_all(load_settings(ROOT / "thresholds.yaml", site))[ALERTMANAGER_FILE])
+    first = am["route"]["routes"][0]
+    assert first["matchers"] == ['action="rma"'] and first["receiver"] == "gpudash-rma"
+    assert first["continue"] is True  # and then the severity routes below, as for any alert
+    assert first["group_by"] == ["cluster", "instance", "gpu", "alertname"]
+    rma = am["receivers"][-1]
+    assert rma == {"name": "gpudash-rma", "webhook_configs": [{"url": "https://tickets.example.org/gpu",
+                                                               "send_resolved": True}]}
+    assert "tickets.example.org" not in json.dumps(am["receivers"][:-1])
+    rules = rules_of(render_all(settings))
+    assert {r["alert"] for r in rules if r["labels"]["action"] == "rma"} == {"GPURowRemapFailure"}
+
+
+def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path: Path) -> None:
+    from gpudash.rules.operator import alertmanager_resource, receiver_secret_keys
+
+    site = site_file(tmp_path, {"rma_receivers": [{"name": "tickets", "type": "webhook", "url_env": "RMA_URL"}]})
+    settings = load_settings(ROOT / "thresholds.yaml", site)
+    spec = alertmanager_resource(settings)["spec"]
+    rma = next(r for r in spec["receivers"] if r["name"] == "gpudash-rma")
+    assert rma["webhookConfigs"] == [{"urlSecret": {"name": "gpudash-alertmanager-receivers", "key": "tickets-url"},
+                                      "sendResolved": True}]
+    assert spec["route"]["routes"][0]["continue"] is True
+    assert "tickets-url" in receiver_secret_keys(settings)
+
+
+def test_alert_names_are_listed_once() -> None:
+    from gpudash.rules.alerts import ALERT_NAMES
+
+    assert len(ALERT_NAMES) == len(set(ALERT_NAMES)) == 15
