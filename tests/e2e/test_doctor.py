@@ -179,10 +179,9 @@ def test_rules_from_an_older_thresholds_file(stack: Stack, servers: Servers) -> 
     assert ran.code == 1
     (line,) = lines(ran, "FAIL", "rules")
     assert line.startswith("FAIL  rules     gpudash-gpu-alerts: differs from `gpudash rules` in 5 rules: "
-                           "GPUHighTemperature (gpu, warning): expr `max by (cluster, instance, gpu) "
-                           "(quantile_over_time(0.5, DCGM_FI_DEV_GPU_TEMP[2m])) > 75` loaded, `max by (cluster, "
-                           "instance, gpu) (quantile_over_time(0.5, DCGM_FI_DEV_GPU_TEMP[2m])) > 80` generated; "
-                           "for 10m loaded, 3m generated"), line
+                           "GPUHighTemperature (none, gpu, warning): expr `max by (cluster, instance, gpu) "
+                           "(quantile_over_time(0.5, DCGM_FI_DEV_GPU_TEMP[2m])) >= on (cluster, instan"), line
+    assert "GPUHighTemperature (none, gpu, warning): expr" in line and "for 10m loaded, 3m generated" in line, line
     assert "why: Prometheus holds rule files rendered from another thresholds.yaml" in line
     recordings = len(recording_rules(DCGM, load_settings().thresholds))
     assert f"ok    rules     gpudash-gpu-recording: {recordings} rules loaded as generated" in ran.out
