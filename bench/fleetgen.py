@@ -32,6 +32,7 @@ from gpudash.catalog import (
     BY_KEY,
     CLOCK_EVENT_REASONS,
     DCGM,
+    DCGM_EXPORTER_COUNTERS,
     DRIVER_VERSION_LABEL,
     HPC_JOB_LABEL,
     THERMAL_OR_BRAKE_REASONS,
@@ -42,6 +43,8 @@ from gpudash.exporter.sim.spec import FAULTS, Fault
 from gpudash.promql.builders import signals_in
 
 GPUS_PER_NODE = 8
+# dcgm-exporter's own windowed counters: the simulated fleet is the bundled exporter, which has its own.
+NOT_GENERATED = tuple(s.key for s in DCGM_EXPORTER_COUNTERS)
 TEMPLATE_NODES = 32
 DRIVER_VERSION = "580.159.04"
 JOB = "gpu-exporter"
@@ -301,4 +304,5 @@ def keys_read(dashboards: Iterable[dict[str, Any]], profile: Profile = DCGM) -> 
 def published_keys(keys: Iterable[str], profile: Profile = DCGM) -> list[str]:
     """The catalog keys, in catalog order, that this generator publishes and the profile names."""
     wanted = set(keys)
-    return [k for k in BY_KEY if k in wanted and profile.has(k) and k not in ("gpu_up", "xid_last_time")]
+    skipped = ("gpu_up", "xid_last_time", *NOT_GENERATED)
+    return [k for k in BY_KEY if k in wanted and profile.has(k) and k not in skipped]

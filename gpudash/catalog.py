@@ -112,8 +112,19 @@ SIGNALS: tuple[Signal, ...] = (
        "1 when the last sweep read this GPU, 0 when it fell off the bus or NVML lost it.", OWN),
 )
 
-BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
-BY_DCGM_NAME: dict[str, Signal] = {s.dcgm_name: s for s in SIGNALS}
+# dcgm-exporter's own counters (not DCGM fields), published when its counters CSV enables them: events in a
+# sliding window (window_size_in_ms), per clock event reason and per XID code. Dashboards fall back to them;
+# the bundled exporter does not compute them (it publishes its own per-reason and per-code series), so they
+# stay out of SIGNALS, which is what an exporter reads.
+DCGM_EXPORTER_COUNTERS: tuple[Signal, ...] = (
+    _s("clock_events_count", "DCGM_EXP_CLOCK_EVENTS_COUNT", "1", "counter",
+       "Clock events (throttle reasons) reported within the exporter's window.", OPT, "clock_event"),
+    _s("xid_count", "DCGM_EXP_XID_ERRORS_COUNT", "1", "counter", "XIDs reported within the exporter's window.",
+       OPT, "xid"),
+)
+
+BY_KEY: dict[str, Signal] = {s.key: s for s in (*SIGNALS, *DCGM_EXPORTER_COUNTERS)}
+BY_DCGM_NAME: dict[str, Signal] = {s.dcgm_name: s for s in (*SIGNALS, *DCGM_EXPORTER_COUNTERS)}
 
 # dcgm-exporter's label that carries the driver version (a "label" row of its counters CSV).
 DRIVER_VERSION_LABEL = "DCGM_FI_DRIVER_VERSION"
@@ -175,7 +186,7 @@ DCGM = Profile(
     name="dcgm",
     gpu_label="gpu",
     hostname_label="hostname",
-    metrics={s.key: MetricRef(s.dcgm_name) for s in SIGNALS},
+    metrics={s.key: MetricRef(s.dcgm_name) for s in (*SIGNALS, *DCGM_EXPORTER_COUNTERS)},
     description="dcgm-exporter names and labels (also what `gpudash exporter` publishes)",
 )
 
