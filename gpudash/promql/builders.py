@@ -207,8 +207,10 @@ class PromQL:
     def silent_gpus(self, key: str, lookback: Duration) -> str:
         """1 per GPU that reported `key` within the lookback and reports nothing now (GPUExporterDown's
         "stopped reporting"; a GPU silent for longer than the lookback drops out)."""
-        seen = self.per_gpu(self.over_time("max_over_time", key, str(lookback)))
-        return f"({seen} unless {self.per_gpu(self.metric(key))}) * 0 + 1"
+        seen = self.per_gpu(f"present_over_time({self.raw_range(key, str(lookback))})")
+        # `== 1` keeps every such GPU (present_over_time is 1); it tells the live check an empty answer is
+        # "none passes the filter", a healthy fleet, not missing data.
+        return f"({seen} unless {self.per_gpu(self.metric(key))}) == 1"
 
     def raw_range(self, key: str, window: str) -> str:
         """One signal's selector over a range, unconverted (counters and codes need no unit)."""
