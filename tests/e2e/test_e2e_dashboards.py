@@ -53,7 +53,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("dashboards-e2e")
     args = ["--simulate", str(GPUS), "--seed", str(SEED)]
-    args += [p for f in FAULTS for p in ("--fault", f)] + [*JOB_ARGS, "--sim-epoch", str(time.time() - AGE_S)]
+    args += [p for f in FAULTS for p in ("--fault", f)] + list(JOB_ARGS)
     # Yesterday first, for the address the exporter is about to get; then Prometheus, then the exporter, so
     # Prometheus reads a clean XID gauge before the XID fault fires.
     address = f"127.0.0.1:{free_port()}"
@@ -63,13 +63,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     times = moments(time.time() - DAY, 600, 600, 15.0)
     target = {"job": "gpu-exporter", "instance": address, "cluster": "e2e", "rack": "rack-1"}
     history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
+    # The exporter's clock is set once Prometheus is up (the with-items enter in order), so its XID comes 25 s
+    # after its first scrape however long Prometheus took to start on a busy machine.
     with yesterday_blocks(history, rules[Path(RECORDING_FILE).name], times[0], times[-1]) as blocks, \
             SeededPrometheus(config, rules, blocks=blocks) as prometheus, \
-            ExporterProcess(args, port=int(address.rsplit(":", 1)[1])) as exporter:
+            ExporterProcess([*args, "--sim-epoch", str(time.time() - AGE_S)],
+                            port=int(address.rsplit(":", 1)[1])) as exporter:
         prometheus.wait_for("cluster:gpu_count:count", timeout=30)
         prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=90)
         # five samples of the new XID counter (one a second), so a panel's rate window holds two
         prometheus.wait_for("min(count_over_time(gpudash_xid_errors_total[1m])) >= 5", timeout=30)
+        # GPU-hours and energy add a recording up over a subquery at the site's scrape interval (15 s): they
+        # answer once it spans two steps (recorded every second here).
+        for record in ("cluster_job:gpu_count:count", "cluster_job:gpu_idle:count", "cluster:gpu_power_watts:sum"):
+            prometheus.wait_for(f"min(count_over_time({record}[10m])) > 30", timeout=90)
         yield Stack(prometheus, exporter, tmp / "generated" / "prometheus")
 
 
