@@ -121,3 +121,14 @@ def test_metrics_url_accepts_an_address() -> None:
     assert metrics_url("node-1:9400") == "http://node-1:9400/metrics"
     assert metrics_url("https://node-1:9400") == "https://node-1:9400/metrics"
     assert metrics_url("http://node-1:9400/custom") == "http://node-1:9400/custom"
+
+
+def test_a_counter_keeps_the_name_the_exporter_wrote() -> None:
+    # dcgm-exporter's counters have no `_total` suffix (or an upper-case one); the parser would add one.
+    text = ("# TYPE DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL counter\nDCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{gpu=\"0\"} 5\n"
+            "# TYPE DCGM_FI_DEV_PCIE_REPLAY_COUNTER counter\nDCGM_FI_DEV_PCIE_REPLAY_COUNTER{gpu=\"0\"} 1\n"
+            "# TYPE gpudash_xid_errors_total counter\ngpudash_xid_errors_total{gpu=\"0\",xid=\"13\"} 2\n")
+    samples = parse_exposition(text)
+    assert set(samples) == {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                            "gpudash_xid_errors_total"}
+    assert samples["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"][0].value == 5
