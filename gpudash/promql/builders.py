@@ -193,7 +193,8 @@ class PromQL:
         if self.has("xid_total"):
             counter = self.metric("xid_total")
             before = f"{counter} offset {window}"
-            parts.append(self.per_gpu(f"({counter} - {before}) > 0 or ({counter} unless {before})", "xid"))
+            # A counter that appeared within the window counts from 0 (the exporter may publish a code at 0).
+            parts.append(self.per_gpu(f"({counter} - {before}) > 0 or ({counter} unless {before}) > 0", "xid"))
         if self.has("xid_last"):
             gauge = self.metric("xid_last")
             if per_step:

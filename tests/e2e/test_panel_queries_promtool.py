@@ -49,8 +49,9 @@ def test_xid_events_over_a_range_count_events_with_their_code(tmp_path: Path) ->
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='1', err_code='79')}", "values": "_ _ _ _ 79x6"},
         # dcgm-exporter without err_code, GPU 2: 48, back to 0, 48 again, back to 0: two events, not four.
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='2')}", "values": "0 48 0 0 48 48 0 0 0 0 0"},
-        # GPU 3: no XID at all.
+        # GPU 3: no XID at all, its counter published at 0 from its start within the window.
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='3')}", "values": "0x10"},
+        {"series": f"gpudash_xid_errors_total{labels(gpu='3', xid='13')}", "values": "0x10"},
     ]
     expected = [{"labels": labels(gpu="0", xid="43"), "value": 1},
                 {"labels": labels(gpu="1", xid="79"), "value": 1},
