@@ -123,6 +123,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
                              level_steps(t.power), 0, 1, desc=None), w=8)
 
     layout.section("SM clock")
+    reasons = q.throttle_reasons()
     clocks = [Query(each("sm_clock", "min"), legend, ref="A")]
     if q.has("sm_clock_max"):
         clocks.append(Query(node_wide("sm_clock_max"), "max clock", ref="M"))
@@ -130,14 +131,13 @@ def build(ctx: BuildContext) -> G.Dashboard:
                           "SM clock per GPU, the lowest of each step (a throttling dip is not averaged away); dashed: "
                           "the node's max SM clock (DCGM_FI_DEV_MAX_SM_CLOCK: optional, stock dcgm-exporter does not "
                           "publish it by default). Busy and well under max = throttled.", None, 0,
-                          dashed_refs=("M",)), w=16)
-    reasons = q.throttle_reasons()
+                          dashed_refs=("M",)), w=24 if reasons is not None else 16)
     if reasons is not None:
         layout.add(state_timeline(
             "Throttle reasons", Query(q.by_gpu_index(reasons), f"{legend} {{{{clock_event}}}}"),
             "One row per GPU and thermal or power-brake reason, red while it is set: the bundled exporter's "
             "gpudash_clock_event_active, else dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT (events in its window; "
-            "optional in its counters CSV).", color_steps((GREEN, None), (RED, 1))), w=8)
+            "optional in its counters CSV).", color_steps((GREEN, None), (RED, 1))), w=24, h=10)
     elif q.has("clock_event_reasons"):
         layout.add(state_timeline(
             "Clock event reasons (bitmask)", Query(now("clock_event_reasons"), legend),
