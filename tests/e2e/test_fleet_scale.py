@@ -99,7 +99,7 @@ def test_fleet_panels_do_not_grow_with_the_fleet(opened: Opened, variant: str) -
     ranked = [p for p in opened[LARGE][variant].panels if f"(top {k})" in p.title or f"(bottom {k})" in p.title]
     # Lists of the GPUs that pass a test (memory pressure, throttled) may rightly hold fewer than k.
     per_gpu = [p for p in ranked if "per job" not in p.title and not p.title.startswith(CONDITIONAL)]
-    assert len(per_gpu) >= 4 and all(p.series == k for p in per_gpu), [(p.title, p.series) for p in per_gpu]
+    assert len(per_gpu) >= 3 and all(p.series == k for p in per_gpu), [(p.title, p.series) for p in per_gpu]
     # 18 jobs at 128 GPUs: the job table holds k of them, and their idle GPU-hours beside (at most k more).
     (held,) = [p for p in ranked if "per job" in p.title]
     assert k < held.series <= 2 * k and held.labels >= {"cluster", "hpc_job"}, held
