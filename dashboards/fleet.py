@@ -118,5 +118,5 @@ def build(ctx: BuildContext) -> G.Dashboard:
              G.DashboardLink(title="GPU job", uri=f"/d/{JOB_UID}", keepTime=True, includeVars=True)]
     dashboard = ctx.dashboard(UID, TITLE, "Whole GPU clusters at a glance: busy, full, hot, throttled.", "fleet",
                               layout.panels, links)
-    dashboard.annotations = alert_and_xid_annotations(q)
+    dashboard.annotations = alert_and_xid_annotations(q, scan_gauge=False)
     return dashboard

@@ -130,7 +130,7 @@ def xid_panels(layout: Layout, q: PromQL, k: int) -> None:
     """GPUs with XID events over the range (code and count), and XID events per step by code."""
     gpu = q.gpu
     in_range = q.xid_events("$__range")
-    per_step = q.xid_events("$__interval", per_step=True)
+    per_step = q.xid_events("$__interval", per_step=True, scan_gauge=False)
     if in_range is None or per_step is None:
         return
     source = ("the bundled exporter's per-code counter (gpudash_xid_errors_total), else dcgm-exporter's last-XID "
@@ -144,5 +144,9 @@ def xid_panels(layout: Layout, q: PromQL, k: int) -> None:
         hide_columns=("__name__",), sort=("XID events", True)), w=12)
     layout.add(timeseries(
         "XID errors by code", [Query(f"sum by (cluster, xid) ({per_step})", "{{cluster}} XID {{xid}}")],
-        "none", f"XID events in each step of the graph, by code: one bar per event, no smearing over "
-                f"neighbouring steps. From {source}.", None, 0, draw="bars"), w=12)
+        "none", "XID events in each step of the graph, by code: one bar per event, no smearing over "
+                "neighbouring steps, from the bundled exporter's per-code counter. On dcgm-exporter, its own "
+                "count of XIDs within its window (DCGM_EXP_XID_ERRORS_COUNT, optional in its counters CSV): a bar "
+                "per step while an XID is in that window. Reading every GPU's last-XID gauge at every step would "
+                "cost seconds at a thousand GPUs; the table beside and the node dashboard read it.", None, 0,
+        draw="bars"), w=12)

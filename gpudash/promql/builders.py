@@ -177,7 +177,7 @@ class PromQL:
         gpu = self.gpu
         return f'label_replace({expr}, "{gpu}", "0$1", "{gpu}", "([0-9])")'
 
-    def xid_events(self, window: str, per_step: bool = False) -> str | None:
+    def xid_events(self, window: str, per_step: bool = False, scan_gauge: bool = True) -> str | None:
         """XID events per GPU and code (`xid`) within `window`: the bundled exporter's per-code counter where
         a GPU has one, else dcgm-exporter's last-XID gauge.
 
@@ -187,6 +187,9 @@ class PromQL:
         half its changes, rounded up; where dcgm-exporter labels it with err_code, a new code starts a new,
         constant series: one event where it appeared within the window holding a code. `per_step`: at most
         one gauge event per window (a step of a graph), 1 where the code differs from the window before.
+        `scan_gauge=False` (a fleet's graph: reading every GPU's gauge at every step costs seconds at a
+        thousand GPUs) reads dcgm-exporter's own count of XIDs in its window (DCGM_EXP_XID_ERRORS_COUNT)
+        instead of the gauge: only GPUs with an XID have that series.
         """
         by = ("cluster", "instance", self.gpu)
         parts = []
@@ -195,10 +198,16 @@ class PromQL:
             before = f"{counter} offset {window}"
             # A counter that appeared within the window counts from 0 (the exporter may publish a code at 0).
             parts.append(self.per_gpu(f"({counter} - {before}) > 0 or ({counter} unless {before}) > 0", "xid"))
-        if self.has("xid_last"):
+        if not scan_gauge:
+            if self.has("xid_count"):
+                parts.append(self.per_gpu(f"{self.metric('xid_count')} > 0", "xid"))
+        elif self.has("xid_last"):
             gauge = self.metric("xid_last")
             if per_step:
-                new = f"clamp_max(({gauge} > 0) unless ({gauge} offset {window} == {gauge}), 1)"
+                # Filter to the GPUs showing a code first: at every step of a range the comparison with a
+                # window ago then matches a handful of series, not the fleet's.
+                showing = f"({gauge} > 0)"
+                new = f"clamp_max({showing} unless ({gauge} offset {window} == {showing}), 1)"
             else:
                 rises = f"ceil(changes({self.raw_range('xid_last', window)}) / 2) > 0"
                 new = f"{rises} or clamp_max(({gauge} > 0) unless {gauge} offset {window}, 1)"

@@ -189,6 +189,12 @@ def test_8_xid_by_code_counts_per_step_as_bars(built: dict[str, dict[str, Any]])
         panel = by_title(built[dashboard], title)
         assert "$__rate_interval" not in expr(panel) and "offset $__interval" in expr(panel)
         assert panel["fieldConfig"]["defaults"]["custom"]["drawStyle"] == "bars", title
+    # At fleet scale a graph reads no GPU's last-XID gauge at every step: the counters only (seconds otherwise).
+    fleet = built["gpudash-fleet.json"]
+    xid_graphs = [expr(by_title(fleet, "XID errors by code"))] + [
+        a["expr"] for a in fleet["annotations"]["list"] if a["name"] == "XID events"]
+    for query in xid_graphs:
+        assert "DCGM_FI_DEV_XID_ERRORS" not in query and "DCGM_EXP_XID_ERRORS_COUNT{" in query
 
 
 # 9 ------------------------------------------------------------------------------------------------------
