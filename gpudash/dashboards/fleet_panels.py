@@ -21,7 +21,7 @@ from gpudash.dashboards.panels import (
     table,
     timeseries,
 )
-from gpudash.promql.builders import UP, PromQL
+from gpudash.promql.builders import UP, PromQL, Scope
 
 # On a dcgm-exporter, these come from the counters CSV; say where the data comes from in each description.
 BUNDLED_ONLY = "stock dcgm-exporter does not publish it"
@@ -81,15 +81,20 @@ def memory_pressure(layout: Layout, q: PromQL, k: int) -> None:
     gpu = q.gpu
     window = t.alerts.memory_pressure.growth_window
     on = f"on (cluster, instance, {gpu})"
-    growth = f"{q.per_gpu(q.over_time('deriv', 'fb_used', str(window)))} * 3600 > 0"
+    # Growth per hour from two readings a window apart: two instant lookups per GPU, where deriv() would read
+    # every sample of the window of every GPU.
+    before = q.with_scope(Scope(q.scope.matchers, str(window)))
+    used_now, used_before = q.per_gpu(q.metric("fb_used")), q.per_gpu(before.metric("fb_used"))
+    growth = f"({used_now} - {used_before}) * {3600 / window.seconds:g} > 0"
     full = f"{q.per_gpu(q.fb_used_ratio())} > {t.memory.warning:g}"
     hours = f"bottomk({k}, {q.per_gpu(q.metric('fb_free'))} / {on} ({growth}) and {on} ({full}))"
     layout.add(table(
         f"Memory pressure: over {t.memory.warning:.0%} and growing (top {k})",
         [Query(hours, ref="A"), Query(f"{q.per_gpu(q.fb_used_ratio())} and {on} {hours}", ref="B")],
-        f"GPUs whose framebuffer is over the warning level and still grew over the last {window}, soonest to "
-        f"fill first: hours until full at that rate, and how full they are. A model loaded to 97 % that stays "
-        f"flat is not here; one still growing is about to OOM. Click one to open its node on that GPU.",
+        f"GPUs whose framebuffer is over the warning level and grew over the last {window} (now against "
+        f"{window} ago), soonest to fill first: hours until full at that rate, and how full they are. A model "
+        "loaded to 97 % that stays flat is not here; one still growing is about to OOM. Click one to open its "
+        "node on that GPU.",
         {"A": "hours until full", "B": "used"}, "h", level_steps(t.memory), links=[node_link(gpu)],
         hide_columns=("__name__",), sort=("hours until full", False), coloured="used"), w=12, h=9)
 

@@ -150,7 +150,7 @@ def test_6_top_k_panels_are_sorted_and_fullest_gpus_became_memory_pressure(
             assert transformation(panel, "sortBy")["sort"], panel["title"]
     assert "Fullest GPUs (top 10)" not in {p["title"] for p in panels(fleet)}
     pressure = by_title(fleet, "Memory pressure: over 90% and growing (top 10)")
-    assert "deriv(DCGM_FI_DEV_FB_USED{" in expr(pressure) and "> 0.9" in expr(pressure)
+    assert 'DCGM_FI_DEV_FB_USED{cluster=~"$cluster"} offset 15m' in expr(pressure) and "> 0.9" in expr(pressure)
     assert transformation(pressure, "sortBy")["sort"] == [{"field": "hours until full", "desc": False}]
 
 
