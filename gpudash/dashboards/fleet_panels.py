@@ -68,11 +68,11 @@ def activity_and_energy(layout: Layout, q: PromQL, step: Duration) -> None:
                    "(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, a default counter, in KiB). Flat at 0 on a training "
                    "cluster means the collectives go over PCIe or the network.", None, 0), w=12)
     if q.available("cluster:gpu_power_watts:sum"):
-        energy = f"{hours_over_range(q.use('cluster:gpu_power_watts:sum'), step)} / 1000"
+        energy = f"sum({hours_over_range(q.use('cluster:gpu_power_watts:sum'), step)}) / 1000"
         layout.add(stat(
-            "Energy in range by cluster", Query(energy, "{{cluster}}"), "kwatth",
-            f"Energy the GPUs of each cluster drew over the time range (kWh): the recorded power "
-            f"(cluster:gpu_power_watts:sum) added up every {step}, exact to one sample.", None), w=24, h=4)
+            "Energy in range", Query(energy, "energy"), "kwatth",
+            f"Energy the GPUs of the selected clusters drew over the time range (kWh): the recorded power per "
+            f"cluster (cluster:gpu_power_watts:sum) added up every {step}, exact to one sample.", None), w=24, h=4)
 
 
 def memory_pressure(layout: Layout, q: PromQL, k: int) -> None:

@@ -308,7 +308,7 @@ def test_fleet_activity_nvlink_and_energy_read_cluster_recordings(fleet: dict[st
     assert expr(activity, 0).startswith("cluster:gpu_tensor_active:avg{")
     assert "or on (cluster) cluster:gpu_gr_engine_active:avg{" in expr(activity, 1)
     assert expr(by_title(fleet, "NVLink traffic by cluster")).startswith("cluster:gpu_nvlink_bytes_per_second:sum{")
-    energy = by_title(fleet, "Energy in range by cluster")
+    energy = by_title(fleet, "Energy in range")
     assert energy["fieldConfig"]["defaults"]["unit"] == "kwatth"
     assert "sum_over_time((cluster:gpu_power_watts:sum{" in expr(energy) and expr(energy).endswith("/ 1000")
 
