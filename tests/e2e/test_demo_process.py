@@ -21,9 +21,11 @@ from support.waiting import eventually
 from gpudash.stack.demo import GPUS, nvml_gpu_count
 
 # Fleet panels that may be empty in the demo's first minute: nobody stopped reporting, no GPU is over 90 % and
-# growing yet, none throttled yet; and the simulated exporter is not dcgm-exporter.
+# growing yet (growth is against 15 minutes ago), none throttled yet; and the simulated exporter is not
+# dcgm-exporter.
 DEMO_EMPTY = {("nothing matches now", "Exporters and GPUs that stopped reporting"),
               ("nothing matches now", "Memory pressure: over 90% and growing (top 10)"),
+              ("needs history", "Memory pressure: over 90% and growing (top 10)"),
               ("nothing matches now", "Throttled GPUs now (top 10)"),
               ("optional", "Throttled GPUs now (top 10)")}
 

@@ -258,7 +258,7 @@ def test_a_dcgm_exporter_target(stack: Stack, reference: Path, host_label: str) 
     assert [(f["verdict"], f["what"].split(":")[0]) for f in found] == [
         ("ok", "dcgm-exporter"), ("hint", "missing optional fields DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "
                                           "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_FI_DEV_ENFORCED_POWER_LIMIT, "
-                                          "DCGM_FI_DEV_SLOWDOWN_TEMP and 2 more")]
+                                          "DCGM_FI_DEV_SLOWDOWN_TEMP and 3 more")]
     assert "dcgm-exporter's counters file" in found[1]["fix"]
 
 

@@ -105,7 +105,8 @@ def test_every_panel_returns_that_clusters_data_from_the_global_store(fleet: Fle
     panels = [r for g in results for r in g.results if r.query.kind == PANEL]
     # everything has data but the comparison with yesterday, which this store has no history for, and the lists
     # of GPUs that pass a test these healthy clusters pass by none of (stopped reporting, memory pressure, throttled)
-    passed_by_none = (Status.NOTHING_MATCHES, Status.OPTIONAL)
+    # (memory pressure compares with 15 minutes ago: these clusters are younger)
+    passed_by_none = (Status.NOTHING_MATCHES, Status.OPTIONAL, Status.NEEDS_HISTORY)
     assert [r.query.item for r in panels if r.status not in (Status.OK, Status.NO_JOBS)
             and "offset 1d" not in r.query.expr
             and not (r.status in passed_by_none and r.query.item.startswith(CONDITIONAL))] == []
