@@ -32,7 +32,7 @@ def stopped_reporting(layout: Layout, q: PromQL, scrape_job: str, k: int) -> Non
     lookback = q.thresholds.alerts.exporter_down.lookback
     up = f"{UP}{q.scope.selector((('job', '=', scrape_job),))}"
     down = f"max by (cluster, instance) ({up}) == 0"
-    silent = q.silent_gpus("gpu_util", lookback)
+    silent = q.silent_gpus("fb_used", lookback)  # the signal GPUExporterDown watches
     layout.add(table(
         "Exporters and GPUs that stopped reporting",
         [Query(f"topk({k}, {down})", ref="A"), Query(f"topk({k}, {silent})", ref="B")],

@@ -255,7 +255,7 @@ def test_12_no_data_is_not_zero_and_silent_exporters_and_gpus_are_listed(built: 
     panel = by_title(fleet, "Exporters and GPUs that stopped reporting")
     down, silent = expr(panel, 0), expr(panel, 1)
     assert 'up{cluster=~"$cluster",job="gpu-exporter"}) == 0' in down
-    assert "present_over_time(DCGM_FI_DEV_GPU_UTIL{" in silent and "[1h]" in silent and " unless " in silent
+    assert "present_over_time(DCGM_FI_DEV_FB_USED{" in silent and "[1h]" in silent and " unless " in silent
 
 
 # 13 -----------------------------------------------------------------------------------------------------
