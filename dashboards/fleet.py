@@ -10,20 +10,23 @@ from __future__ import annotations
 
 from grafanalib import core as G
 
+from gpudash.dashboards.annotations import alert_and_xid_annotations
 from gpudash.dashboards.build import BuildContext
+from gpudash.dashboards.fleet_panels import (
+    activity_and_energy,
+    memory_pressure,
+    stopped_reporting,
+    throttled_gpus,
+    xid_panels,
+)
 from gpudash.dashboards.gpu_panels import comparison_row, per_gpu, stat_row
 from gpudash.dashboards.job_panels import fleet_job_hours, node_link
 from gpudash.dashboards.panels import (
-    GREEN,
-    ORANGE,
     Layout,
     Query,
-    bar_gauge,
-    color_steps,
     count_heatmap,
     gauge,
     level_steps,
-    stat,
     table,
     timeseries,
     utilization_steps,
@@ -39,7 +42,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
     t = ctx.thresholds
     k = t.dashboards.fleet_topk
     gpu = q.gpu
-    to_node = node_link()
+    to_node, to_gpu = node_link(), node_link(gpu)
     layout = Layout()
 
     def each(expr: str, *keep: str) -> str:
@@ -47,32 +50,32 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     layout.section("Fleet at a glance")
     stat_row(layout, q, "fleet")
+    stopped_reporting(layout, q, ctx.settings.site.scrape_job, k)
 
     layout.section("Utilization")
     layout.add(count_heatmap(
-        "GPUs per utilization band", Query(q.use("cluster:gpu_utilization_band:count"), "{{band}}"),
-        "One row per 10 % utilization band (0 = 0-9 %), colour = how many GPUs sit in it. A healthy training "
-        "fleet is dark at the top; a dark bottom row is idle capacity."), w=12, h=9)
+        "GPUs per utilization band", Query(q.utilization_bands(), "{{band}} %"),
+        "GPUs of the selected clusters in each 10 % utilization band (0 = 0-9 %), colour = how many, every band "
+        "drawn (an empty band is a pale row, not a gap). A healthy training fleet is dark at the top; a dark "
+        "bottom row is idle capacity."), w=12, h=9)
     layout.add(timeseries(
         "Mean utilization by cluster",
         [Query(f"{q.use('cluster:gpu_utilization:sum')} / {q.use('cluster:gpu_count:count')}", "{{cluster}}")],
         "percent", "Mean GPU utilization of each cluster.", utilization_steps(t), 0, 100), w=12, h=9)
+    activity_and_energy(layout, q, ctx.settings.site.scrape_interval)
     layout.add(table(
         f"Least busy nodes (bottom {k})",
         [Query(f"bottomk({k}, {q.use('cluster_instance:gpu_utilization:avg')})", ref="A")],
-        "Nodes with the lowest mean GPU utilization right now; click a node to open it.", "percent",
-        utilization_steps(t), links=[to_node], hide_columns=("__name__",)), w=24, h=8)
+        "Nodes with the lowest mean GPU utilization right now, least busy first; click a node to open it.",
+        {"A": "mean utilization"}, "percent", utilization_steps(t), links=[to_node], hide_columns=("__name__",),
+        sort=("mean utilization", False)), w=24, h=8)
 
     layout.section("Jobs")
     fleet_job_hours(layout, q, ctx.settings.site.scrape_interval, k)
 
     layout.section("Memory")
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
-        layout.add(bar_gauge(
-            f"Fullest GPUs (top {k})",
-            Query(f"topk({k}, {each(q.fb_used_ratio())})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}", instant=True),
-            "percentunit", "Framebuffer used / (used + free) of the fullest GPUs.", level_steps(t.memory), 0, 1),
-            w=12, h=9)
+        memory_pressure(layout, q, k)
         layout.add(timeseries(
             "Memory used by cluster",
             [Query(f"{q.use('cluster:gpu_fb_used_mib:sum')} / {q.use('cluster:gpu_fb_total_mib:sum')}",
@@ -81,12 +84,14 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     layout.section("Temperature")
     temp = t.temperature
-    for key, title, levels in (("gpu_temp", "Hottest GPUs", temp.gpu), ("hbm_temp", "Hottest HBM", temp.hbm)):
+    for key, title, what, levels in (("gpu_temp", "Hottest GPUs", "GPU die", temp.gpu),
+                                     ("hbm_temp", "Hottest HBM", "HBM", temp.hbm)):
         if q.has(key):
             layout.add(gauge(
                 f"{title} (top {k})",
                 Query(f"topk({k}, {each(q.metric(key))})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}", instant=True),
-                "celsius", f"{title.split()[1]} temperature of the hottest GPUs now.", level_steps(levels), 0, 100),
+                "celsius", f"{what} temperature of the hottest GPUs now, hottest first; click one to "
+                           "open its node on that GPU.", level_steps(levels), 0, 100, links=[to_gpu]),
                 w=12, h=8)
 
     layout.section("Power and clocks")
@@ -95,39 +100,13 @@ def build(ctx: BuildContext) -> G.Dashboard:
     layout.add(timeseries("Mean SM clock by cluster", [Query(q.use("cluster:gpu_sm_clock_mhz:avg"), "{{cluster}}")],
                           "rotmhz", "Mean SM clock per cluster; a drop under load means throttling.", None, 0),
                w=12)
-    if q.has("clock_event_active"):
-        # Now, not over the range: a range query reads four series per GPU at every step, seconds at thousands
-        # of GPUs; the mean SM clock above shows the history.
-        layout.add(stat(
-            "GPUs throttled by heat or power brake now",
-            Query(f"sum by (cluster) ({q.throttled()})", "{{cluster}}"), "none",
-            "GPUs with a thermal or power-brake clock event reason set now, per cluster (bundled exporter).",
-            color_steps((GREEN, None), (ORANGE, 1))), w=12)
-    if q.has("sm_clock_max"):
-        layout.add(table(
-            f"Slowest GPUs against their max clock (bottom {k})",
-            [Query(f"bottomk({k}, {each(q.metric('sm_clock'))} / on(cluster, instance, {gpu}) "
-                   f"{each(q.metric('sm_clock_max'))})")],
-            "SM clock as a fraction of the GPU's maximum; low while busy = throttled.", "percentunit",
-            None, links=[to_node], hide_columns=("__name__",)), w=12)
+    throttled_gpus(layout, q, k)
 
     layout.section(f"Now against {t.dashboards.comparison_offset} ago")
     comparison_row(layout, q, "fleet")
 
     layout.section("Errors and I/O")
-    if q.has("xid_last"):
-        xid_changes = f"changes({q.metric('xid_last')}[$__range])"
-        layout.add(table(
-            "GPUs with an XID error in range",
-            [Query(f"topk({k}, {each(xid_changes)} > 0)")],
-            "GPUs whose last-XID value changed in the time range (dcgm-exporter and the bundled exporter).",
-            "none", None, links=[to_node], hide_columns=("__name__",)), w=12)
-    if q.has("xid_total"):
-        xid_increase = each(f"increase({q.metric('xid_total')}[$__rate_interval])", "xid")
-        layout.add(timeseries(
-            "XID errors by code", [Query(f"sum by (cluster, xid) ({xid_increase})",
-                                         "{{cluster}} XID {{xid}}")],
-            "none", "XID events per interval, by code (bundled exporter).", None, 0), w=12)
+    xid_panels(layout, q, k)
     if q.has("pcie_rx", "pcie_tx"):
         layout.add(timeseries(
             "PCIe throughput by cluster",
@@ -137,5 +116,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     links = [G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True),
              G.DashboardLink(title="GPU job", uri=f"/d/{JOB_UID}", keepTime=True, includeVars=True)]
-    return ctx.dashboard(UID, TITLE, "Whole GPU clusters at a glance: busy, full, hot, throttled.", "fleet",
-                         layout.panels, links)
+    dashboard = ctx.dashboard(UID, TITLE, "Whole GPU clusters at a glance: busy, full, hot, throttled.", "fleet",
+                              layout.panels, links)
+    dashboard.annotations = alert_and_xid_annotations(q, scan_gauge=False)
+    return dashboard

@@ -65,4 +65,6 @@ def _headroom(layout: Layout, q: PromQL) -> None:
             "temperature minus its temperature now; T.Limit where the driver publishes only that), the "
             f"{COOLEST} GPUs with the least first. Red: at or above the limit, the GPU slows itself down. One GPU "
             "low while its neighbours are not: its fan, heatsink or airflow; a whole node low: inlet "
-            "temperature or cooling. Drain it if it stays red under load.", steps, 0, 40), w=12, h=9)
+            "temperature or cooling. Drain it if it stays red under load. The bundled exporter publishes the "
+            "limits; dcgm-exporter only when its counters CSV enables DCGM_FI_DEV_GPU_MAX_OP_TEMP, "
+            "DCGM_FI_DEV_MEM_MAX_OP_TEMP or DCGM_FI_DEV_GPU_TEMP_LIMIT.", steps, 0, 40), w=12, h=9)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from grafanalib import core as G
 
 from gpudash.config.durations import Duration
+from gpudash.dashboards.annotations import alert_and_xid_annotations
 from gpudash.dashboards.build import BuildContext
 from gpudash.dashboards.gpu_panels import per_gpu
 from gpudash.dashboards.job_panels import hours_over_range, node_link
@@ -66,13 +67,14 @@ def build(ctx: BuildContext) -> G.Dashboard:
          Query(f"count by (cluster, instance) ({q.metric('gpu_util')}) and on (cluster, instance) {least_nodes}",
                ref="B")],
         "The job's nodes with the lowest mean utilization of its GPUs now, and how many of its GPUs each holds. "
-        "Click a node to open it.", "none", None, links=[node_link()], hide_columns=("__name__",),
-        rename={"Value #A": "mean utilization %", "Value #B": "GPUs of the job"}), w=12, h=8)
+        "Click a node to open it.", {"A": "mean utilization %", "B": "GPUs of the job"}, "none", None,
+        links=[node_link()], hide_columns=("__name__",), sort=("mean utilization %", False)), w=12, h=8)
     layout.add(table(
         f"The job's least busy GPUs (bottom {k})",
         [Query(f"bottomk({k}, {per_gpu(q, q.metric('gpu_util'))})")],
-        "The job's GPUs with the lowest utilization now. Click one to open its node on that GPU.", "percent",
-        utilization_steps(t), links=[node_link(gpu)], hide_columns=("__name__",)), w=12, h=8)
+        "The job's GPUs with the lowest utilization now, least busy first. Click one to open its node on that GPU.",
+        {"A": "utilization"}, "percent", utilization_steps(t), links=[node_link(gpu)], hide_columns=("__name__",),
+        sort=("utilization", False)), w=12, h=8)
 
     layout.section("Spread over the job's GPUs")
     _spread(layout, q, per_job)
@@ -85,8 +87,9 @@ def build(ctx: BuildContext) -> G.Dashboard:
         layout.add(bar_gauge(
             f"Fullest GPUs (top {k})",
             Query(f"topk({k}, {per_gpu(q, q.fb_used_ratio())})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}"),
-            "percentunit", "Framebuffer used / (used + free) of the job's fullest GPUs now.", level_steps(t.memory),
-            0, 1), w=12, h=9)
+            "percentunit", "Framebuffer used / (used + free) of the job's fullest GPUs now, fullest first: one rank "
+                           "far above the others holds more than its share. Click one to open its node on that GPU.",
+            level_steps(t.memory), 0, 1, links=[node_link(gpu)]), w=12, h=9)
     by_job = f"by (cluster, {label})"
     layout.add(timeseries(
         "Memory used: median and fullest GPU",
@@ -103,19 +106,22 @@ def build(ctx: BuildContext) -> G.Dashboard:
             "Power drawn by all of the job's GPUs.", None, 0, fill=10), w=24)
 
     layout.section("Errors and throttling")
-    if q.has("xid_last"):
-        # Both exporters copy every series of a GPU per job on it, XIDs included: the job's own copies, no join.
-        changed = per_gpu(q, f"changes({q.metric('xid_last')}[$__range])")
+    # Both exporters copy every series of a GPU per job on it, XIDs included: the job's own copies, no join.
+    in_range, per_step = q.xid_events("$__range"), q.xid_events("$__interval", per_step=True)
+    if in_range is not None and per_step is not None:
         layout.add(table(
-            "The job's GPUs with an XID error in range", [Query(f"topk({k}, {changed} > 0)")],
-            "The job's GPUs whose last-XID value changed in the time range. Click one to open its node.", "none",
-            None, links=[node_link(gpu)], hide_columns=("__name__",)), w=12)
-    if q.has("xid_total"):
-        increase = per_gpu(q, f"increase({q.metric('xid_total')}[$__rate_interval])", "xid")
+            "The job's GPUs with an XID error in range", [Query(f"topk({k}, {in_range})")],
+            "The job's GPUs with XID events in the time range, by code (column xid), most first: the bundled "
+            "exporter's per-code counter, else a change of dcgm-exporter's last-XID gauge to a code. Click one to "
+            "open its node.", {"A": "XID events"}, "none", None, links=[node_link(gpu)], hide_columns=("__name__",),
+            sort=("XID events", True)), w=12)
         layout.add(timeseries(
             "XID errors on the job's GPUs, by code",
-            [Query(f"sum by (cluster, xid) ({increase})", "{{cluster}} XID {{xid}}")],
-            "none", "XID events per interval on the job's GPUs, by code (bundled exporter).", None, 0), w=12)
+            [Query(f"sum by (cluster, xid) ({per_step})", "{{cluster}} XID {{xid}}")],
+            "none", "XID events in each step on the job's GPUs, by code: one bar per event. From the bundled "
+                    "exporter's per-code counter, else a change of dcgm-exporter's last-XID gauge to a code.", None, 0,
+            draw="bars"),
+            w=12)
     if q.has("clock_event_active"):
         throttled = on_job_gpus(f"{cluster.throttled()} > 0")
         layout.add(stat(
@@ -125,8 +131,9 @@ def build(ctx: BuildContext) -> G.Dashboard:
             no_value="0"), w=4)
         layout.add(table(
             f"Throttled GPUs now (top {k})", [Query(f"topk({k}, {throttled})")],
-            "Which of the job's GPUs are throttled by heat or the power brake now. Click one to open its node.",
-            "none", None, links=[node_link(gpu)], hide_columns=("__name__", "Value")), w=8)
+            "Which of the job's GPUs are throttled by heat or the power brake now (bundled exporter). Click one to "
+            "open its node.", {"A": "throttled"}, "none", None, links=[node_link(gpu)],
+            hide_columns=("__name__", "Value"), sort=("throttled", True)), w=8)
 
     if q.has("process_fb_used"):
         layout.section("Other jobs on the job's GPUs")
@@ -139,13 +146,14 @@ def build(ctx: BuildContext) -> G.Dashboard:
             f"Processes on the job's GPUs whose own `{label}` is another job's or unknown, by framebuffer used "
             "(MiB): a card taken by someone else's task. The bundled exporter labels each process with its own "
             "job (Slurm: its cgroup; Kubernetes: its container's pod); dcgm-exporter publishes no per-process "
-            "series, so on a dcgm-exporter site this table stays empty.", "mbytes", None,
-            links=[node_link(gpu)], hide_columns=("__name__",)), w=24, h=7)
+            "series, so on a dcgm-exporter site this table stays empty.", {"A": "MiB used"}, "mbytes", None,
+            links=[node_link(gpu)], hide_columns=("__name__",), sort=("MiB used", True)), w=24, h=7)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True),
              G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True)]
     dashboard = ctx.dashboard(UID, TITLE, "One job across its nodes: size, spread, stragglers, memory, energy, "
                                           "errors.", "job", layout.panels, links)
+    dashboard.annotations = alert_and_xid_annotations(q)
     # No "All" jobs: opened without a choice, Grafana shows the first job, so the dashboard costs one job's worth.
     for variable in dashboard.templating.list:
         if variable.name == "job":
@@ -179,8 +187,7 @@ def _glance(layout: Layout, q: PromQL, step: Duration) -> None:
              f"Energy the job's GPUs drew over the time range (kWh; power sampled every {step}).", None, False),
         ]
     for title, expr, unit, description, steps, graph in specs:
-        layout.add(stat(title, Query(expr, title), unit, description, steps, graph=graph,
-                        no_value="0" if unit == "none" else "no data"), w=3, h=4)
+        layout.add(stat(title, Query(expr, title), unit, description, steps, graph=graph), w=3, h=4)
 
 
 def _spread(layout: Layout, q: PromQL, per_job: str) -> None:
@@ -190,16 +197,18 @@ def _spread(layout: Layout, q: PromQL, per_job: str) -> None:
                "longer, so its activity is the highest while its peers' drops as they wait in collectives (their "
                "utilization stays high). All three falling together is the whole job waiting: data loading, a "
                "checkpoint, evaluation.")
-    for signal, title, unit, steps, top in (
-            ("gpu_utilization", "Utilization: lowest, median, highest GPU", "percent", utilization_steps(t), 100),
-            ("gpu_sm_active", "SM activity: lowest, median, highest GPU", "percentunit", None, 1)):
+    optional = (" SM activity is DCGM_FI_PROF_SM_ACTIVE, which dcgm-exporter publishes only when its counters CSV "
+                "enables it (the bundled exporter always does).")
+    for signal, title, unit, steps, top, source in (
+            ("gpu_utilization", "Utilization: lowest, median, highest GPU", "percent", utilization_steps(t), 100, ""),
+            ("gpu_sm_active", "SM activity: lowest, median, highest GPU", "percentunit", None, 1, optional)):
         names = [f"cluster_job:{signal}:{how}" for how in ("min", "median", "max")]
         if not all(q.available(name) for name in names):
             continue
         queries = [Query(q.use(name), f"{per_job} {name.rsplit(':', 1)[1]}", ref=ref)
                    for name, ref in zip(names, "ABC", strict=True)]
-        layout.add(timeseries(title, queries, unit, f"{title} of the job (dashed: lowest and highest). {physics}",
-                              steps, 0, top, dashed_refs=("A", "C")), w=12, h=8)
+        description = f"{title} of the job (dashed: lowest and highest). {physics}{source}"
+        layout.add(timeseries(title, queries, unit, description, steps, 0, top, dashed_refs=("A", "C")), w=12, h=8)
     if q.available("cluster_job:gpu_tensor_active:median"):
         layout.add(timeseries(
             "Tensor core activity (median GPU)", [Query(q.use("cluster_job:gpu_tensor_active:median"), per_job)],
@@ -229,18 +238,21 @@ def _stragglers(layout: Layout, q: PromQL, k: int) -> None:
             f"Slowest SM clocks against the job's median (top {k})",
             [Query(f"topk({k}, 1 - {clock} / {to_median} {q.use('cluster_job:gpu_sm_clock_mhz:median')})")],
             f"How far each GPU's SM clock is below its job's median clock now (GPUJobStraggler looks for more than "
-            f"{levels.clock_below_ratio:.0%}). Click one to open its node.", "percentunit",
-            color_steps((GREEN, None), (ORANGE, levels.clock_below_ratio)), links=[link], hide_columns=hide), w=12)
+            f"{levels.clock_below_ratio:.0%}), furthest first. Click one to open its node.",
+            {"A": "below the median"}, "percentunit",
+            color_steps((GREEN, None), (ORANGE, levels.clock_below_ratio)), links=[link], hide_columns=hide,
+            sort=("below the median", True)), w=12)
     sm_active = q.available("cluster_job:gpu_sm_active:median")
     key, median, scale = (("sm_active", "cluster_job:gpu_sm_active:median", " * 100") if sm_active else
                           ("gpu_util", "cluster_job:gpu_utilization:median", ""))
     activity = per_gpu(q, q.metric(key), label)
-    what = "SM activity" if sm_active else "utilization (no profiling metrics here)"
+    what = ("SM activity (DCGM_FI_PROF_SM_ACTIVE: dcgm-exporter publishes it only when its counters CSV enables it)"
+            if sm_active else "utilization (no profiling metrics here)")
     layout.add(table(
         f"Activity furthest from the job's median (top {k})",
         [Query(f"topk({k}, abs({activity} - {to_median} {q.use(median)}){scale})")],
         f"Points between each GPU's {what} and its job's median now, either way (GPUJobStraggler looks for more "
         f"than {levels.activity_points:g}). A slowed GPU sits above the median; a node starved of input below it. "
-        "Click one to open its node.", "none",
+        "Click one to open its node.", {"A": "points from the median"}, "none",
         color_steps((GREEN, None), (ORANGE, levels.activity_points)),
-        links=[link], hide_columns=hide), w=12)
+        links=[link], hide_columns=hide, sort=("points from the median", True)), w=12)

@@ -1,18 +1,21 @@
-"""GPU node: one `$instance` in detail, every GPU on its own row, line or gauge.
+"""GPU node: one `$instance` in detail, every GPU on its own row, line or gauge, in GPU index order.
 
 Everything here is scoped to one node (and the chosen GPUs), so its cost does not grow with the fleet:
-`$instance` has no "All", and opens on the first node.
+`$instance` has no "All", and opens on the first node. Graphs of raw gauges draw each step's average (or its
+peak or dip, where that is what the panel is for), so a 7-day range still shows a short dip.
 """
 
 from __future__ import annotations
 
 from grafanalib import core as G
 
+from gpudash.dashboards.annotations import alert_and_xid_annotations
 from gpudash.dashboards.build import BuildContext
 from gpudash.dashboards.gpu_panels import comparison_row, per_gpu, stat_row
 from gpudash.dashboards.panels import (
     GREEN,
     RED,
+    UTILIZATION_SCHEME,
     Layout,
     Query,
     bar_gauge,
@@ -29,6 +32,7 @@ from gpudash.layout import FLEET_UID, NODE_UID
 
 UID = NODE_UID
 TITLE = "GPU node"
+STEP = "$__interval"
 
 
 def build(ctx: BuildContext) -> G.Dashboard:
@@ -38,78 +42,105 @@ def build(ctx: BuildContext) -> G.Dashboard:
     legend = f"GPU {{{{{gpu}}}}}"
     layout = Layout()
 
-    def each(key: str) -> str:
-        # One series per GPU even while its job or pod labels change (gpu_panels.per_gpu).
-        return per_gpu(q, q.metric(key))
+    def now(key: str) -> str:
+        # One series per GPU even while its job or pod labels change, in GPU index order.
+        return q.by_gpu_index(per_gpu(q, q.metric(key)))
+
+    def each(key: str, how: str = "avg") -> str:
+        """Per GPU over time: `how` (avg, max, min) of the raw gauge within each step of the graph."""
+        return q.by_gpu_index(per_gpu(q, q.over_time(f"{how}_over_time", key, STEP)))
+
+    def node_wide(key: str) -> str:
+        # One reference line per node, not one identical line per GPU.
+        return f"max by (cluster, instance) ({q.metric(key)})"
 
     layout.section("Node at a glance")
     stat_row(layout, q, "node")
 
     layout.section("Utilization")
+    low, high = UTILIZATION_SCHEME[1]
     layout.add(heatmap(
         "Utilization per GPU", Query(each("gpu_util"), legend),
-        f"One row per GPU over time, colour = utilization: yellow under {t.utilization.idle_below_percent:g} % "
-        f"(idle), green, red over {t.utilization.saturated_above_percent:g} % (saturated).", t), w=24, h=9)
+        f"One row per GPU over time, colour = mean utilization in each step: {low} at 0 % (idle; under "
+        f"{t.utilization.idle_below_percent:g} % counts as idle) to {high} at 100 % (busy). An idle GPU is a "
+        f"{low} row, a missing one a gap.", t), w=24, h=9)
     layout.add(timeseries("Utilization", [Query(each("gpu_util"), legend)], "percent",
-                          "GPU utilization: share of time a kernel was running.", utilization_steps(t), 0, 100), w=12)
+                          "GPU utilization, the mean of each step: share of time a kernel was running.",
+                          utilization_steps(t), 0, 100), w=12)
     if q.has("tensor_active"):
         layout.add(timeseries("Tensor core activity", [Query(each("tensor_active"), legend)], "percentunit",
-                              "Ratio of cycles the tensor pipe is active: real work, unlike utilization.", None, 0, 1),
-                   w=12)
+                              "Ratio of cycles the tensor pipe is active, the mean of each step: real work, unlike "
+                              "utilization.", None, 0, 1), w=12)
 
     layout.section("Memory")
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
-        layout.add(bar_gauge("Memory used per GPU", Query(per_gpu(q, q.fb_used_ratio()), legend), "percentunit",
-                             "Framebuffer used / (used + free) of each GPU.", level_steps(t.memory), 0, 1), w=8, h=9)
-    layout.add(timeseries("Memory used", [Query(each("fb_used"), legend)], "mbytes",
-                          "Framebuffer used (MiB) per GPU; a line that only climbs is a leak.", None, 0), w=16, h=9)
+        layout.add(bar_gauge("Memory used per GPU", Query(q.by_gpu_index(per_gpu(q, q.fb_used_ratio())), legend),
+                             "percentunit", "Framebuffer used / (used + free) of each GPU now.", level_steps(t.memory),
+                             0, 1, desc=None), w=8, h=9)
+    layout.add(timeseries("Memory used", [Query(each("fb_used", "max"), legend)], "mbytes",
+                          "Framebuffer used (MiB) per GPU, the peak of each step (what an OOM sees); a line that "
+                          "only climbs is a leak.", None, 0), w=16, h=9)
     if q.has("process_fb_used"):
         layout.add(table("Memory per process", [Query(q.metric("process_fb_used"))],
-                         "Framebuffer used by each process on each GPU (pid, process name).", "mbytes",
-                         hide_columns=("__name__",)), w=24, h=7)
+                         "Framebuffer used by each process on each GPU now (pid, process name), largest first. "
+                         "The bundled exporter publishes it; stock dcgm-exporter has no per-process series.",
+                         {"A": "MiB used"}, "mbytes", hide_columns=("__name__",), sort=("MiB used", True)),
+                   w=24, h=7)
 
     layout.section("Temperature")
     temp = t.temperature
     for key, title, levels in (("gpu_temp", "GPU temperature", temp.gpu), ("hbm_temp", "HBM temperature", temp.hbm)):
         if q.has(key):
-            layout.add(gauge(title, Query(each(key), legend), "celsius",
+            layout.add(gauge(title, Query(now(key), legend), "celsius",
                              f"{title} of each GPU now, against the warning and critical levels.",
-                             level_steps(levels), 0, 100), w=12, h=7)
-    temps = [Query(each("gpu_temp"), f"{legend} die")]
+                             level_steps(levels), 0, 100, desc=None), w=12, h=7)
+    temps = [Query(each("gpu_temp", "max"), f"{legend} die")]
     if q.has("hbm_temp"):
-        temps.append(Query(each("hbm_temp"), f"{legend} HBM"))
+        temps.append(Query(each("hbm_temp", "max"), f"{legend} HBM"))
+    slowdown = ""
     if q.has("slowdown_temp"):
-        temps.append(Query(each("slowdown_temp"), f"{legend} slowdown", ref="Z"))
-    layout.add(timeseries("Temperature", temps, "celsius", "GPU die and HBM temperature; dashed: slowdown level.",
-                          level_steps(temp.gpu), dashed_refs=("Z",)), w=24)
+        temps.append(Query(f"min by (cluster, instance) ({q.metric('slowdown_temp')})", "slowdown", ref="Z"))
+        slowdown = (" Dashed: the lowest slowdown temperature of the node's GPUs (DCGM_FI_DEV_SLOWDOWN_TEMP: "
+                    "optional, stock dcgm-exporter does not publish it by default, then the line is absent).")
+    layout.add(timeseries("Temperature", temps, "celsius",
+                          f"GPU die and HBM temperature, the peak of each step.{slowdown}", level_steps(temp.gpu),
+                          dashed_refs=("Z",)), w=24)
 
     layout.section("Power")
     power = [Query(each("power"), legend, ref="A")]
     if q.has("power_limit"):
-        power.append(Query(each("power_limit"), f"{legend} limit", ref="L"))
+        power.append(Query(node_wide("power_limit"), "limit", ref="L"))
     layout.add(timeseries("Power per GPU", power, "watt",
-                          "Power draw per GPU; dashed: the enforced power limit where the exporter gives it.",
-                          None, 0, dashed_refs=("L",)), w=16)
+                          "Power draw per GPU, the mean of each step; dashed: the highest enforced power limit of the "
+                          "node's GPUs (DCGM_FI_DEV_ENFORCED_POWER_LIMIT: optional, stock dcgm-exporter does not "
+                          "publish it by default, then the line is absent).", None, 0, dashed_refs=("L",)), w=16)
     if q.has("power", "power_limit"):
-        layout.add(bar_gauge("Power against limit", Query(f"{each('power')} / {each('power_limit')}",
-                                                          legend),
-                             "percentunit", "Power draw as a fraction of the enforced limit.", level_steps(t.power),
-                             0, 1), w=8)
+        against = f"{per_gpu(q, q.metric('power'))} / {per_gpu(q, q.metric('power_limit'))}"
+        layout.add(bar_gauge("Power against limit", Query(q.by_gpu_index(against), legend),
+                             "percentunit", "Power draw as a fraction of the enforced limit now. Needs "
+                                            "DCGM_FI_DEV_ENFORCED_POWER_LIMIT, which stock dcgm-exporter does not "
+                                            "publish by default: add it to its counters CSV, or this stays empty.",
+                             level_steps(t.power), 0, 1, desc=None), w=8)
 
     layout.section("SM clock")
-    clocks = [Query(each("sm_clock"), legend, ref="A")]
+    reasons = q.throttle_reasons()
+    clocks = [Query(each("sm_clock", "min"), legend, ref="A")]
     if q.has("sm_clock_max"):
-        clocks.append(Query(each("sm_clock_max"), f"{legend} max", ref="M"))
+        clocks.append(Query(node_wide("sm_clock_max"), "max clock", ref="M"))
     layout.add(timeseries("SM clock", clocks, "rotmhz",
-                          "SM clock per GPU; dashed: the maximum clock. Busy and well under max = throttled.",
-                          None, 0, dashed_refs=("M",)), w=16)
-    if q.has("clock_event_active"):
+                          "SM clock per GPU, the lowest of each step (a throttling dip is not averaged away); dashed: "
+                          "the node's max SM clock (DCGM_FI_DEV_MAX_SM_CLOCK: optional, stock dcgm-exporter does not "
+                          "publish it by default). Busy and well under max = throttled.", None, 0,
+                          dashed_refs=("M",)), w=24 if reasons is not None else 16)
+    if reasons is not None:
         layout.add(state_timeline(
-            "Throttle reasons", Query(q.throttled(), legend),
-            "Red while a thermal or power-brake clock event reason is set.", color_steps((GREEN, None), (RED, 1))), w=8)
+            "Throttle reasons", Query(q.by_gpu_index(reasons), f"{legend} {{{{clock_event}}}}"),
+            "One row per GPU and thermal or power-brake reason, red while it is set: the bundled exporter's "
+            "gpudash_clock_event_active, else dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT (events in its window; "
+            "optional in its counters CSV).", color_steps((GREEN, None), (RED, 1))), w=24, h=10)
     elif q.has("clock_event_reasons"):
         layout.add(state_timeline(
-            "Clock event reasons (bitmask)", Query(each("clock_event_reasons"), legend),
+            "Clock event reasons (bitmask)", Query(now("clock_event_reasons"), legend),
             "NVML clock event reason bitmask; 0 = none, 1 = idle; anything else slows the clocks.",
             color_steps((GREEN, None), ("yellow", 2))), w=8)
 
@@ -120,20 +151,23 @@ def build(ctx: BuildContext) -> G.Dashboard:
     if q.has("pcie_rx", "pcie_tx"):
         layout.add(timeseries("PCIe throughput", [Query(each("pcie_rx"), f"{legend} RX"),
                                                   Query(each("pcie_tx"), f"{legend} TX")],
-                              "Bps", "Host <-> GPU PCIe throughput per GPU.", None, 0), w=12)
+                              "Bps", "Host <-> GPU PCIe throughput per GPU, the mean of each step.", None, 0), w=12)
     if q.has("xid_last"):
-        layout.add(timeseries("Last XID error", [Query(each("xid_last"), legend)], "none",
-                              "Code of the last XID error per GPU (0 = none since start).", None, 0), w=12)
-    if q.has("xid_total"):
-        increase = per_gpu(q, f"increase({q.metric('xid_total')}[$__rate_interval])", "xid")
-        xids = Query(increase, f"{legend} XID {{{{xid}}}}")
-        layout.add(timeseries("XID errors by code", [xids], "none",
-                              "XID events per interval, by code (bundled exporter).", None, 0), w=12)
+        layout.add(timeseries("Last XID error", [Query(now("xid_last"), legend)], "none",
+                              "Code of the last XID error per GPU, one point per sample (0 = none): a code is a "
+                              "label, not a level between two codes.", None, 0, draw="points"), w=12)
+    per_step = q.xid_events(STEP, per_step=True)
+    if per_step is not None:
+        layout.add(timeseries("XID errors by code", [Query(q.by_gpu_index(per_step), f"{legend} XID {{{{xid}}}}")],
+                              "none", "XID events in each step, per GPU and code: the bundled exporter's counter, "
+                                      "else a change of dcgm-exporter's last-XID gauge to a code.", None, 0,
+                              draw="bars"), w=12)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True)]
     dashboard = ctx.dashboard(UID, TITLE,
                               "One GPU node in detail: every GPU's utilization, memory, heat, power, clocks.",
                               "node", layout.panels, links)
+    dashboard.annotations = alert_and_xid_annotations(q)
     # No "All" nodes: opened without a choice, Grafana shows the first node instead of drawing every GPU of
     # the fleet, so this dashboard costs the same at 8 GPUs and at 8,000. Several nodes can still be picked.
     for variable in dashboard.templating.list:

@@ -98,8 +98,8 @@ def unresolved(expr: str) -> list[str]:
 
 
 def _strip_strings_outside_matchers(expr: str) -> str:
-    # "$1" in label_replace's replacement is a regex group reference, not a variable.
-    return re.sub(r'"\$\d+"', '""', expr)
+    # "$1" (or "0$1") in label_replace's replacement is a regex group reference, not a variable.
+    return re.sub(r'"[^"$]*\$\d+[^"]*"', '""', expr)
 
 
 def parse_range(text: str) -> int:

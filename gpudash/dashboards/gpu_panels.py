@@ -5,8 +5,12 @@ Each function adds its panels to a Layout and leaves out what the metric profile
 
 from __future__ import annotations
 
+from grafanalib import core as G
+
 from gpudash.dashboards.panels import (
+    BLUE,
     GREEN,
+    ORANGE,
     Layout,
     Query,
     color_steps,
@@ -72,28 +76,50 @@ def stat_row(layout: Layout, q: PromQL, level: str) -> None:
     for title, what, unit, description, steps in specs:
         expr = aggregate(q, level, what)
         if expr is not None:
-            layout.add(stat(title, Query(expr, title), unit, description, steps, graph=what in ("util", "power"),
-                            no_value="0" if what in ("gpus", "idle") else "no data"), w=4, h=4)
+            # No "0" for an empty answer: no exporter or no recording rules must look like no data.
+            layout.add(stat(title, Query(expr, title), unit, description, steps, graph=what in ("util", "power")),
+                       w=4, h=4)
+
+
+# A difference of two percentages is in percentage points: Grafana's custom suffix unit.
+POINTS = "suffix: pp"
+
+
+def change_steps(rising_is_bad: bool, level: float) -> list[G.Threshold]:
+    """Colour a change by its direction: orange once it moves `level` the bad way, blue the good way."""
+    if rising_is_bad:
+        return color_steps((BLUE, None), (GREEN, -level), (ORANGE, level))
+    return color_steps((ORANGE, None), (GREEN, -level), (BLUE, level))
 
 
 def comparison_row(layout: Layout, q: PromQL, level: str) -> None:
-    """Now against the same time yesterday: both lines overlaid, and the change as a stat beside each."""
+    """Now against the same time yesterday: both lines overlaid, and the change as a stat beside each; two
+    pairs to a row, legends below, so each plot gets most of its half of the width."""
     offset = str(q.thresholds.dashboards.comparison_offset)
     before = q.with_scope(Scope(q.scope.matchers, offset))
     t = q.thresholds
+    # (title, what, unit, steps, change: unit, scale, rising is bad, the level at which a change turns orange)
+    u, temp = t.utilization, t.temperature.gpu
     specs = [
-        ("Utilization", "util", "percent", utilization_steps(t)),
-        ("Memory used", "memory", "percentunit", level_steps(t.memory)),
-        ("Temperature (mean)", "temp_mean", "celsius", level_steps(t.temperature.gpu)),
-        ("Power", "power", "watt", None),
+        ("Utilization", "util", "percent", utilization_steps(t), POINTS, 1, False, u.idle_below_percent),
+        ("Memory used", "memory", "percentunit", level_steps(t.memory), POINTS, 100, True,
+         round((1 - t.memory.warning) * 100, 6)),
+        ("Temperature (mean)", "temp_mean", "celsius", level_steps(temp), "celsius", 1, True,
+         temp.critical - temp.warning),
+        ("Power", "power", "watt", None, "watt", 1, True, None),
     ]
-    for title, what, unit, steps in specs:
+    for title, what, unit, steps, change_unit, scale, rising_is_bad, orange in specs:
         now, then = aggregate(q, level, what), aggregate(before, level, what)
         if now is None or then is None:
             continue
         layout.add(timeseries(
             f"{title}: now and {offset} ago", [Query(now, "now", ref="A"), Query(then, f"{offset} ago", ref="B")],
             unit, f"{title} now (solid) against the same time {offset} earlier (dashed).", steps,
-            dashed_refs=("B",)), w=4, h=7)
-        layout.add(stat(f"{title}: change vs {offset} ago", Query(f"({now}) - ({then})", "change"), unit,
-                        f"{title} now minus {title.lower()} {offset} ago.", None, graph=False), w=2, h=7)
+            dashed_refs=("B",), legend="bottom"), w=10, h=7)
+        change = f"({now}) - ({then})" if scale == 1 else f"(({now}) - ({then})) * {scale}"
+        points = " in percentage points" if change_unit == POINTS else ""
+        colour = (f" Orange once it moves {orange:g} the {'up' if rising_is_bad else 'down'} way." if orange
+                  else "")
+        layout.add(stat(f"{title}: change vs {offset} ago", Query(change, "change"), change_unit,
+                        f"{title} now minus {title.lower()} {offset} ago{points}.{colour}",
+                        change_steps(rising_is_bad, orange) if orange else None, graph=False), w=2, h=7)

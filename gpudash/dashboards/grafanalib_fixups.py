@@ -39,7 +39,7 @@ def modernize(dashboard: dict[str, Any]) -> dict[str, Any]:
     out["templating"] = {"list": [_variable(v) for v in dashboard["templating"]["list"]]}
     out["links"] = [_link(link) for link in dashboard.get("links", [])]
     out["panels"] = [_panel(p) for p in dashboard["panels"]]
-    out["annotations"] = {"list": [_alerts_annotation()]}
+    out["annotations"] = {"list": [_alerts_annotation(), *dashboard.get("annotations", {}).get("list", [])]}
     out.pop("timepicker", None)
     for index, panel in enumerate(out["panels"], start=1):
         panel["id"] = index
@@ -119,8 +119,9 @@ def _hide_from_tooltip_too(override: dict[str, Any]) -> None:
             prop["value"]["tooltip"] = True
 
 
-def _reduce(calcs: Any = None) -> dict[str, Any]:
-    return {"calcs": calcs or ["lastNotNull"], "fields": "", "values": False}
+def _reduce(calcs: Any = None, values: bool = False) -> dict[str, Any]:
+    # values: one gauge per row (the panels that sort their series into rows first), not one per series
+    return {"calcs": calcs or ["lastNotNull"], "fields": "", "values": values}
 
 
 # Options of the gauge Grafana 12.4 redrew, at the defaults its save writes (older Grafanas ignore them).
@@ -137,9 +138,10 @@ def _fix_gauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
     for key in ("showThresholdLabels", "showThresholdMarkers"):
         if key in field_config:
             defaults.setdefault(key, field_config.pop(key))
+    values = bool(defaults.get("values", False))
     panel["options"] = {
         "orientation": "auto",
-        "reduceOptions": _reduce(),
+        "reduceOptions": _reduce(values=values),
         "showThresholdLabels": bool(defaults.pop("showThresholdLabels", options.get("showThresholdLabels", False))),
         "showThresholdMarkers": bool(defaults.pop("showThresholdMarkers", options.get("showThresholdMarkers", True))),
         "minVizHeight": 75,
@@ -167,7 +169,7 @@ def _fix_bargauge(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
     panel["options"] = {
         "displayMode": options.get("displayMode", "gradient"),
         "orientation": options.get("orientation", "horizontal"),
-        "reduceOptions": _reduce(),
+        "reduceOptions": _reduce(values=bool(legacy.get("values", False))),
         "showUnfilled": True,
         "valueMode": "color",
         "namePlacement": "auto",
@@ -222,7 +224,9 @@ def _fix_heatmap(panel: dict[str, Any], defaults: dict[str, Any]) -> None:
             "max": spec.get("max"),
         },
         "exemplars": {"color": "rgba(255,0,255,0.7)"},
-        "filterValues": {"le": 1e-9},
+        # Grafana hides cells <= 1e-9 by default; a heatmap whose 0 means something (an idle GPU, an empty
+        # band) asks to draw them.
+        "filterValues": {"le": -1e-9} if spec.get("show_zero") else {"le": 1e-9},
         "legend": {"show": True, "placement": "bottom"},
         "rowsFrame": {"layout": "auto", "value": spec.get("value_name", "Value")},
         "selectionMode": "x",

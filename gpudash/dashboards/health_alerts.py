@@ -82,7 +82,7 @@ def action_now_section(layout: Layout, q: PromQL) -> None:
         "GPUs with at least one firing health alert that asks for an action (anything but `none`).",
         color_steps((GREEN, None), ("red", 1)), no_value="0"), w=4, h=4)
     since = f"({firing_since(q, TAKEN)}) * 1000"
-    columns = {"alertname": "alert", "Value #B": "since"}
+    columns = {"A": "cost", "B": "since"}  # the cost orders the rows and is hidden
     sort: dict[str, Any] = {"id": "sortBy", "options": {"fields": {}, "sort": [{"field": "Value #A", "desc": True}]}}
     layout.add(table(
         "Firing health alerts, costliest action first",
@@ -90,8 +90,8 @@ def action_now_section(layout: Layout, q: PromQL) -> None:
         "Every firing health alert that asks for an action, the costliest action first (rma, drain, reboot_node, "
         "reset_gpu, restart_job), with the GPU's UUID and when the alert became active. Do what the action says "
         "(docs/alerts.md, the alert's runbook); click a row to open the node dashboard on that GPU.",
-        "dateTimeFromNow", None, links=[node_link(q.gpu)], hide_columns=("__name__", "Value #A", "job"),
-        rename=columns, before=[sort]), w=24, h=9)
+        columns, "dateTimeFromNow", None, links=[node_link(q.gpu)], hide_columns=("__name__", "Value #A", "job"),
+        before=[sort]), w=24, h=9)
 
 
 def action_over_time_section(layout: Layout, q: PromQL) -> None:

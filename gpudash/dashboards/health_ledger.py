@@ -171,6 +171,9 @@ def ledger_section(layout: Layout, health: PromQL) -> None:
         "NVLink errors and time throttled by heat or power. Worst first: by the costliest action its events call "
         "for (worst action), then by how many. `instance` is the node it reported on last; click it to open "
         "that node on the GPU. A failed remap is an RMA; DBEs or a pending remap want the GPU reset when idle; "
-        "many XIDs of one class on one GPU that moved nodes point at the GPU, not the node. Blank = none.",
-        "none", None, links=[node_link(gpu)], join_on=uuid, rename=rename, before=[keep, sort],
+        "many XIDs of one class on one GPU that moved nodes point at the GPU, not the node. Blank = none. The "
+        "bundled exporter publishes every column; dcgm-exporter publishes the ECC, NVLink, violation and "
+        "pending-remap counters only when its counters CSV enables them, and has no per-link or per-code XID "
+        "counters of gpudash (gpudash_*).",
+        None, "none", None, links=[node_link(gpu)], join_on=uuid, rename=rename, before=[keep, sort],
         overrides=overrides), w=24, h=12)

@@ -54,16 +54,16 @@ def fleet_job_hours(layout: Layout, q: PromQL, step: Duration, k: int) -> None:
     how = (f"GPU-hours: the job's GPU count (recording cluster_job:gpu_count:count) added up over the time range, "
            f"sampled every {step} (exact to one sample); idle: its GPUs under {level:g} % utilization "
            f"(cluster_job:gpu_idle:count). A job is a value of the `{label}` label; click one to open it.")
-    columns = {"Value #A": "GPU-hours held", "Value #B": "GPU-hours idle"}
+    columns = {"A": "GPU-hours held", "B": "GPU-hours idle"}
     top_held = f"topk({k}, {held})"
     layout.add(table(
         f"GPU-hours held per job (top {k})",
         [Query(top_held, ref="A"), Query(f"{idle} and on (cluster, {label}) {top_held}", ref="B")],
-        how, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
-        rename=columns), w=12, h=8)
+        how, columns, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
+        sort=(columns["A"], True)), w=12, h=8)
     top_idle = f"topk({k}, {idle} > 0)"
     layout.add(table(
         f"Largest idle holders (top {k} GPU-hours idle)",
         [Query(f"{held} and on (cluster, {label}) {top_idle}", ref="A"), Query(top_idle, ref="B")],
-        how, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
-        rename=columns), w=12, h=8)
+        how, columns, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
+        sort=(columns["B"], True)), w=12, h=8)

@@ -9,6 +9,7 @@ over plain HTTP with the same deadline and redaction.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,12 +40,20 @@ class Sample:
 Samples = Mapping[str, tuple[Sample, ...]]
 
 
+_WRITTEN_NAME = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", re.MULTILINE)
+
+
 def parse_exposition(text: str) -> dict[str, tuple[Sample, ...]]:
     """Prometheus text exposition -> samples by metric name (a counter's `_total` name kept as written)."""
     found: dict[str, list[Sample]] = {}
+    # prometheus_client's parser names a counter's samples `<name>_total` even where the text wrote no such
+    # suffix (dcgm-exporter's DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, DCGM_FI_DEV_PCIE_REPLAY_COUNTER): keep the
+    # name the exporter wrote.
+    written = set(_WRITTEN_NAME.findall(text))
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            found.setdefault(sample.name, []).append(Sample(dict(sample.labels), float(sample.value)))
+            name = sample.name if sample.name in written or sample.name != f"{family.name}_total" else family.name
+            found.setdefault(name, []).append(Sample(dict(sample.labels), float(sample.value)))
     return {name: tuple(samples) for name, samples in found.items()}
 
 

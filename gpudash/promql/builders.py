@@ -158,14 +158,100 @@ class PromQL:
         active = self.metric("clock_event_active", (THROTTLE_REASONS,))
         return f"max by (cluster, instance, {self.gpu}) ({active})"
 
+    def throttle_reasons(self) -> str | None:
+        """Per GPU and thermal or power-brake reason (`clock_event`): 1 while the bundled exporter sees it set,
+        else dcgm-exporter's count of that reason's events in its window (DCGM_EXP_CLOCK_EVENTS_COUNT)."""
+        keep = ("clock_event",)
+        parts = [self.per_gpu(self.metric(key, (THROTTLE_REASONS,)), *keep)
+                 for key in ("clock_event_active", "clock_events_count") if self.has(key)]
+        return f" or on (cluster, instance, {self.gpu}, clock_event) ".join(parts) or None
+
+    def over_time(self, func: str, key: str, window: str) -> str:
+        """`func` over a range of one signal with the scope's matchers (`avg_over_time`, `deriv`, ...),
+        converted to the DCGM unit after the range function."""
+        ref = self.profile.ref(key)
+        shift = f" offset {self.scope.offset}" if self.scope.offset else ""
+        inner = f"{func}({ref.name}{Scope(self.scope.matchers).selector()}[{window}]{shift})"
+        return f"({inner} {ref.convert})" if ref.convert else inner
+
+    def by_gpu_index(self, expr: str) -> str:
+        """Series of one GPU each, ordered by GPU index: Prometheus orders a range result by its labels as
+        text ("10" before "2"), so a one-digit index is written with a leading 0 ("02")."""
+        gpu = self.gpu
+        return f'label_replace({expr}, "{gpu}", "0$1", "{gpu}", "([0-9])")'
+
+    def xid_events(self, window: str, per_step: bool = False, scan_gauge: bool = True) -> str | None:
+        """XID events per GPU and code (`xid`) within `window`: the bundled exporter's per-code counter where
+        a GPU has one, else dcgm-exporter's last-XID gauge.
+
+        The counter's events are its value now minus its value a window ago (exact, and windows that abut
+        count each event once), or its value where its code first appeared within the window. The gauge holds
+        the last code: a new event changes it, and a return to 0 is no event, so over a range the events are
+        half its changes, rounded up; where dcgm-exporter labels it with err_code, a new code starts a new,
+        constant series: one event where it appeared within the window holding a code. `per_step`: at most
+        one gauge event per window (a step of a graph), 1 where the code differs from the window before.
+        `scan_gauge=False` (a fleet's graph: reading every GPU's gauge at every step costs seconds at a
+        thousand GPUs) reads dcgm-exporter's own count of XIDs in its window (DCGM_EXP_XID_ERRORS_COUNT)
+        instead of the gauge: only GPUs with an XID have that series.
+        """
+        by = ("cluster", "instance", self.gpu)
+        parts = []
+        if self.has("xid_total"):
+            counter = self.metric("xid_total")
+            before = f"{counter} offset {window}"
+            # A counter that appeared within the window counts from 0 (the exporter may publish a code at 0).
+            parts.append(self.per_gpu(f"({counter} - {before}) > 0 or ({counter} unless {before}) > 0", "xid"))
+        if not scan_gauge:
+            if self.has("xid_count_window"):
+                parts.append(self.per_gpu(f"{self.metric('xid_count_window')} > 0", "xid"))
+        elif self.has("xid_last"):
+            gauge = self.metric("xid_last")
+            if per_step:
+                # Filter to the GPUs showing a code first: at every step of a range the comparison with a
+                # window ago then matches a handful of series, not the fleet's.
+                showing = f"({gauge} > 0)"
+                new = f"clamp_max({showing} unless ({gauge} offset {window} == {showing}), 1)"
+            else:
+                rises = f"ceil(changes({self.raw_range('xid_last', window)}) / 2) > 0"
+                new = f"{rises} or clamp_max(({gauge} > 0) unless {gauge} offset {window}, 1)"
+            parts.append(self.per_gpu(f'label_replace({new}, "xid", "$1", "err_code", "(.+)")', "xid"))
+        return f" or on ({', '.join(by)}) ".join(parts) or None
+
+    def silent_gpus(self, key: str, lookback: Duration) -> str:
+        """1 per GPU that reported `key` within the lookback and reports nothing now (GPUExporterDown's
+        "stopped reporting"; a GPU silent for longer than the lookback drops out)."""
+        seen = self.per_gpu(f"present_over_time({self.raw_range(key, str(lookback))})")
+        # `== 1` keeps every such GPU (present_over_time is 1); it tells the live check an empty answer is
+        # "none passes the filter", a healthy fleet, not missing data.
+        return f"({seen} unless {self.per_gpu(self.metric(key))}) == 1"
+
+    def raw_range(self, key: str, window: str) -> str:
+        """One signal's selector over a range, unconverted (counters and codes need no unit)."""
+        return f"{self.profile.ref(key).name}{Scope(self.scope.matchers).selector()}[{window}]"
+
+    def utilization_bands(self) -> str:
+        """GPUs per 10 % utilization band over the selected clusters, every band present (0 where no GPU
+        sits in it), so the heatmap's rows neither merge clusters' labels nor shift when a band empties."""
+        zeros = " or ".join(f'label_replace(vector(0), "band", "{band}", "", "")' for band in BANDS)
+        return f"sum by (band) ({self.use('cluster:gpu_utilization_band:count')}) or on (band) ({zeros})"
+
 
 def _by(*labels: str) -> str:
     return f"by ({', '.join(labels)})"
 
 
+# Ten 10 %-wide utilization bands (0-9 ... 90-100): one series per band however many GPUs there are.
+BAND_WIDTH = 10
+BANDS = tuple(str(band) for band in range(0, 100, BAND_WIDTH))
+# rate() window of the NVLink counter in its recording: several scrapes at the usual 15-60 s intervals.
+NVLINK_RATE_WINDOW = "5m"
+# Prometheus's series of the alerts it evaluates (alertname, alertstate, and the alert's labels).
+ALERTS = "ALERTS"
+UP = "up"  # Prometheus's health series of each scrape target
+
+
 def _fleet_bands(q: PromQL) -> str:
-    # Ten 10 %-wide utilization bands (0-9 ... 90-100): one series per band however many GPUs there are.
-    band = f"clamp_max(floor({q.gpu_once('gpu_util')} / 10) * 10, 90)"
+    band = f"clamp_max(floor({q.gpu_once('gpu_util')} / {BAND_WIDTH}) * {BAND_WIDTH}, {BANDS[-1]})"
     return f'count_values {_by("cluster")} ("band", {band})'
 
 
@@ -261,6 +347,19 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster:gpu_pcie_tx_bytes_per_second:sum", ("pcie_tx",),
               lambda q: f"sum {_by('cluster')} ({q.gpu_once('pcie_tx')})",
               "PCIe transmit throughput (B/s), per cluster."),
+    # The fleet's real work (dcgm-exporter's default profiling counters) and its NVLink traffic, per cluster.
+    Recording("cluster:gpu_tensor_active:avg", ("tensor_active",),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('tensor_active')})",
+              "Mean tensor-pipe activity (ratio), per cluster."),
+    Recording("cluster:gpu_sm_active:avg", ("sm_active",),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('sm_active')})", "Mean SM activity (ratio), per cluster."),
+    Recording("cluster:gpu_gr_engine_active:avg", ("gr_engine_active",),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('gr_engine_active')})",
+              "Mean graphics-engine activity (ratio), per cluster: SM activity where a GPU does not publish it."),
+    Recording("cluster:gpu_nvlink_bytes_per_second:sum", ("nvlink_bandwidth",),
+              lambda q: f"sum {_by('cluster')} "
+                        f"({q.per_gpu(q.over_time('rate', 'nvlink_bandwidth', NVLINK_RATE_WINDOW))}) * 1024",
+              "NVLink traffic (B/s, both directions, every link), per cluster; the counter is in KiB."),
     Recording("cluster_instance:gpu_utilization:avg", ("gpu_util",),
               lambda q: f"avg {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
               "Mean GPU utilization (%), per node."),

@@ -23,6 +23,9 @@ def exprs(dashboard: dict[str, Any]) -> Iterator[str]:
             continue
         for target in panel["targets"]:
             yield target["expr"]
+    for annotation in dashboard["annotations"]["list"]:
+        if "expr" in annotation:
+            yield annotation["expr"]
 
 
 def substitute_variables(expr: str) -> str:

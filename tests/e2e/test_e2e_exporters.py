@@ -51,6 +51,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
             # recorded series a few evaluations old (one a second), as on any running server
             for cluster in ("dcgm", "smi"):
                 server.wait_for(f'count_over_time(cluster:gpu_count:count{{cluster="{cluster}"}}[1m]) >= 3', timeout=30)
+                # energy adds the recorded power up over a subquery at the site's scrape interval (15 s): it
+                # answers once the recording spans two steps
+                server.wait_for(f'count_over_time(cluster:gpu_power_watts:sum{{cluster="{cluster}"}}[1m]) > 30',
+                                timeout=60)
             yield server
 
 

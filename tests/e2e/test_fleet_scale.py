@@ -19,7 +19,7 @@ import pytest
 from support.paths import ROOT
 
 from bench import fleet_tsdb, fleetgen, grafana_load
-from gpudash.catalog import DCGM
+from gpudash.catalog import DCGM, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all
 from gpudash.promql.builders import recording_rules
@@ -29,6 +29,7 @@ pytestmark = pytest.mark.timeout(240)
 SMALL, LARGE = 16, 128  # 2 and 16 nodes: more nodes than fleet_topk at the large size
 END = 1_800_000_000 // 7200 * 7200
 PER_CLUSTER = 10  # the widest fan-out inside a cluster: ten utilization bands
+CONDITIONAL = ("Memory pressure", "Throttled GPUs")
 # Labels that name one GPU or one node: a panel whose series carry one of these draws GPUs or nodes.
 PER_GPU_OR_NODE = {"instance", "gpu", "UUID", "hostname", "pci_bus_id", "device"}
 
@@ -96,8 +97,9 @@ def test_fleet_panels_do_not_grow_with_the_fleet(opened: Opened, variant: str) -
         assert series <= max(small[title], k, fleetgen.cluster_count(LARGE) * PER_CLUSTER), title
     # The lists do fill up (so the bounds above were tested against real rankings): 16 nodes, 128 GPUs > k.
     ranked = [p for p in opened[LARGE][variant].panels if f"(top {k})" in p.title or f"(bottom {k})" in p.title]
-    per_gpu = [p for p in ranked if "per job" not in p.title]
-    assert len(per_gpu) >= 4 and all(p.series == k for p in per_gpu), [(p.title, p.series) for p in per_gpu]
+    # Lists of the GPUs that pass a test (memory pressure, throttled) may rightly hold fewer than k.
+    per_gpu = [p for p in ranked if "per job" not in p.title and not p.title.startswith(CONDITIONAL)]
+    assert len(per_gpu) >= 3 and all(p.series == k for p in per_gpu), [(p.title, p.series) for p in per_gpu]
     # 18 jobs at 128 GPUs: the job table holds k of them, and their idle GPU-hours beside (at most k more).
     (held,) = [p for p in ranked if "per job" in p.title]
     assert k < held.series <= 2 * k and held.labels >= {"cluster", "hpc_job"}, held
@@ -125,5 +127,6 @@ def test_node_dashboard_does_not_depend_on_fleet_size(opened: Opened) -> None:
     small = [(p.title, p.series) for p in opened[SMALL]["node"].panels]
     large = [(p.title, p.series) for p in opened[LARGE]["node"].panels]
     assert small == large
-    assert max(series for _, series in large) <= 3 * fleetgen.GPUS_PER_NODE  # one node: 8 GPUs, <= 3 lines each
+    # One node: 8 GPUs, one row per GPU and thermal or power-brake reason at most.
+    assert max(series for _, series in large) <= len(THERMAL_OR_BRAKE_REASONS) * fleetgen.GPUS_PER_NODE
     assert any(series == fleetgen.GPUS_PER_NODE for _, series in large)

@@ -20,7 +20,7 @@ from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all, check_all, render, write_all
 from gpudash.errors import ConfigError, OutputError, StaleOutputError
 from gpudash.files import RECORD, record_bytes, sha256
-from gpudash.promql.builders import RECORDING_BY_NAME
+from gpudash.promql.builders import RECORDING_BY_NAME, UP
 from gpudash.promql.scanner import metric_names
 
 
@@ -145,7 +145,8 @@ REQUIRED = {
         "Hottest GPU": "stat", "Total power": "stat",
     },
     "gpudash-fleet.json": {
-        "GPUs per utilization band": "heatmap", "Fullest GPUs (top 10)": "bargauge", "Hottest GPUs (top 10)": "gauge",
+        "GPUs per utilization band": "heatmap",
+        "Memory pressure: over 90% and growing (top 10)": "table", "Hottest GPUs (top 10)": "gauge",
         "Power by cluster": "timeseries", "Mean SM clock by cluster": "timeseries", "GPUs reporting": "stat",
         "Mean utilization": "stat", "Idle GPUs": "stat", "Hottest GPU": "stat", "Total power": "stat",
         "PCIe throughput by cluster": "timeseries", "GPUs with an XID error in range": "table",
@@ -162,12 +163,12 @@ def test_required_panels_are_present(built: dict[str, dict[str, Any]], name: str
 def test_memory_is_used_over_used_plus_free(built: dict[str, dict[str, Any]]) -> None:
     bars = by_title(built["gpudash-node.json"], "Memory used per GPU")
     assert bars["targets"][0]["expr"].startswith(
-        "max by (cluster, instance, gpu) (cluster_instance_gpu:gpu_fb_used:ratio{")
+        "label_replace(max by (cluster, instance, gpu) (cluster_instance_gpu:gpu_fb_used:ratio{")
     assert RECORDING_BY_NAME["cluster_instance_gpu:gpu_fb_used:ratio"].needs == ("fb_used", "fb_free")
     raw = build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", recorded=False)
     expr = by_title(raw["gpudash-node.json"], "Memory used per GPU")["targets"][0]["expr"]
-    assert re.fullmatch(r"max by \(cluster, instance, gpu\) \(DCGM_FI_DEV_FB_USED\{.*\} / "
-                        r"\(DCGM_FI_DEV_FB_USED\{.*\} \+ DCGM_FI_DEV_FB_FREE\{.*\}\)\)", expr)
+    assert re.fullmatch(r"label_replace\(max by \(cluster, instance, gpu\) \(DCGM_FI_DEV_FB_USED\{.*\} / "
+                        r"\(DCGM_FI_DEV_FB_USED\{.*\} \+ DCGM_FI_DEV_FB_FREE\{.*\}\)\), .*\)", expr)
     assert "FB_TOTAL" not in json.dumps(raw)
 
 
@@ -205,12 +206,15 @@ def test_24h_comparison_row(built: dict[str, dict[str, Any]], name: str) -> None
         assert "offset 1d" not in now and before.count("offset 1d") == now.count("{")
         assert before.replace(" offset 1d", "") == now
         change = by_title(dashboard, f"{what}: change vs 1d ago")
-        assert change["type"] == "stat" and change["targets"][0]["expr"] == f"({now}) - ({before})"
+        points = " * 100" if what == "Memory used" else ""  # a difference of ratios, in percentage points
+        expected = f"(({now}) - ({before})){points}" if points else f"({now}) - ({before})"
+        assert change["type"] == "stat" and change["targets"][0]["expr"] == expected
 
 
 def _known_names() -> set[str]:
-    # Prometheus' own series of its alerts: what the health dashboard reads the health alerts from.
-    names = set(RECORDING_BY_NAME) | {PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE}
+    # Prometheus' own series: its alerts (what the health dashboard reads the health alerts from) and each
+    # target's health.
+    names = set(RECORDING_BY_NAME) | {PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE, UP}
     for profile in PROFILES.values():
         names |= {ref.name for ref in profile.metrics.values()}
     return names

@@ -1,0 +1,32 @@
+"""Dashboard annotations: firing alerts and XID events, drawn on every time series of a dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grafanalib import core as G
+
+from gpudash.dashboards.grafanalib_fixups import DATASOURCE
+from gpudash.promql.builders import ALERTS, PromQL
+
+
+def prometheus_annotation(name: str, expr: str, colour: str, title: str, text: str, tags: str) -> dict[str, Any]:
+    """A Prometheus annotation: a region wherever `expr` has a series, titled and tagged from its labels."""
+    return {"datasource": dict(DATASOURCE), "enable": True, "hide": False, "iconColor": colour, "name": name,
+            "expr": expr, "step": "$__interval", "titleFormat": title, "textFormat": text, "tagKeys": tags,
+            "useValueForTime": False}
+
+
+def alert_and_xid_annotations(q: PromQL, scan_gauge: bool = True) -> G.Annotations:
+    """Firing gpudash alerts of the dashboard's scope, and XID events on its GPUs (where the profile has them;
+    `scan_gauge` as PromQL.xid_events: False on the fleet, where every GPU's gauge at every step is too dear)."""
+    scope = q.scope.selector((("alertstate", "=", "firing"),))
+    gpu = q.gpu
+    found = [prometheus_annotation(
+        "Firing alerts", f"{ALERTS}{scope}", "red", "{{alertname}}",
+        f"{{{{severity}}}}: {{{{cluster}}}} {{{{instance}}}} GPU {{{{{gpu}}}}}", "alertname,severity,cluster")]
+    xids = q.xid_events("$__interval", per_step=True, scan_gauge=scan_gauge)
+    if xids is not None:
+        found.append(prometheus_annotation(
+            "XID events", xids, "orange", "XID {{xid}}", f"{{{{instance}}}} GPU {{{{{gpu}}}}}", "xid,cluster"))
+    return G.Annotations(list=found)

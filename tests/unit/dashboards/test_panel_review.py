@@ -1,0 +1,326 @@
+"""The panel review (issue 13, item 4): one test per defect, asserting on the generated dashboard JSON."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support.paths import ROOT
+
+from gpudash.catalog import DCGM, Publisher
+from gpudash.config.loading import load_settings
+from gpudash.dashboards.build import build_all
+from gpudash.dashboards.panels import UTILIZATION_SCHEME
+from gpudash.promql.builders import BANDS, signals_in
+
+Panel = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, dict[str, Any]]:
+    return build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards")
+
+
+@pytest.fixture(scope="module")
+def fleet(built: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return built["gpudash-fleet.json"]
+
+
+@pytest.fixture(scope="module")
+def node(built: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return built["gpudash-node.json"]
+
+
+def panels(dashboard: dict[str, Any]) -> list[Panel]:
+    return [p for p in dashboard["panels"] if p["type"] != "row"]
+
+
+def every_panel(built: dict[str, dict[str, Any]]) -> Iterator[Panel]:
+    for dashboard in built.values():
+        yield from panels(dashboard)
+
+
+def by_title(dashboard: dict[str, Any], title: str) -> Panel:
+    matches = [p for p in panels(dashboard) if p["title"] == title]
+    assert matches, f"{dashboard['uid']}: no panel titled {title!r}"
+    return matches[0]
+
+
+def expr(panel: Panel, index: int = 0) -> str:
+    return str(panel["targets"][index]["expr"])
+
+
+def transformation(panel: Panel, kind: str) -> dict[str, Any]:
+    found = [t["options"] for t in panel.get("transformations", []) if t["id"] == kind]
+    assert found, f"{panel['title']}: no {kind} transformation"
+    return found[0]
+
+
+# 1 ------------------------------------------------------------------------------------------------------
+
+
+def test_1_utilization_bands_are_one_row_per_band_over_all_clusters_and_never_vanish(fleet: dict[str, Any]) -> None:
+    panel = by_title(fleet, "GPUs per utilization band")
+    query = expr(panel)
+    assert query.startswith("sum by (band) (cluster:gpu_utilization_band:count{")  # clusters merged, not repeated
+    assert "cluster" not in panel["targets"][0]["legendFormat"]
+    for band in BANDS:  # an empty band is a 0, so the axis keeps all ten rows
+        assert f'label_replace(vector(0), "band", "{band}", "", "")' in query
+    assert panel["options"]["filterValues"]["le"] < 0  # and that 0 is drawn
+
+
+# 2 ------------------------------------------------------------------------------------------------------
+
+
+def test_2_node_heatmap_draws_idle_cells_in_the_colours_its_description_names(node: dict[str, Any]) -> None:
+    panel = by_title(node, "Utilization per GPU")
+    assert panel["options"]["filterValues"]["le"] < 0, "0 % cells hidden: an idle GPU looks missing"
+    scheme = panel["options"]["color"]["scheme"]
+    assert scheme == UTILIZATION_SCHEME[0]
+    assert not re.search("Rd|Or", scheme), "a busy GPU is healthy: no alarm colour on the scale"
+    low, high = UTILIZATION_SCHEME[1]
+    assert low in panel["description"] and high in panel["description"]
+    assert "red" not in panel["description"]
+
+
+# 3 ------------------------------------------------------------------------------------------------------
+
+
+def test_3_node_per_gpu_queries_merge_each_gpu_and_order_by_gpu_index(node: dict[str, Any]) -> None:
+    per_gpu_targets = [(p["title"], t) for p in panels(node) for t in p["targets"]
+                       if "{{gpu}}" in t.get("legendFormat", "")]
+    assert len(per_gpu_targets) >= 12
+    for title, target in per_gpu_targets:
+        query = target["expr"]
+        assert "max by (cluster, instance, gpu" in query, title
+        assert query.startswith("label_replace(") and query.endswith('"gpu", "0$1", "gpu", "([0-9])")'), title
+    # The padding orders indexes as numbers where Prometheus orders label text: 02 before 10.
+    padded = sorted(re.sub(r"^([0-9])$", r"0\1", str(index)) for index in (10, 2, 0, 15, 7))
+    assert padded == ["00", "02", "07", "10", "15"]
+
+
+# 4 ------------------------------------------------------------------------------------------------------
+
+
+def test_4_xid_table_counts_events_and_shows_the_code(built: dict[str, dict[str, Any]]) -> None:
+    for dashboard, title in (("gpudash-fleet.json", "GPUs with an XID error in range"),
+                             ("gpudash-job.json", "The job's GPUs with an XID error in range")):
+        panel = by_title(built[dashboard], title)
+        query = expr(panel)
+        # The bundled exporter's counter: events are its rise over the range, or its value where it appeared.
+        assert "gpudash_xid_errors_total{" in query and "offset $__range" in query
+        # dcgm-exporter's gauge: half its changes rounded up (the return to 0 is no event), or a new constant
+        # err_code series; the code becomes the `xid` column.
+        assert "ceil(changes(DCGM_FI_DEV_XID_ERRORS{" in query and "/ 2)" in query
+        assert 'label_replace(' in query and '"xid", "$1", "err_code", "(.+)"' in query
+        assert "max by (cluster, instance, gpu, xid)" in query
+        assert transformation(panel, "organize")["renameByName"] == {"Value": "XID events"}
+
+
+# 5 ------------------------------------------------------------------------------------------------------
+
+
+def test_5_throttled_gpus_are_busy_and_under_their_max_clock_with_a_dcgm_exporter_fallback(
+        fleet: dict[str, Any]) -> None:
+    titles = {p["title"] for p in panels(fleet)}
+    assert not any(t.startswith("Slowest GPUs against their max clock") for t in titles)
+    panel = by_title(fleet, "Throttled GPUs now (top 10)")
+    clock, reasons = expr(panel, 0), expr(panel, 1)
+    assert "DCGM_FI_DEV_MAX_SM_CLOCK" in clock and "< 0.9" in clock
+    assert "and on (cluster, instance, gpu) (max by (cluster, instance, gpu) (DCGM_FI_DEV_GPU_UTIL{" in clock
+    assert ">= 20" in clock  # an idle GPU at 210 MHz is not throttled
+    assert "DCGM_EXP_CLOCK_EVENTS_COUNT{" in reasons and "gpudash_clock_event_active{" in reasons
+
+
+# 6 ------------------------------------------------------------------------------------------------------
+
+
+def test_6_top_k_panels_are_sorted_and_fullest_gpus_became_memory_pressure(
+        built: dict[str, dict[str, Any]], fleet: dict[str, Any]) -> None:
+    for panel in every_panel(built):
+        if panel["type"] in ("gauge", "bargauge"):
+            assert panel["options"]["reduceOptions"]["values"] is True, panel["title"]
+            transformation(panel, "reduce")
+            sort = transformation(panel, "sortBy")["sort"][0]
+            ranked = expr(panel).startswith(("topk(", "bottomk("))
+            assert sort["field"] == ("Last *" if ranked else "Field"), panel["title"]
+        if panel["type"] == "table" and any(t["expr"].startswith(("topk(", "bottomk(")) for t in panel["targets"]):
+            assert transformation(panel, "sortBy")["sort"], panel["title"]
+    assert "Fullest GPUs (top 10)" not in {p["title"] for p in panels(fleet)}
+    pressure = by_title(fleet, "Memory pressure: over 90% and growing (top 10)")
+    assert 'DCGM_FI_DEV_FB_USED{cluster=~"$cluster"} offset 15m' in expr(pressure) and "> 0.9" in expr(pressure)
+    assert transformation(pressure, "sortBy")["sort"] == [{"field": "hours until full", "desc": False}]
+
+
+# 7 ------------------------------------------------------------------------------------------------------
+
+
+def _links(panel: Panel) -> list[dict[str, Any]]:
+    return [link for o in panel["fieldConfig"]["overrides"] for p in o["properties"] if p["id"] == "links"
+            for link in p["value"]]
+
+
+def test_7_gauges_and_tables_link_to_the_node_on_the_gpu_percent_encoded(built: dict[str, dict[str, Any]]) -> None:
+    linked = 0
+    for dashboard in ("gpudash-fleet.json", "gpudash-job.json"):
+        for panel in panels(built[dashboard]):
+            # A row per GPU: every query keeps the GPU's identity.
+            per_gpu = all("by (cluster, instance, gpu" in t["expr"] for t in panel["targets"])
+            if panel["type"] in ("gauge", "bargauge") or (panel["type"] == "table" and per_gpu):
+                links = _links(panel)
+                assert links, f"{panel['title']}: no link"
+                linked += 1
+                for link in links:
+                    for name, value in re.findall(r"var-(\w+)=([^&]*)", link["url"]):
+                        assert value.endswith(":percentencode}"), (panel["title"], name)
+                if "/d/gpudash-node?" in links[0]["url"]:
+                    assert "&var-gpu=${__data.fields.gpu:percentencode}" in links[0]["url"], panel["title"]
+    assert linked >= 8
+
+
+# 8 ------------------------------------------------------------------------------------------------------
+
+
+def test_8_xid_by_code_counts_per_step_as_bars(built: dict[str, dict[str, Any]]) -> None:
+    for dashboard, title in (("gpudash-fleet.json", "XID errors by code"), ("gpudash-node.json", "XID errors by code"),
+                             ("gpudash-job.json", "XID errors on the job's GPUs, by code")):
+        panel = by_title(built[dashboard], title)
+        assert "$__rate_interval" not in expr(panel) and "offset $__interval" in expr(panel)
+        assert panel["fieldConfig"]["defaults"]["custom"]["drawStyle"] == "bars", title
+    # At fleet scale a graph reads no GPU's last-XID gauge at every step: the counters only (seconds otherwise).
+    fleet = built["gpudash-fleet.json"]
+    xid_graphs = [expr(by_title(fleet, "XID errors by code"))] + [
+        a["expr"] for a in fleet["annotations"]["list"] if a["name"] == "XID events"]
+    for query in xid_graphs:
+        assert "DCGM_FI_DEV_XID_ERRORS" not in query and "DCGM_EXP_XID_ERRORS_COUNT{" in query
+
+
+# 9 ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gpudash-fleet.json", "gpudash-node.json"])
+def test_9_comparison_panels_are_wide_with_the_legend_below(built: dict[str, dict[str, Any]], name: str) -> None:
+    overlays = [p for p in panels(built[name]) if p["title"].endswith(": now and 1d ago")]
+    assert len(overlays) == 4
+    for panel in overlays:
+        assert panel["gridPos"]["w"] >= 10 and panel["options"]["legend"]["placement"] == "bottom"
+
+
+# 10 -----------------------------------------------------------------------------------------------------
+
+
+def test_10_panels_on_signals_stock_dcgm_exporter_lacks_say_so(built: dict[str, dict[str, Any]]) -> None:
+    checked = 0
+    for panel in every_panel(built):
+        optional = {s for t in panel["targets"] for s in signals_in(t["expr"], DCGM)
+                    if s.publisher is not Publisher.DCGM_DEFAULT}
+        if optional:
+            checked += 1
+            text = panel["description"]
+            assert "dcgm-exporter" in text or "bundled exporter" in text, \
+                f"{panel['title']}: reads {sorted(s.dcgm_name for s in optional)} without saying who publishes it"
+    assert checked >= 8
+    node = built["gpudash-node.json"]
+    assert "DCGM_EXP_CLOCK_EVENTS_COUNT" in expr(by_title(node, "Throttle reasons"))
+
+
+# 11 -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gpudash-fleet.json", "gpudash-node.json"])
+def test_11_changes_of_percentages_are_in_points_and_coloured(built: dict[str, dict[str, Any]], name: str) -> None:
+    dashboard = built[name]
+    for what in ("Utilization", "Memory used"):
+        panel = by_title(dashboard, f"{what}: change vs 1d ago")
+        assert panel["fieldConfig"]["defaults"]["unit"] == "suffix: pp"
+        assert "percentage points" in panel["description"]
+    assert expr(by_title(dashboard, "Memory used: change vs 1d ago")).endswith(") * 100")  # a ratio, in points
+    for what in ("Utilization", "Memory used", "Temperature (mean)"):
+        steps = by_title(dashboard, f"{what}: change vs 1d ago")["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert len(steps) == 3 and "orange" in {s["color"] for s in steps}, what
+
+
+# 12 -----------------------------------------------------------------------------------------------------
+
+
+def test_12_no_data_is_not_zero_and_silent_exporters_and_gpus_are_listed(built: dict[str, dict[str, Any]],
+                                                                          fleet: dict[str, Any]) -> None:
+    for dashboard in built.values():
+        for title in ("GPUs reporting", "Idle GPUs", "GPUs", "GPUs held idle"):
+            matches = [p for p in panels(dashboard) if p["title"] == title]
+            for panel in matches:
+                assert panel["fieldConfig"]["defaults"].get("noValue") != "0", (dashboard["uid"], title)
+    panel = by_title(fleet, "Exporters and GPUs that stopped reporting")
+    down, silent = expr(panel, 0), expr(panel, 1)
+    assert 'up{cluster=~"$cluster",job="gpu-exporter"}) == 0' in down
+    assert "present_over_time(DCGM_FI_DEV_FB_USED{" in silent and "[1h]" in silent and " unless " in silent
+
+
+# 13 -----------------------------------------------------------------------------------------------------
+
+
+def test_13_node_graphs_of_raw_gauges_summarise_each_step(node: dict[str, Any]) -> None:
+    checked = 0
+    for panel in panels(node):
+        if panel["type"] not in ("timeseries", "heatmap") or panel["title"].startswith(("Last XID", "XID")):
+            continue
+        for target in panel["targets"]:
+            if target["expr"].startswith("label_replace(max by (cluster, instance, gpu) ("):
+                checked += 1
+                assert re.search(r"\((avg|max|min)_over_time\(DCGM_\w+\{[^}]*\}\[\$__interval\]\)", target["expr"]), \
+                    f"{panel['title']}: {target['expr']}"
+    assert checked >= 9
+
+
+# 14 -----------------------------------------------------------------------------------------------------
+
+
+def test_14_leftovers(built: dict[str, dict[str, Any]], node: dict[str, Any]) -> None:
+    for panel in every_panel(built):
+        for target in panel["targets"]:
+            assert target.get("legendFormat") != "__table__", panel["title"]
+        if panel["type"] != "table":
+            continue
+        names = transformation(panel, "organize")["renameByName"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert set(names) == ({"Value"} if len(refs) == 1 else {f"Value #{r}" for r in refs}), panel["title"]
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        coloured = any(p["id"] == "custom.cellOptions" and "color" in p["value"]["type"]
+                       for o in panel["fieldConfig"]["overrides"] for p in o["properties"])
+        assert len(steps) == 1 or coloured, f"{panel['title']}: threshold colours that colour nothing"
+    reasons = by_title(node, "Throttle reasons")
+    assert "max by (cluster, instance, gpu, clock_event)" in expr(reasons)
+    assert "{{clock_event}}" in reasons["targets"][0]["legendFormat"]
+    assert by_title(node, "Last XID error")["fieldConfig"]["defaults"]["custom"]["drawStyle"] == "points"
+    for title, ref in (("Power per GPU", "L"), ("SM clock", "M"), ("Temperature", "Z")):
+        limit = next(t for t in by_title(node, title)["targets"] if t["refId"] == ref)
+        assert re.match(r"(max|min) by \(cluster, instance\) \(", limit["expr"]), title  # one line, not one per GPU
+        assert "{{gpu}}" not in limit["legendFormat"]
+
+
+# Also: new panels and annotations ----------------------------------------------------------------------
+
+
+def test_fleet_activity_nvlink_and_energy_read_cluster_recordings(fleet: dict[str, Any]) -> None:
+    activity = by_title(fleet, "Tensor core and SM activity by cluster")
+    assert expr(activity, 0).startswith("cluster:gpu_tensor_active:avg{")
+    assert "or on (cluster) cluster:gpu_gr_engine_active:avg{" in expr(activity, 1)
+    assert expr(by_title(fleet, "NVLink traffic by cluster")).startswith("cluster:gpu_nvlink_bytes_per_second:sum{")
+    energy = by_title(fleet, "Energy in range")
+    assert energy["fieldConfig"]["defaults"]["unit"] == "kwatth"
+    assert "sum_over_time((cluster:gpu_power_watts:sum{" in expr(energy) and expr(energy).endswith("/ 1000")
+
+
+@pytest.mark.parametrize("name", ["gpudash-fleet.json", "gpudash-node.json", "gpudash-job.json"])
+def test_annotations_mark_firing_alerts_and_xid_events(built: dict[str, dict[str, Any]], name: str) -> None:
+    found = {a["name"]: a for a in built[name]["annotations"]["list"]}
+    assert found["Annotations & Alerts"]["builtIn"] == 1
+    alerts = found["Firing alerts"]
+    assert alerts["expr"].startswith("ALERTS{") and 'alertstate="firing"' in alerts["expr"]
+    assert 'cluster=~"$cluster"' in alerts["expr"] and alerts["titleFormat"] == "{{alertname}}"
+    xids = found["XID events"]
+    assert "offset $__interval" in xids["expr"] and xids["titleFormat"] == "XID {{xid}}"
+    assert all(a["datasource"] == {"type": "prometheus", "uid": "${datasource}"} for a in found.values()
+               if "expr" in a)
