@@ -11,10 +11,14 @@ from gpudash.promql.builders import ALERTS, PromQL
 
 
 def prometheus_annotation(name: str, expr: str, colour: str, title: str, text: str, tags: str) -> dict[str, Any]:
-    """A Prometheus annotation: a region wherever `expr` has a series, titled and tagged from its labels."""
+    """A Prometheus annotation: a region wherever `expr` has a series, titled and tagged from its labels.
+
+    The query goes in `target` (expr, interval, refId "Anno"), where Grafana's Prometheus data source moves a
+    top-level `expr` and `step` when it loads an annotation: written that way, a load and save change nothing.
+    The title, text and tag options stay at the top level, where its annotation editor keeps them."""
     return {"datasource": dict(DATASOURCE), "enable": True, "hide": False, "iconColor": colour, "name": name,
-            "expr": expr, "step": "$__interval", "titleFormat": title, "textFormat": text, "tagKeys": tags,
-            "useValueForTime": False}
+            "target": {"expr": expr, "interval": "$__interval", "refId": "Anno"},
+            "titleFormat": title, "textFormat": text, "tagKeys": tags, "useValueForTime": False}
 
 
 def alert_and_xid_annotations(q: PromQL, scan_gauge: bool = True) -> G.Annotations:

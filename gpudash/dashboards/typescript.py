@@ -49,9 +49,12 @@ ADDED_OPTIONS: dict[str, tuple[tuple[int, int], frozenset[str]]] = {
 # The types every generated file imports (json.ts beside them). Dashboard JSON holds an enum's value, never
 # the enum: Json<T> is T with each string enum replaced by the union of its values (numeric enums already
 # accept their numbers), `any` left alone. A query variable's `definition` (its query as text, which Grafana's
-# own save writes) is missing from the published VariableModel; it is the one key added to it.
+# own save writes) is missing from the published VariableModel; it is the one key added to it. The published
+# AnnotationQuery types `target` for the built-in Grafana data source only; a Prometheus annotation holds its
+# query there (expr, interval, refId) and its title, text and tag options at the top level, as Grafana's
+# Prometheus annotation editor saves them: those are the keys added to it.
 PRELUDE = """\
-import type { Dashboard, Panel, RowPanel, VariableModel } from "@grafana/schema";
+import type { AnnotationQuery, Dashboard, Panel, RowPanel, VariableModel } from "@grafana/schema";
 
 export type Json<T> = 0 extends 1 & T ? T
   : T extends string ? `${T}`
@@ -60,7 +63,13 @@ export type Json<T> = 0 extends 1 & T ? T
   : T;
 
 export type Variable = Json<VariableModel> & { definition?: string };
-export type GrafanaDashboard = Omit<Json<Dashboard>, "templating"> & { templating?: { list?: Variable[] } };
+export type Annotation = Omit<Json<AnnotationQuery>, "target"> & {
+  target?: { expr: string; interval?: string; refId: string };
+  titleFormat?: string; textFormat?: string; tagKeys?: string; useValueForTime?: boolean;
+};
+export type GrafanaDashboard = Omit<Json<Dashboard>, "templating" | "annotations"> & {
+  templating?: { list?: Variable[] }; annotations?: { list?: Annotation[] };
+};
 export type GrafanaPanel = Json<Panel>;
 export type GrafanaRow = Json<RowPanel>;
 """

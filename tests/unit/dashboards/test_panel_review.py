@@ -192,7 +192,7 @@ def test_8_xid_by_code_counts_per_step_as_bars(built: dict[str, dict[str, Any]])
     # At fleet scale a graph reads no GPU's last-XID gauge at every step: the counters only (seconds otherwise).
     fleet = built["gpudash-fleet.json"]
     xid_graphs = [expr(by_title(fleet, "XID errors by code"))] + [
-        a["expr"] for a in fleet["annotations"]["list"] if a["name"] == "XID events"]
+        a["target"]["expr"] for a in fleet["annotations"]["list"] if a["name"] == "XID events"]
     for query in xid_graphs:
         assert "DCGM_FI_DEV_XID_ERRORS" not in query and "DCGM_EXP_XID_ERRORS_COUNT{" in query
 
@@ -318,9 +318,12 @@ def test_annotations_mark_firing_alerts_and_xid_events(built: dict[str, dict[str
     found = {a["name"]: a for a in built[name]["annotations"]["list"]}
     assert found["Annotations & Alerts"]["builtIn"] == 1
     alerts = found["Firing alerts"]
-    assert alerts["expr"].startswith("ALERTS{") and 'alertstate="firing"' in alerts["expr"]
-    assert 'cluster=~"$cluster"' in alerts["expr"] and alerts["titleFormat"] == "{{alertname}}"
+    expr = alerts["target"]["expr"]
+    assert expr.startswith("ALERTS{") and 'alertstate="firing"' in expr
+    assert 'cluster=~"$cluster"' in expr and alerts["titleFormat"] == "{{alertname}}"
     xids = found["XID events"]
-    assert "offset $__interval" in xids["expr"] and xids["titleFormat"] == "XID {{xid}}"
+    assert "offset $__interval" in xids["target"]["expr"] and xids["titleFormat"] == "XID {{xid}}"
+    # the query sits in `target`, where Grafana's Prometheus data source moves a top-level `expr` on load
+    assert all("expr" not in a and a["target"]["refId"] == "Anno" for a in found.values() if "target" in a)
     assert all(a["datasource"] == {"type": "prometheus", "uid": "${datasource}"} for a in found.values()
-               if "expr" in a)
+               if "target" in a)
