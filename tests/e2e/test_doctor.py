@@ -257,8 +257,8 @@ def test_a_dcgm_exporter_target(stack: Stack, reference: Path, host_label: str) 
     assert [(f["verdict"], f["what"].split(":")[0]) for f in found] == [
         # the health alerts' fields (ECC, max operating temperatures, NVLink, remap pending) are optional too
         ("ok", "dcgm-exporter"), ("hint", "missing optional fields DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "
-                                          "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_FI_DEV_ENFORCED_POWER_LIMIT, "
-                                          "DCGM_FI_DEV_SLOWDOWN_TEMP and 3 more")]
+                                          "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_FI_DEV_ECC_DBE_AGG_TOTAL, "
+                                          "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL and 17 more")]
     assert "dcgm-exporter's counters file" in found[1]["fix"]
 
 
