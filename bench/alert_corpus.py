@@ -6,7 +6,9 @@ GPUs only, so three things a scenario also needs are modelled here, separately a
 - the node's CPU, as node_exporter publishes it (`node_load1`, `node_cpu_seconds_total`): a steady load
   per core, raised to saturation while a data loader starves the GPUs or stalls;
 - input-pipeline starvation: while it lasts, every training GPU's utilization is scaled down to ~30 %;
-- the exporter target going down: `up` drops to 0 and every GPU series of the node goes stale.
+- the exporter target going down: `up` drops to 0 and every GPU series of the node goes stale;
+- HBM warmer than the simulator's (core + 3 C): Hopper's memory runs hotter than its core, in the low 80s in
+  busy training, and a failing memory cooling path heats it alone (`hbm_heat`).
 
 Job scenarios lay jobs over the node's GPUs (gpudash.exporter.sim.jobs, the node as one of a simulated
 cluster): their GPU series carry `hpc_job` while a job runs, as the exporter's job attribution publishes it,
@@ -40,6 +42,11 @@ SEED = 7
 # The signals the rules (ours and the naive set) read; the rest of the catalog would only slow promtool.
 KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "sm_clock_max",
         "clock_event_reasons", "xid_last")
+# The health alerts' signals: memory errors, NVLink per GPU (DCGM's totals), each GPU's own temperature limits.
+HEALTH_KEYS = ("ecc_dbe_vol", "ecc_dbe_agg", "remapped_rows_unc", "remapped_rows_cor", "row_remap_pending",
+               "row_remap_failure", "nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay", "nvlink_recovery",
+               "gpu_max_op_temp", "mem_max_op_temp")
+HBM_RAMP = 300.0  # s: how long an `hbm_heat` step takes to reach its full rise
 JOB_KEYS = ("sm_active", "tensor_active", "power")  # what the job rules read besides KEYS, in job scenarios only
 PROFILING_KEYS = ("sm_active", "tensor_active")
 FLAVOURS = ("bundled", "dcgm")
@@ -63,6 +70,7 @@ class Scenario:
     saturated: tuple[tuple[float, float], ...] = ()  # (start, end) s: CPU saturated
     starved: tuple[float, float] | None = None  # (start, end) s: input pipeline starves the GPUs
     target_down: tuple[float, float] | None = None  # (start, end) s: exporter unreachable
+    hbm_heat: tuple[float, float, float] | None = None  # (start, end, degrees) s, C: HBM this much warmer
     expected: tuple[str, ...] = ()  # the gpudash alerts meant to catch the fault
     naive_expected: tuple[str, ...] = ()  # the naive rule (if any) that watches the signal the fault moves
     notes: dict[str, float] = field(default_factory=dict)
@@ -83,12 +91,22 @@ class Scenario:
         return self.fault_gpus or (() if self.fault_gpu is None else (self.fault_gpu,))
 
     @property
+    def link_errors(self) -> bool:
+        return any("nvlink" in f for f in self.faults)
+
+    def on(self, gpu: int) -> bool:
+        """Whether the fault hits this GPU."""
+        return not self.targets or gpu in self.targets
+
+    @property
     def fault_window(self) -> tuple[float, float] | None:
         """When the fault is present: from its start to its end (or the end of the scenario)."""
         if self.target_down:
             return self.target_down
         if self.starved:
             return self.starved
+        if self.hbm_heat and self.kind == "fault":
+            return self.hbm_heat[0], min(self.hbm_heat[1], self.hours * 3600)
         if not self.faults:
             return None
         fault = parse_fault(self.faults[0])[1]
@@ -113,6 +131,9 @@ SCENARIOS: tuple[Scenario, ...] = (
              hours=2.0),
     Scenario("idle-and-inference", "benign", "half the node idle (no process), half serving inference",
              workloads=tuple(f"{i}={'idle' if i < 4 else 'inference'}" for i in range(GPUS)), cpu_load=0.1),
+    Scenario("busy-training-hbm-82", "benign",
+             "8 H200s training hard, HBM in the low 80s (its own max operating temperature is 95 C)",
+             hbm_heat=(0.0, math.inf, 15.0)),
     Scenario("memory-leak-oom", "fault", "GPU 3 leaks framebuffer from 30 min, OOM at 3h",
              faults=("3=leak:2h30m@30m",), fault_gpu=3,
              expected=("GPUMemoryLeakPredicted", "GPUMemoryPressure"), naive_expected=("NaiveMemoryFull",),
@@ -125,8 +146,27 @@ SCENARIOS: tuple[Scenario, ...] = (
              naive_expected=("NaiveLowUtilization",)),
     Scenario("xid-79", "fault", "GPU 6 reports XID 79 at 1h10m (stays on the bus)",
              faults=("6=xid:79@1h10m",), fault_gpu=6, expected=("GPUXidError",)),
+    Scenario("hbm-overheat", "fault",
+             "GPU 4's memory cooling fails at 1h10m: HBM climbs to ~97 C in 5 min, at or above its 95 C, for 40 min",
+             hbm_heat=(_m(70), _m(110), 30.0), fault_gpu=4, expected=("GPUHighTemperature",)),
     Scenario("gpu-lost", "fault", "GPU 1 raises XID 79 at 1h10m and falls off the bus for 1 hour",
              faults=("1=lost@1h10m+1h",), fault_gpu=1, expected=("GPUExporterDown", "GPUXidError")),
+    Scenario("dbe-burst", "fault", "GPU 1 counts 4 double-bit ECC errors at 1h10m (XID 48, a row remap pending)",
+             faults=("1=dbe-burst@1h10m",), fault_gpu=1, expected=("GPUEccUncorrectable",)),
+    Scenario("remap-pending", "fault", "GPU 2 has a row remap pending from 1h10m until a reset 1 hour later",
+             faults=("2=remap-pending@1h10m+1h",), fault_gpu=2, expected=("GPURowRemapPending",)),
+    Scenario("remap-failure", "fault", "GPU 3's row remapping fails at 1h10m (XID 64): a GPU to replace",
+             faults=("3=remap-failure@1h10m",), fault_gpu=3, expected=("GPURowRemapFailure",)),
+    Scenario("nvlink-crc-storm", "fault",
+             "one NVLink link of GPU 4 counts 300 CRC errors a second from 1h10m for 15 min",
+             faults=("4=nvlink-crc-storm@1h10m+15m",), fault_gpu=4, expected=("GPUNVLinkErrors",)),
+    Scenario("fell-off-bus", "fault", "GPU 5 falls off the bus at 1h10m (XID 79) and stays off",
+             faults=("5=fell-off-bus@1h10m",), fault_gpu=5, expected=("GPUFellOffBus", "GPUExporterDown")),
+    Scenario("xid-classes", "fault",
+             "at 1h10m: XID 13 on GPU 0 (restart job), 94 on 1 (restart job), 119 on 2 (reset GPU), 63 on 3 "
+             "(info), 999 on 4 (not in the table)",
+             faults=("0=xid:13@1h10m", "1=xid:94@1h10m", "2=xid:119@1h10m", "3=xid:63@1h10m", "4=xid:999@1h10m"),
+             fault_gpus=(0, 1, 2, 3, 4), expected=("GPUXidError",)),
     Scenario("exporter-down", "fault", "the node's GPU exporter is unreachable from 1h10m for 20 min",
              target_down=(_m(70), _m(90)), expected=("GPUExporterDown",)),
     Scenario("dataloader-starvation", "fault",
@@ -187,7 +227,7 @@ def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
     if flavour not in FLAVOURS:
         raise ValueError(flavour)
     fleet = scenario.fleet()
-    wanted = KEYS + (JOB_KEYS if scenario.jobs else ())
+    wanted = KEYS + HEALTH_KEYS + (JOB_KEYS if scenario.jobs else ())
     keys = [k for k in wanted if (flavour == "bundled" or BY_KEY[k].publisher is Publisher.DCGM_DEFAULT)
             and (scenario.profiling or k not in PROFILING_KEYS)]
     out = _Series(scenario.samples)
@@ -207,6 +247,9 @@ def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
                     round(t * (1 - min(load, 1.0)), 1))
         if down:
             continue
+        if flavour == "bundled":
+            gpus = _labels(**base, instance=gpu_instance, job=GPU_JOB)
+            out.put(f"{BY_KEY['gpus_expected'].dcgm_name}{{{gpus}}}", index, float(GPUS))
         for reading in fleet.sample(t):
             _put_gpu(out, index, reading, fleet, scenario, keys, flavour, gpu_instance, base)
     _mark_stale(out.data)
@@ -229,10 +272,20 @@ def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenar
     values = dict(reading.values)
     if scenario.starved and scenario.starved[0] <= t < scenario.starved[1] and fleet.workload(reading.index) == "train":
         values["gpu_util"] = round(values["gpu_util"] * (0.28 + 0.08 * _noise(index, reading.index)))
+    if scenario.hbm_heat:
+        start, end, rise = scenario.hbm_heat
+        if start <= t < end:
+            values["hbm_temp"] += round(rise * min(1.0, (t - start) / HBM_RAMP)) if scenario.on(reading.index) else 0
     for key in keys:
         if key in values:
             out.put(f"{BY_KEY[key].dcgm_name}{{{gpu}}}", index, float(values[key]))
-    if flavour == "bundled":
+    # per-link series only where a link fails: 576 series that stay 0 double promtool's time, and the GPU
+    # totals above carry the same (zero) counts for the NVLink rule elsewhere
+    if flavour == "bundled" and scenario.link_errors:
+        for link in reading.links:
+            for error, count in link.errors.items():
+                out.put(f'{BY_KEY["nvlink_link_errors"].dcgm_name}{{{gpu},link="{link.link}",error="{error}"}}',
+                        index, count)
         mask = int(values["clock_event_reasons"])
         for bit, name in CLOCK_EVENT_REASONS:
             out.put(f'{BY_KEY["clock_event_active"].dcgm_name}{{{gpu},clock_event="{name}"}}', index,

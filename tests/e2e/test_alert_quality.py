@@ -17,3 +17,44 @@ def test_report_pipeline_finds_the_xid_alert(tmp_path: Path) -> None:
     assert outcome.first_catch() == scenario.fault_window[0]  # no for: on XID, caught at the first evaluation
     assert not outcome.false_alerts()
     assert naive[0].catches() == []  # the naive set has no XID rule
+
+
+def _hbm_while_training(scenario: corpus.Scenario, gpu: int, since: float, until: float) -> list[float]:
+    series = corpus.build_series(scenario, "bundled")
+    (hbm,) = [v for k, v in series.items() if k.startswith("DCGM_FI_DEV_MEMORY_TEMP{") and f'gpu="{gpu}"' in k]
+    return [float(x) for i, x in enumerate(hbm) if isinstance(x, float) and since <= i * corpus.STEP < until]
+
+
+def test_busy_h200_with_hbm_in_the_low_80s_stays_quiet_and_an_hbm_at_its_own_limit_fires(tmp_path: Path) -> None:
+    busy, hot = corpus.BY_NAME["busy-training-hbm-82"], corpus.BY_NAME["hbm-overheat"]
+    readings = sorted(_hbm_while_training(busy, 0, 1800, 3 * 3600))
+    assert 80 <= readings[len(readings) // 2] <= 85 and readings[-1] < 90  # what the scenario claims
+    assert max(_hbm_while_training(hot, 4, 4500, 6000)) >= 95  # the simulated H200's memory limit
+    for flavour in ("bundled", "dcgm"):  # each GPU's own limit, and the fixed fallback without one
+        ours, _ = quality.evaluate([busy, hot], flavour, None, tmp_path / flavour, jobs=2)
+        assert ours[0].fired == [], flavour
+        fired = {(f.alertname, f.severity, f.gpu) for f in ours[1].fired}
+        assert fired == {("GPUHighTemperature", "warning", "4"), ("GPUHighTemperature", "critical", "4")}, flavour
+        assert ours[1].catches() and not ours[1].false_alerts(), flavour
+
+
+HEALTH_FAULTS = {  # scenario -> the alert (severity, GPU) it must fire, from the bundled exporter's series
+    "dbe-burst": ("GPUEccUncorrectable", "critical", "1"),
+    "remap-pending": ("GPURowRemapPending", "warning", "2"),
+    "remap-failure": ("GPURowRemapFailure", "critical", "3"),
+    "nvlink-crc-storm": ("GPUNVLinkErrors", "critical", "4"),
+    "fell-off-bus": ("GPUFellOffBus", "critical", "5"),
+}
+
+
+def test_each_health_fault_fires_its_alert_on_its_gpu_and_nothing_on_the_others(tmp_path: Path) -> None:
+    scenarios = [corpus.BY_NAME[name] for name in (*HEALTH_FAULTS, "xid-classes")]
+    ours, _ = quality.evaluate(scenarios, "bundled", None, tmp_path, jobs=3)
+    for outcome in ours[:-1]:
+        name = outcome.scenario.name
+        assert HEALTH_FAULTS[name] in {(f.alertname, f.severity, f.gpu) for f in outcome.fired}, name
+        assert outcome.catches() and not outcome.false_alerts(), name
+    xids = ours[-1]
+    assert {(f.severity, f.gpu) for f in xids.fired if f.alertname == "GPUXidError"} == {
+        ("warning", "0"), ("warning", "1"), ("critical", "2"), ("info", "3"), ("warning", "4")}
+    assert not xids.false_alerts()
