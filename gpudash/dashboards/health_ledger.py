@@ -36,11 +36,35 @@ class LedgerColumn:
     unit: str = "none"
 
 
+# Counters the bundled exporter creates at a GPU's first event (at 1, not 0): a series that began within the
+# window counts from 0. DCGM's counters run for the GPU's life or since the driver loaded, so a series that
+# began within the window (a GPU new to a node, an exporter just deployed) counts from its first value.
+FROM_ZERO = frozenset({"xid_total"})
+
+
 def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> str:
-    """`func` over the window of one signal, read at hourly points (a subquery): 4 to 9 times cheaper than every
-    raw sample of 30 or 90 days, and a counter's increase or a flag's maximum needs no more."""
+    """Events (`increase`) or the highest flag (`max_over_time`) of one signal over the window.
+
+    Older samples are read at hourly points (a subquery): 4 to 9 times cheaper than every raw sample of 30 or
+    90 days, and enough for a counter or a flag that only rises. The last hour is read raw, so an event of the
+    last hour counts now, not at the next hourly point. A counter's events are its latest value less its value
+    when the window began (or when its series began: FROM_ZERO). A counter that fell (the exporter or the
+    driver restarted) counts 0 for that series: an undercount, never an invented event."""
     ref = q.profile.ref(key)
-    inner = f"{func}({ref.name}{q.scope.selector(extra)}[{WINDOW}:{SUBQUERY_STEP}])"
+    series = f"{ref.name}{q.scope.selector(extra)}"
+    hourly = f"[{WINDOW}:{SUBQUERY_STEP}]"
+    recent = f"[{SUBQUERY_STEP}]"
+    if func == "increase":
+        latest = f"(last_over_time({series}{recent}) or max_over_time({series}{hourly}))"
+        # its value when the window began: the last sample of the hour before, so a missed scrape is no gap
+        began = f"last_over_time({series}{recent} offset {WINDOW})"
+        if key in FROM_ZERO:
+            inner = f"(clamp_min({latest} - {began}, 0) or {latest})"
+        else:
+            start = f"({began} or min_over_time({series}{hourly}) or min_over_time({series}{recent}))"
+            inner = f"clamp_min({latest} - {start}, 0)"
+    else:
+        inner = f"((last_over_time({series}{recent}) > 0) or max_over_time({series}{hourly}))"
     return f"({inner} {ref.convert})" if ref.convert else inner
 
 

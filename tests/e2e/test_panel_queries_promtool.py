@@ -85,3 +85,22 @@ def test_utilization_bands_are_ten_rows_over_every_cluster(tmp_path: Path) -> No
     counts = {"90": 3, "10": 1}
     expected = [{"labels": f'{{band="{band}"}}', "value": counts.get(band, 0)} for band in BANDS]
     promtool_case(tmp_path, inputs, [{"expr": bands, "eval_time": "2m", "exp_samples": expected}])
+
+
+def test_health_ledger_counts_first_events_recent_events_and_no_moved_history(tmp_path: Path) -> None:
+    from gpudash.dashboards.health_ledger import ledger_columns
+
+    columns = {c.title: c.expr.replace("$ledger", "2h") for c in ledger_columns(promql())}
+    inputs = [
+        # The bundled exporter creates a code's counter at its first event (at 1), 10 minutes before the check.
+        {"series": f"gpudash_xid_errors_total{labels(gpu='0', UUID='GPU-A', xid='79')}", "values": "_x159 1x10"},
+        # Two DBEs 5 minutes before the check, between two hourly points.
+        {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='0', UUID='GPU-A')}", "values": "2x164 4x5"},
+        # A GPU that arrived on this node 70 minutes before the check with 3 DBEs of its past: none are new.
+        {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='1', UUID='GPU-B')}", "values": "_x99 3x70"},
+    ]
+    promtool_case(tmp_path, inputs, [
+        {"expr": columns["XIDs pcie"], "eval_time": "170m", "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 1}]},
+        {"expr": columns["DBE aggregate"], "eval_time": "170m",
+         "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 2}, {"labels": '{UUID="GPU-B"}', "value": 0}]},
+    ])
