@@ -30,7 +30,7 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,7 @@ class Measured:
     loads: list[float]  # 1-minute load average before each dashboard
     topk: list[tuple[str, int, int]]  # fleet top-k panels: (title, series as sent, series as a range query)
     job: tuple[str, int] = ("", 0)  # the job the job dashboard opened on, and its GPUs
+    rules: dict[str, float] = field(default_factory=dict)  # recording rule -> seconds one evaluation takes
 
 
 def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat: int, log: Path,
@@ -168,7 +169,23 @@ def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat:
             slowest = max(r.panels, key=lambda p: p.seconds)
             print(f"  {built.gpus:>5} GPUs  {name:<34} open {r.seconds:6.3f} s  slowest {slowest.seconds:6.3f} s "
                   f"({slowest.title})  max series {max(p.series for p in r.panels)}  load {loads[-1]:.2f}")
-    return Measured(out, loads, topk, job)
+        rules = rule_costs(url, built.end)
+    return Measured(out, loads, topk, job, rules)
+
+
+def rule_costs(url: str, end: int, repeat: int = 3) -> dict[str, float]:
+    """What one evaluation of each recording rule costs Prometheus (its expression as an instant query at the
+    end of the data, best of `repeat`): the price, paid every rule interval, of what the dashboards read."""
+    settings = load_settings(ROOT / "thresholds.yaml")
+    costs = {}
+    for rec, expr in recording_rules(DCGM, settings.thresholds):
+        best = float("inf")
+        for _ in range(repeat):
+            began = time.perf_counter()
+            grafana_load.post(url, "/api/v1/query", {"query": expr, "time": str(end)})
+            best = min(best, time.perf_counter() - began)
+        costs[rec.record] = best
+    return costs
 
 
 def opened_job(url: str, board: dict[str, Any], end: int) -> tuple[str, int]:
@@ -236,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote the job section of {args.out / 'fleet-scale.md'}")
         return 0
     fleet_report.write_markdown(args.out / "fleet-scale.md", results, keys, machine, args.repeat,
-                                {g: m.loads for g, m in extra.items()}, {g: m.topk for g, m in extra.items()})
+                                {g: m.loads for g, m in extra.items()}, {g: m.topk for g, m in extra.items()},
+                                {g: m.rules for g, m in extra.items()})
     fleet_report.write_plot(args.out / "fleet-scale.png", results)
     print(f"wrote {args.out / 'fleet-scale.md'} and {args.out / 'fleet-scale.png'}")
     return 0

@@ -12,6 +12,8 @@ What Grafana (10-12, Prometheus data source, server-side queries) sends when a d
   target's or panel's `interval`, else the data source's scrape interval), start and end aligned to it.
   $__rate_interval = max(step + scrape interval, 4 x scrape interval); $__range is the range in seconds.
   Instant targets are one /api/v1/query at now.
+- Annotations: each enabled Prometheus annotation is one range query over the dashboard's range, its step
+  that of a panel as wide as the screen, sent with the panels.
 - Concurrency: the browser keeps `CONNECTIONS` panel requests in flight; the targets of one panel go in one
   request and Grafana runs them in parallel.
 
@@ -204,7 +206,7 @@ def panel_loads(dashboard: dict[str, Any], values: dict[str, str], now: int, scr
             step = grafana_step(range_s, max_points, min_s)
             rate = max(step + scrape_s, 4 * scrape_s)
             scoped = dict(values, __rate_interval=f"{rate}s", __interval=f"{step}s", __range=f"{range_s}s",
-                          __range_s=str(range_s), __range_ms=str(range_s * 1000))
+                          __range_s=str(range_s), __range_ms=str(range_s * 1000), __interval_ms=str(step * 1000))
             expr = interpolate(target["expr"], scoped)
             # Grafana's backend: instant when asked; range when asked, or when neither is.
             instant = bool(target.get("instant"))
@@ -213,6 +215,25 @@ def panel_loads(dashboard: dict[str, Any], values: dict[str, str], now: int, scr
             if target.get("range") or not instant:
                 requests.append(Request(expr, False, (now - range_s) // step * step, now // step * step, step))
         loads.append(PanelLoad(panel.get("title", ""), panel["type"], tuple(requests)))
+    return loads
+
+
+def annotation_loads(dashboard: dict[str, Any], values: dict[str, str], now: int, scrape_s: int = SCRAPE_S,
+                     screen_px: int = SCREEN_PX) -> list[PanelLoad]:
+    """The enabled Prometheus annotations: one range query each, as a screen-wide panel would send it."""
+    range_s = dashboard_range_s(dashboard)
+    loads = []
+    for annotation in dashboard.get("annotations", {}).get("list", []):
+        target = annotation.get("target") or {}
+        expr = target.get("expr") or annotation.get("expr")
+        if not annotation.get("enable") or annotation.get("builtIn") or not expr:
+            continue
+        step = grafana_step(range_s, screen_px, scrape_s)
+        rate = max(step + scrape_s, 4 * scrape_s)
+        scoped = dict(values, __rate_interval=f"{rate}s", __interval=f"{step}s", __range=f"{range_s}s",
+                      __range_s=str(range_s), __range_ms=str(range_s * 1000), __interval_ms=str(step * 1000))
+        request = Request(interpolate(expr, scoped), False, (now - range_s) // step * step, now // step * step, step)
+        loads.append(PanelLoad(f"annotation: {annotation.get('name', '')}", "annotation", (request,)))
     return loads
 
 
@@ -226,9 +247,10 @@ class PanelResult:
 
 @dataclass(frozen=True)
 class OpenResult:
-    seconds: float  # variables, then every panel with CONNECTIONS in flight
+    seconds: float  # variables, then every panel and annotation with CONNECTIONS in flight
     variables_s: float
     panels: tuple[PanelResult, ...]
+    annotations: tuple[PanelResult, ...] = ()
 
 
 def _run_panel(url: str, load: PanelLoad) -> tuple[float, list[bytes]]:
@@ -244,15 +266,17 @@ def _run_panel(url: str, load: PanelLoad) -> tuple[float, list[bytes]]:
 def open_dashboard(url: str, dashboard: dict[str, Any], now: int, connections: int = CONNECTIONS) -> OpenResult:
     began = time.perf_counter()
     variables = resolve_variables(url, dashboard, now)
-    loads = panel_loads(dashboard, variables.values, now)
+    loads = panel_loads(dashboard, variables.values, now) + annotation_loads(dashboard, variables.values, now)
     with ThreadPoolExecutor(connections) as pool:
         timed = list(pool.map(lambda load: _run_panel(url, load), loads))
     total = time.perf_counter() - began
-    panels = []
+    panels: list[PanelResult] = []
+    annotations: list[PanelResult] = []
     for load, (took, bodies) in zip(loads, timed, strict=True):
         found = [labels for body in bodies for labels in series(body, load.title)]
-        panels.append(PanelResult(load.title, took, len(found), frozenset(k for m in found for k in m)))
-    return OpenResult(total, variables.seconds, tuple(panels))
+        result = PanelResult(load.title, took, len(found), frozenset(k for m in found for k in m))
+        (annotations if load.kind == "annotation" else panels).append(result)
+    return OpenResult(total, variables.seconds, tuple(panels), tuple(annotations))
 
 
 def median_open(url: str, dashboard: dict[str, Any], now: int, repeat: int = 3,
@@ -263,6 +287,8 @@ def median_open(url: str, dashboard: dict[str, Any], now: int, repeat: int = 3,
     runs = [open_dashboard(url, dashboard, now) for _ in range(repeat)]
     panels = tuple(PanelResult(p.title, statistics.median(r.panels[i].seconds for r in runs), p.series, p.labels)
                    for i, p in enumerate(runs[0].panels))
+    annotations = tuple(PanelResult(a.title, statistics.median(r.annotations[i].seconds for r in runs), a.series)
+                        for i, a in enumerate(runs[0].annotations))
     return OpenResult(statistics.median(r.seconds for r in runs), statistics.median(r.variables_s for r in runs),
-                      panels)
+                      panels, annotations)
 

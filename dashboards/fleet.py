@@ -1,7 +1,8 @@
 """GPU fleet: whole clusters at a glance.
 
-Stays fast at thousands of GPUs: every panel reads cluster-level recording rules or a topk/bottomk of
-per-GPU series, so no panel draws more than `dashboards.fleet_topk` GPUs or one series per cluster.
+Stays fast at thousands of GPUs: every panel reads cluster-level recording rules, recorded lists of the GPUs
+that pass a test (throttled, under memory pressure, silent, with a new XID) or a topk/bottomk of per-GPU
+series, so no panel draws more than `dashboards.fleet_topk` GPUs or one series per cluster.
 Per-GPU detail lives on the node dashboard, one click away; per-job detail on the job dashboard. A GPU
 whose job or pod labels change stays one GPU (gpu_panels.per_gpu).
 """
@@ -71,7 +72,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
         sort=("mean utilization", False)), w=24, h=8)
 
     layout.section("Jobs")
-    fleet_job_hours(layout, q, ctx.settings.site.scrape_interval, k)
+    fleet_job_hours(layout, q, k)
 
     layout.section("Memory")
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
@@ -118,5 +119,5 @@ def build(ctx: BuildContext) -> G.Dashboard:
              G.DashboardLink(title="GPU job", uri=f"/d/{JOB_UID}", keepTime=True, includeVars=True)]
     dashboard = ctx.dashboard(UID, TITLE, "Whole GPU clusters at a glance: busy, full, hot, throttled.", "fleet",
                               layout.panels, links)
-    dashboard.annotations = alert_and_xid_annotations(q, scan_gauge=False)
+    dashboard.annotations = alert_and_xid_annotations(q, fleet=True)
     return dashboard

@@ -17,7 +17,7 @@ from gpudash.config.durations import Duration
 from gpudash.dashboards.annotations import alert_and_xid_annotations
 from gpudash.dashboards.build import BuildContext
 from gpudash.dashboards.gpu_panels import per_gpu
-from gpudash.dashboards.job_panels import hours_over_range, node_link
+from gpudash.dashboards.job_panels import gpu_hours, hours_over_range, node_link
 from gpudash.dashboards.panels import (
     GREEN,
     ORANGE,
@@ -174,10 +174,12 @@ def _glance(layout: Layout, q: PromQL, step: Duration) -> None:
          "Utilization of the job's median GPU.", utilization_steps(t), True),
         ("GPUs held idle", f"sum({idle})", "none",
          f"The job's GPUs under {idle_level:g} % utilization now (GPUAllocatedIdle's level).", idle_steps, False),
-        ("GPU-hours in range", f"sum({hours_over_range(count, step)})", "none",
-         f"GPUs held, added up over the time range (sampled every {step}).", None, False),
-        ("GPU-hours idle in range", f"sum({hours_over_range(idle, step)})", "none",
-         f"GPU-hours the job held under {idle_level:g} % utilization over the time range.", idle_steps, False),
+        ("GPU-hours in range", f"sum({gpu_hours(q, 'held')})", "none",
+         "GPUs held, added up over the time range (the GPU-seconds recorded at each rule evaluation, "
+         "cluster_job:gpu_held_seconds:interval).", None, False),
+        ("GPU-hours idle in range", f"sum({gpu_hours(q, 'idle')})", "none",
+         f"GPU-hours the job held under {idle_level:g} % utilization over the time range "
+         "(cluster_job:gpu_idle_seconds:interval).", idle_steps, False),
     ]
     if q.available("cluster_job:gpu_power_watts:sum"):
         power = q.use("cluster_job:gpu_power_watts:sum")

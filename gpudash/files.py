@@ -170,9 +170,11 @@ def _why_kept(path: Path, recorded: str | None) -> str | None:
     return None if same else "changed since gpudash wrote it"
 
 
-def plan_cleanup(out: Path, files: Mapping[str, bytes], pattern: str) -> Cleanup:
+def plan_cleanup(out: Path, files: Mapping[str, bytes], pattern: str, prune: bool = True) -> Cleanup:
     """Decide which files matching `pattern` in `out`, and not in `files`, are gpudash's to delete, and which
-    files of `files` would replace one gpudash did not write (same name, other bytes, not in the record)."""
+    files of `files` would replace one gpudash did not write (same name, other bytes, not in the record).
+    `prune=False` (a run that writes some of its files, such as one picture of several) deletes nothing and
+    keeps the record of gpudash's other files that are still there."""
     previous = read_record(out)
     plan = Cleanup(previous is not None, record={name: sha256(data) for name, data in files.items()})
     plan.foreign.extend(out / name for name, data in sorted(files.items())
@@ -181,6 +183,10 @@ def plan_cleanup(out: Path, files: Mapping[str, bytes], pattern: str) -> Cleanup
         if path.name in files:
             continue
         recorded = (previous or {}).get(path.name)
+        if not prune:
+            if recorded is not None:
+                plan.record[path.name] = recorded
+            continue
         why = _why_kept(path, recorded)
         if why is None and recorded is not None:
             plan.remove[path.name] = recorded
@@ -199,11 +205,11 @@ class Outcome:
     recorded: bool  # whether the folder had a usable record before this run
 
 
-def write_owned(out: Path, files: Mapping[str, bytes], pattern: str) -> Outcome:
-    """Write `files` all or nothing, delete the recorded and unchanged files that `files` no longer holds,
-    then write the record. OutputError, nothing written, when a write would replace a file gpudash did not
-    write (a same-named file that is not in the record)."""
-    plan = plan_cleanup(out, files, pattern)
+def write_owned(out: Path, files: Mapping[str, bytes], pattern: str, prune: bool = True) -> Outcome:
+    """Write `files` all or nothing, delete the recorded and unchanged files that `files` no longer holds
+    (unless `prune` is False), then write the record. OutputError, nothing written, when a write would replace
+    a file gpudash did not write (a same-named file that is not in the record)."""
+    plan = plan_cleanup(out, files, pattern, prune)
     if plan.foreign:
         more = f" (and {len(plan.foreign) - 1} more)" if len(plan.foreign) > 1 else ""
         raise OutputError(f"{plan.foreign[0]}{more}: would be overwritten but was not written by gpudash (not in "

@@ -3,7 +3,8 @@
 A query that returns series is fine. An empty one is looked into, selector by selector:
 
 - a series it reads does not exist: a failure when that is a signal every dcgm-exporter publishes (or a
-  recorded series whose inputs exist: the recording rules are not loaded); *optional* when the signal is
+  recorded series whose inputs exist: the recording rules are not loaded, unless it is a recorded list, such
+  as the GPUs throttled now, beside other recordings: *nothing matches*); *optional* when the signal is
   one a deployment may lack (catalog `Signal.optional`) or, for a rule, not a GPU signal at all;
 - everything it reads exists: *needs history* when it looks back with `offset` and has data without it,
   or when its series are younger than its range window (a counter that appeared seconds ago);
@@ -191,9 +192,12 @@ class Checker:
         if by_job and not self._jobs_here():
             return f"no {sel}: {self._no_jobs()}", Status.NO_JOBS
         if name in RECORDING_BY_NAME:
-            needs = RECORDING_BY_NAME[name].needs
-            absent = [k for k in needs if not self.profile.has(k) or not self._has(self.profile.ref(k).name)]
-            if not absent:
+            rec = RECORDING_BY_NAME[name]
+            absent = [k for k in rec.needs if not self.profile.has(k) or not self._has(self.profile.ref(k).name)]
+            if not absent or (rec.any_need and len(absent) < len(rec.needs)):
+                if rec.filtered and self._has(_RULES_LOADED):
+                    return (f"no {name}: the recording lists only what passes its test, and nothing does now "
+                            f"(the other recordings, {_RULES_LOADED} among them, are there)", Status.NOTHING_MATCHES)
                 return (f"no {name}: its inputs exist, so the recording rules are not loaded or not evaluated yet",
                         Status.EMPTY)
             signals = [BY_KEY[k] for k in absent]
@@ -233,6 +237,8 @@ class Checker:
 # From least to most serious: a query with several missing selectors takes the most serious reason.
 _SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.NO_JOBS, Status.OPTIONAL, Status.EMPTY)
 _JOB_RECORDS = frozenset(r.record for r in JOB_RECORDINGS)
+# Present wherever the recording rules run on GPU data: a filtered recording's absence beside it is "none passes".
+_RULES_LOADED = RECORDING_BY_NAME["cluster:gpu_count:count"].record
 # Prometheus' own series of active alerts: none while nothing fires, which is no fault of the dashboard.
 _ALERT_SERIES = frozenset((PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE))
 

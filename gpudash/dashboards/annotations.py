@@ -21,15 +21,16 @@ def prometheus_annotation(name: str, expr: str, colour: str, title: str, text: s
             "titleFormat": title, "textFormat": text, "tagKeys": tags, "useValueForTime": False}
 
 
-def alert_and_xid_annotations(q: PromQL, scan_gauge: bool = True) -> G.Annotations:
-    """Firing gpudash alerts of the dashboard's scope, and XID events on its GPUs (where the profile has them;
-    `scan_gauge` as PromQL.xid_events: False on the fleet, where every GPU's gauge at every step is too dear)."""
+def alert_and_xid_annotations(q: PromQL, fleet: bool = False) -> G.Annotations:
+    """Firing gpudash alerts of the dashboard's scope, and XID events on its GPUs (where the profile has them).
+    On the `fleet`, where every GPU's gauge at every step is too dear, the XID events come from the recording
+    of new codes (PromQL.xid_events `recorded_gauge`), else from dcgm-exporter's windowed count."""
     scope = q.scope.selector((("alertstate", "=", "firing"),))
     gpu = q.gpu
     found = [prometheus_annotation(
         "Firing alerts", f"{ALERTS}{scope}", "red", "{{alertname}}",
         f"{{{{severity}}}}: {{{{cluster}}}} {{{{instance}}}} GPU {{{{{gpu}}}}}", "alertname,severity,cluster")]
-    xids = q.xid_events("$__interval", per_step=True, scan_gauge=scan_gauge)
+    xids = q.xid_events("$__interval", per_step=True, scan_gauge=not fleet, recorded_gauge=fleet)
     if xids is not None:
         found.append(prometheus_annotation(
             "XID events", xids, "orange", "XID {{xid}}", f"{{{{instance}}}} GPU {{{{{gpu}}}}}", "xid,cluster"))

@@ -45,7 +45,8 @@ class BuildContext:
 
     def promql(self, level: str) -> PromQL:
         scope = self.job_scope() if level == "job" else dashboard_scope(self.profile, level)
-        return PromQL(self.profile, self.settings.thresholds, scope, self.recorded, self.job_label)
+        return PromQL(self.profile, self.settings.thresholds, scope, self.recorded, self.job_label,
+                      self.settings.site.scrape_interval)
 
     def job_scope(self) -> Scope:
         """The job dashboard's matchers: $cluster, $job, and only series that carry a job at all."""

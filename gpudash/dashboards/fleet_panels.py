@@ -21,7 +21,7 @@ from gpudash.dashboards.panels import (
     table,
     timeseries,
 )
-from gpudash.promql.builders import UP, PromQL, Scope
+from gpudash.promql.builders import UP, PromQL
 
 # On a dcgm-exporter, these come from the counters CSV; say where the data comes from in each description.
 BUNDLED_ONLY = "stock dcgm-exporter does not publish it"
@@ -32,13 +32,14 @@ def stopped_reporting(layout: Layout, q: PromQL, scrape_job: str, k: int) -> Non
     lookback = q.thresholds.alerts.exporter_down.lookback
     up = f"{UP}{q.scope.selector((('job', '=', scrape_job),))}"
     down = f"max by (cluster, instance) ({up}) == 0"
-    silent = q.silent_gpus("fb_used", lookback)  # the signal GPUExporterDown watches
+    silent = q.use("cluster_instance_gpu:gpu_reporting:stopped")  # the signal GPUExporterDown watches
     layout.add(table(
         "Exporters and GPUs that stopped reporting",
         [Query(f"topk({k}, {down})", ref="A"), Query(f"topk({k}, {silent})", ref="B")],
         f"Exporter targets of the `{scrape_job}` scrape job that are down (up == 0), and GPUs that reported within "
-        f"{lookback} and report nothing now (GPUExporterDown's test), {k} of each. Empty is good; a GPU here is "
-        "missing from every other panel. Click a row to open its node.",
+        f"{lookback} and report nothing now (GPUExporterDown's test, recorded as "
+        "cluster_instance_gpu:gpu_reporting:stopped), {k} of each. Empty is good; a GPU here is missing from "
+        "every other panel. Click a row to open its node.",
         {"A": "exporter up", "B": "GPU silent"}, "none", links=[node_link()], hide_columns=("__name__", "job"),
         sort=("GPU silent", True)),
         w=24, h=5)
@@ -81,20 +82,14 @@ def memory_pressure(layout: Layout, q: PromQL, k: int) -> None:
     gpu = q.gpu
     window = t.alerts.memory_pressure.growth_window
     on = f"on (cluster, instance, {gpu})"
-    # Growth per hour from two readings a window apart: two instant lookups per GPU, where deriv() would read
-    # every sample of the window of every GPU.
-    before = q.with_scope(Scope(q.scope.matchers, str(window)))
-    used_now, used_before = q.per_gpu(q.metric("fb_used")), q.per_gpu(before.metric("fb_used"))
-    growth = f"({used_now} - {used_before}) * {3600 / window.seconds:g} > 0"
-    full = f"{q.per_gpu(q.fb_used_ratio())} > {t.memory.warning:g}"
-    hours = f"bottomk({k}, {q.per_gpu(q.metric('fb_free'))} / {on} ({growth}) and {on} ({full}))"
+    hours = f"bottomk({k}, {q.use('cluster_instance_gpu:gpu_fb_hours_to_full:growing')})"
     layout.add(table(
         f"Memory pressure: over {t.memory.warning:.0%} and growing (top {k})",
         [Query(hours, ref="A"), Query(f"{q.per_gpu(q.fb_used_ratio())} and {on} {hours}", ref="B")],
         f"GPUs whose framebuffer is over the warning level and grew over the last {window} (now against "
-        f"{window} ago), soonest to fill first: hours until full at that rate, and how full they are. A model "
-        "loaded to 97 % that stays flat is not here; one still growing is about to OOM. Click one to open its "
-        "node on that GPU.",
+        f"{window} ago), soonest to fill first: hours until full at that rate "
+        "(cluster_instance_gpu:gpu_fb_hours_to_full:growing), and how full they are. A model loaded to 97 % "
+        "that stays flat is not here; one still growing is about to OOM. Click one to open its node on that GPU.",
         {"A": "hours until full", "B": "used"}, "h", level_steps(t.memory), links=[node_link(gpu)],
         hide_columns=("__name__",), sort=("hours until full", False), coloured="used"), w=12, h=9)
 
@@ -103,20 +98,16 @@ def throttled_gpus(layout: Layout, q: PromQL, k: int) -> None:
     """Busy GPUs whose SM clock is well under their max, and GPUs with a thermal or power-brake reason set."""
     t = q.thresholds
     gpu = q.gpu
-    on = f"on (cluster, instance, {gpu})"
     queries, columns, sources = [], {}, []
-    if q.has("sm_clock_max"):
-        ratio = f"{q.per_gpu(q.metric('sm_clock'))} / {on} {q.per_gpu(q.metric('sm_clock_max'))}"
-        busy = f"{q.per_gpu(q.metric('gpu_util'))} >= {t.utilization.idle_below_percent:g}"
-        below = f"{ratio} < {1 - t.throttle_drop_ratio:g}"
-        queries.append(Query(f"bottomk({k}, {below} and {on} ({busy}))", ref="A"))
+    if q.available("cluster_instance_gpu:gpu_sm_clock_to_max:throttled"):
+        queries.append(Query(f"bottomk({k}, {q.use('cluster_instance_gpu:gpu_sm_clock_to_max:throttled')})",
+                             ref="A"))
         columns["A"] = "SM clock / max"
         sources.append(f"SM clock under {1 - t.throttle_drop_ratio:.0%} of the GPU's max clock while at least "
                        f"{t.utilization.idle_below_percent:g} % busy (DCGM_FI_DEV_MAX_SM_CLOCK: optional, "
                        f"{BUNDLED_ONLY} by default)")
-    reasons = q.throttle_reasons()
-    if reasons is not None:
-        queries.append(Query(f"topk({k}, sum by (cluster, instance, {gpu}) ({reasons}) > 0)", ref="B"))
+    if q.available("cluster_instance_gpu:gpu_throttle_reasons:count"):
+        queries.append(Query(f"topk({k}, {q.use('cluster_instance_gpu:gpu_throttle_reasons:count')})", ref="B"))
         columns["B"] = "throttle reasons"
         sources.append("a thermal or power-brake clock event reason set now (the bundled exporter), or counted "
                        "in dcgm-exporter's window (DCGM_EXP_CLOCK_EVENTS_COUNT, optional in its counters CSV)")
@@ -125,7 +116,8 @@ def throttled_gpus(layout: Layout, q: PromQL, k: int) -> None:
     layout.add(table(
         f"Throttled GPUs now (top {k})", queries,
         "GPUs slowed by heat or power, slowest first: " + "; or ".join(sources) + ". An idle GPU's low clock "
-        "is not throttling and is not listed. Click one to open its node on that GPU.",
+        "is not throttling and is not listed. Both tests are recorded (cluster_instance_gpu:gpu_sm_clock_to_max:"
+        "throttled, cluster_instance_gpu:gpu_throttle_reasons:count). Click one to open its node on that GPU.",
         columns, "none", color_steps((GREEN, None), (ORANGE, 1)) if "B" in columns else None,
         links=[node_link(gpu)], hide_columns=("__name__",), sort=(next(iter(columns.values())), "A" not in columns),
         coloured=columns.get("B")), w=12)
@@ -134,13 +126,21 @@ def throttled_gpus(layout: Layout, q: PromQL, k: int) -> None:
 def xid_panels(layout: Layout, q: PromQL, k: int) -> None:
     """GPUs with XID events over the range (code and count), and XID events per step by code."""
     gpu = q.gpu
-    in_range = q.xid_events("$__range")
-    per_step = q.xid_events("$__interval", per_step=True, scan_gauge=False)
+    in_range = q.xid_events("$__range", recorded_gauge=True)
+    per_step = q.xid_events("$__interval", per_step=True, scan_gauge=False, recorded_gauge=True)
     if in_range is None or per_step is None:
         return
-    source = ("the bundled exporter's per-code counter (gpudash_xid_errors_total), else dcgm-exporter's last-XID "
-              "gauge (DCGM_FI_DEV_XID_ERRORS: a change to a code, or a new err_code series, is one event; the "
-              "return to 0 is none)")
+    if q.recorded and q.available("cluster_instance_gpu_xid:gpu_xid_errors:new"):
+        gauge = ("dcgm-exporter's last-XID gauge (DCGM_FI_DEV_XID_ERRORS) as the recording "
+                 "cluster_instance_gpu_xid:gpu_xid_errors:new notes its events: a new code, or a new err_code "
+                 "series, is one event; the return to 0 is none")
+        graph_gauge = f"On dcgm-exporter, the events of {gauge.split(' as ', 1)[0]} that the recording notes."
+    else:
+        gauge = ("dcgm-exporter's last-XID gauge (DCGM_FI_DEV_XID_ERRORS: a change to a code, or a new err_code "
+                 "series, is one event; the return to 0 is none)")
+        graph_gauge = ("On dcgm-exporter, its own count of XIDs within its window (DCGM_EXP_XID_ERRORS_COUNT, "
+                       "optional in its counters CSV): a bar per step while an XID is in that window.")
+    source = f"the bundled exporter's per-code counter (gpudash_xid_errors_total), else {gauge}"
     layout.add(table(
         "GPUs with an XID error in range", [Query(f"topk({k}, {in_range})", ref="A")],
         f"GPUs with XID events in the time range, by code (column xid), most events first: {source}. "
@@ -150,8 +150,5 @@ def xid_panels(layout: Layout, q: PromQL, k: int) -> None:
     layout.add(timeseries(
         "XID errors by code", [Query(f"sum by (cluster, xid) ({per_step})", "{{cluster}} XID {{xid}}")],
         "none", "XID events in each step of the graph, by code: one bar per event, no smearing over "
-                "neighbouring steps, from the bundled exporter's per-code counter. On dcgm-exporter, its own "
-                "count of XIDs within its window (DCGM_EXP_XID_ERRORS_COUNT, optional in its counters CSV): a bar "
-                "per step while an XID is in that window. Reading every GPU's last-XID gauge at every step would "
-                "cost seconds at a thousand GPUs; the table beside and the node dashboard read it.", None, 0,
-        draw="bars"), w=12)
+                "neighbouring steps, from the bundled exporter's per-code counter. " + graph_gauge,
+        None, 0, draw="bars"), w=12)

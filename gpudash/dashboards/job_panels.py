@@ -35,7 +35,7 @@ def job_link(job_label: str) -> dict[str, Any]:
 
 
 def hours_over_range(series: str, step: Duration) -> str:
-    """The integral over the dashboard's range of a per-job gauge, in hours (GPUs -> GPU-hours, W -> Wh).
+    """The integral over the dashboard's range of a per-job gauge, in hours (W -> Wh).
 
     A subquery samples the recorded series every `step` (the scrape interval) and adds the samples up: exact
     to one step, and a job that lived for part of the range counts only while it lived (a recorded series
@@ -45,15 +45,27 @@ def hours_over_range(series: str, step: Duration) -> str:
     return f"sum_over_time(({series})[$__range:{step}]) * {seconds:g} / 3600"
 
 
-def fleet_job_hours(layout: Layout, q: PromQL, step: Duration, k: int) -> None:
+def gpu_hours(q: PromQL, which: str) -> str:
+    """GPU-hours each job held (`which` = "held") or held idle ("idle") over the dashboard's range.
+
+    With recording rules, the recorded GPU-seconds of every rule evaluation in the range added up: exact to
+    one evaluation whatever the rules' interval, one sample per job and evaluation read. Without, the same
+    count sampled every rule interval by a subquery."""
+    record = f"cluster_job:gpu_{which}_seconds:interval"
+    if q.recorded:
+        return f"{q.recorded_over_time('sum', record, '$__range')} / 3600"
+    return f"sum_over_time(({q.use(record)})[$__range:{q.rule_interval}]) / 3600"
+
+
+def fleet_job_hours(layout: Layout, q: PromQL, k: int) -> None:
     """GPU-hours held and held idle per job over the range: the largest holders and the largest idle holders."""
     label = q.job_label
-    held = hours_over_range(q.use("cluster_job:gpu_count:count"), step)
-    idle = hours_over_range(q.use("cluster_job:gpu_idle:count"), step)
+    held, idle = gpu_hours(q, "held"), gpu_hours(q, "idle")
     level = q.thresholds.alerts.allocated_idle.util_below_percent
-    how = (f"GPU-hours: the job's GPU count (recording cluster_job:gpu_count:count) added up over the time range, "
-           f"sampled every {step} (exact to one sample); idle: its GPUs under {level:g} % utilization "
-           f"(cluster_job:gpu_idle:count). A job is a value of the `{label}` label; click one to open it.")
+    how = ("GPU-hours: the GPU-seconds a job held at each rule evaluation (recording cluster_job:gpu_held_seconds:"
+           "interval, its GPU count x the interval) added up over the time range, exact to one evaluation; idle: "
+           f"its GPUs under {level:g} % utilization (cluster_job:gpu_idle_seconds:interval). A job is a value of "
+           f"the `{label}` label; click one to open it.")
     columns = {"A": "GPU-hours held", "B": "GPU-hours idle"}
     top_held = f"topk({k}, {held})"
     layout.add(table(

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpudash.check.client import PrometheusClient, TimeRange
 from gpudash.errors import ConfigError, UsageError
-from gpudash.files import write_tree
+from gpudash.files import write_owned
 from gpudash.preview.fetch import fetch_panel, label_values
 from gpudash.preview.layout import canvas_size, place
 from gpudash.preview.queries import builtins, choose_variables, panel_queries, window
@@ -97,8 +97,10 @@ class Previewer:
 
 
 def write_previews(out: Path, pictures: Mapping[str, bytes]) -> list[Path]:
-    """Write every PNG or none (gpudash.files.write_tree); return every picture's path, written or unchanged."""
-    write_tree(out, pictures)
+    """Write every PNG or none, recorded in the folder's record of gpudash's files (gpudash.files.write_owned):
+    OutputError, nothing written, where a same-named PNG is someone else's. Pictures of dashboards not drawn
+    this time stay (a run may draw one dashboard). Return every picture's path, written or unchanged."""
+    write_owned(out, pictures, "*.png", prune=False)
     return [out / name for name in pictures]
 
 

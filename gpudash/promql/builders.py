@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, HPC_JOB_LABEL, THERMAL_OR_BRAKE_REASONS, Profile, Signal
-from gpudash.config.durations import Duration
+from gpudash.config.durations import Duration, parse_duration
 from gpudash.config.thresholds import Thresholds
 from gpudash.escape import promql_matcher, re2_any
 from gpudash.promql.scanner import metric_names
@@ -39,6 +39,8 @@ class Scope:
 
 
 NO_SCOPE = Scope()
+# The recording rules' evaluation interval where a site says nothing: the default scrape interval.
+RULE_INTERVAL = parse_duration("15s")
 
 
 def dashboard_scope(profile: Profile, level: str) -> Scope:
@@ -62,19 +64,30 @@ class Recording:
     needs: tuple[str, ...]
     build: Callable[[PromQL], str]
     help: str
+    # A list: only the series that pass a test (GPUs throttled now); none recorded is the healthy answer.
+    filtered: bool = False
+    # Buildable from any one of `needs` (dcgm-exporter's signal or the bundled exporter's), not all of them.
+    any_need: bool = False
+
+    def possible(self, q: PromQL) -> bool:
+        """Whether this profile has what the rule reads."""
+        return any(q.has(k) for k in self.needs) if self.any_need else q.has(*self.needs)
 
 
 class PromQL:
     def __init__(self, profile: Profile, thresholds: Thresholds, scope: Scope = NO_SCOPE,
-                 recorded: bool = True, job_label: str = HPC_JOB_LABEL) -> None:
+                 recorded: bool = True, job_label: str = HPC_JOB_LABEL,
+                 rule_interval: Duration = RULE_INTERVAL) -> None:
         self.profile = profile
         self.thresholds = thresholds
         self.scope = scope
         self.recorded = recorded
         self.job_label = job_label  # the site's label that names a job (gpudash.yaml jobs.label)
+        # How often the recording rules are evaluated (their group's interval: the site's scrape interval).
+        self.rule_interval = rule_interval
 
     def with_scope(self, scope: Scope) -> PromQL:
-        return PromQL(self.profile, self.thresholds, scope, self.recorded, self.job_label)
+        return PromQL(self.profile, self.thresholds, scope, self.recorded, self.job_label, self.rule_interval)
 
     def per_gpu(self, expr: str, *keep: str) -> str:
         """One series per GPU, whatever job or pod labels come and go on it.
@@ -116,7 +129,7 @@ class PromQL:
         inner = f"{func}_over_time({self.in_job_raw(key)}[{window}]{shift})"
         return f"max by ({self.job_gpu}) ({f'({inner} {ref.convert})' if ref.convert else inner})"
 
-    def recorded_over_time(self, func: str, record: str, window: Duration) -> str:
+    def recorded_over_time(self, func: str, record: str, window: Duration | str) -> str:
         """`func_over_time` of a recorded series: always the recorded one (a range needs a selector)."""
         return f"{func}_over_time({RECORDING_BY_NAME[record].record}{self.scope.selector()}[{window}])"
 
@@ -141,7 +154,7 @@ class PromQL:
         return rec.build(self)
 
     def available(self, record: str) -> bool:
-        return self.has(*RECORDING_BY_NAME[record].needs)
+        return RECORDING_BY_NAME[record].possible(self)
 
     # -- expressions used in several places -------------------------------------------------------------
 
@@ -180,7 +193,8 @@ class PromQL:
         gpu = self.gpu
         return f'label_replace({expr}, "{gpu}", "0$1", "{gpu}", "([0-9])")'
 
-    def xid_events(self, window: str, per_step: bool = False, scan_gauge: bool = True) -> str | None:
+    def xid_events(self, window: str, per_step: bool = False, scan_gauge: bool = True,
+                   recorded_gauge: bool = False) -> str | None:
         """XID events per GPU and code (`xid`) within `window`: the bundled exporter's per-code counter where
         a GPU has one, else dcgm-exporter's last-XID gauge.
 
@@ -192,7 +206,10 @@ class PromQL:
         one gauge event per window (a step of a graph), 1 where the code differs from the window before.
         `scan_gauge=False` (a fleet's graph: reading every GPU's gauge at every step costs seconds at a
         thousand GPUs) reads dcgm-exporter's own count of XIDs in its window (DCGM_EXP_XID_ERRORS_COUNT)
-        instead of the gauge: only GPUs with an XID have that series.
+        instead of the gauge: only GPUs with an XID have that series. `recorded_gauge` (with recording rules)
+        counts the gauge's events that the recording cluster_instance_gpu_xid:gpu_xid_errors:new noted within
+        the window instead: exact per window, the code in `xid` also without err_code, and only GPUs that had
+        an XID are read.
         """
         by = ("cluster", "instance", self.gpu)
         parts = []
@@ -201,7 +218,9 @@ class PromQL:
             before = f"{counter} offset {window}"
             # A counter that appeared within the window counts from 0 (the exporter may publish a code at 0).
             parts.append(self.per_gpu(f"({counter} - {before}) > 0 or ({counter} unless {before}) > 0", "xid"))
-        if not scan_gauge:
+        if recorded_gauge and self.recorded and self.available("cluster_instance_gpu_xid:gpu_xid_errors:new"):
+            parts.append(f"{self.recorded_over_time('sum', 'cluster_instance_gpu_xid:gpu_xid_errors:new', window)} > 0")
+        elif not scan_gauge:
             if self.has("xid_count_window"):
                 parts.append(self.per_gpu(f"{self.metric('xid_count_window')} > 0", "xid"))
         elif self.has("xid_last"):
@@ -284,6 +303,80 @@ def _from_job_median(q: PromQL, key: str, record: str) -> str:
             f"  {q.recorded_over_time('avg', record, w)}\n")
 
 
+# The fleet dashboard's lists, recorded: each rule keeps only the GPUs that pass the list's test, so the dashboard
+# reads a handful of series at any fleet size instead of testing every GPU's series on every load. Prometheus
+# pays the same test once per rule interval (as the alert rules already do theirs).
+
+# How far back the XID-event recording looks for the code a GPU showed before: an exporter that restarts within
+# this long does not count its GPUs' standing codes as new events.
+XID_SEEN_LOOKBACK = "15m"
+
+
+def _fb_hours_to_full(q: PromQL) -> str:
+    """Hours until the framebuffer is full at its growth over the growth window, for GPUs over the memory
+    warning level that grew (now against one window ago: two readings per GPU, where deriv() would read every
+    sample of the window)."""
+    t = q.thresholds
+    window = t.alerts.memory_pressure.growth_window
+    on = f"on (cluster, instance, {q.gpu})"
+    before = q.with_scope(Scope(q.scope.matchers, str(window)))
+    used_now, used_before = q.per_gpu(q.metric("fb_used")), q.per_gpu(before.metric("fb_used"))
+    growth = f"({used_now} - {used_before}) * {3600 / window.seconds:g} > 0"
+    full = f"{q.per_gpu(q.fb_used_ratio())} > {t.memory.warning:g}"
+    return f"{q.per_gpu(q.metric('fb_free'))} / {on} ({growth}) and {on} ({full})"
+
+
+def _sm_clock_throttled(q: PromQL) -> str:
+    """SM clock / max SM clock of busy GPUs under 1 - throttle_drop_ratio of their max."""
+    t = q.thresholds
+    on = f"on (cluster, instance, {q.gpu})"
+    ratio = f"{q.per_gpu(q.metric('sm_clock'))} / {on} {q.per_gpu(q.metric('sm_clock_max'))}"
+    busy = f"{q.per_gpu(q.metric('gpu_util'))} >= {t.utilization.idle_below_percent:g}"
+    return f"{ratio} < {1 - t.throttle_drop_ratio:g} and {on} ({busy})"
+
+
+def _throttle_reasons_set(q: PromQL) -> str:
+    reasons = q.throttle_reasons()
+    assert reasons is not None, "built only where the profile has a clock-event signal (Recording.possible)"
+    return f"sum by (cluster, instance, {q.gpu}) ({reasons}) > 0"
+
+
+def _xid_new(q: PromQL) -> str:
+    """1 per GPU and code (`xid`) at each evaluation where the last-XID gauge shows a code it did not show one
+    rule interval before: a new XID event. The code comes from dcgm-exporter's err_code label, else from the
+    gauge's value. A return to 0 is no event; a job or pod label that changes on the GPU is none either."""
+    by = f"max by (cluster, instance, {q.gpu}, err_code)"
+    now = f"{by} ({q.metric('xid_last')})"
+    before = f"{by} (last_over_time({q.raw_range('xid_last', XID_SEEN_LOOKBACK)} offset {q.rule_interval}))"
+    new = f"({now} > 0) unless ({now} == {before})"
+    coded = f'count_values by (cluster, instance, {q.gpu}, err_code) ("xid", {new})'
+    return q.per_gpu(f'label_replace({coded}, "xid", "$1", "err_code", "(.+)")', "xid")
+
+
+FLEET_LISTS: tuple[Recording, ...] = (
+    Recording("cluster_instance_gpu:gpu_fb_hours_to_full:growing", ("fb_used", "fb_free"), _fb_hours_to_full,
+              "Per GPU over memory.warning_ratio whose framebuffer grew over "
+              "alerts.memory_pressure.growth_window: hours until full at that growth (only such GPUs).",
+              filtered=True),
+    Recording("cluster_instance_gpu:gpu_sm_clock_to_max:throttled", ("sm_clock", "sm_clock_max", "gpu_util"),
+              _sm_clock_throttled,
+              "Per busy GPU whose SM clock is under 1 - clocks.throttle_drop_ratio of its max: SM clock / max "
+              "(only such GPUs).", filtered=True),
+    Recording("cluster_instance_gpu:gpu_throttle_reasons:count", ("clock_event_active", "clock_events_count"),
+              _throttle_reasons_set,
+              "Per GPU with a thermal or power-brake clock event reason set now (bundled exporter) or counted in "
+              "dcgm-exporter's window: how many (only such GPUs).", filtered=True, any_need=True),
+    Recording("cluster_instance_gpu:gpu_reporting:stopped", ("fb_used",),
+              lambda q: q.silent_gpus("fb_used", q.thresholds.alerts.exporter_down.lookback),
+              "Per GPU that reported within alerts.exporter_down.lookback and reports nothing now: 1 (only such "
+              "GPUs).", filtered=True),
+    Recording("cluster_instance_gpu_xid:gpu_xid_errors:new", ("xid_last",), _xid_new,
+              "Per GPU and XID code (xid): 1 at each evaluation where the last-XID gauge shows a code it did not "
+              "show one rule interval before (a new XID event); sum_over_time counts the events of a range.",
+              filtered=True),
+)
+
+
 def _job_departure(q: PromQL) -> str:
     # SM activity where a GPU publishes it; `or` adds the utilization departure only for GPUs without it
     by_util = f"(\n{_from_job_median(q, 'gpu_util', 'cluster_job:gpu_utilization:median')})"
@@ -306,6 +399,16 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
     _per_job("cluster_job:gpu_power_watts:sum", "power", "sum", "Power draw (W) of a job's GPUs."),
     Recording("cluster_job:gpu_idle:count", ("gpu_util",), _job_idle,
               "A job's GPUs under alerts.allocated_idle.util_below_percent utilization (held idle)."),
+    # GPU-seconds per evaluation: sum_over_time of these over any range is the GPU-seconds of that range, exact to
+    # one evaluation whatever the group's interval, and reads one sample per evaluation (a subquery of the GPU
+    # count would look every series up again at every step).
+    Recording("cluster_job:gpu_held_seconds:interval", ("gpu_util",),
+              lambda q: f"count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}) * {q.rule_interval.seconds:g}",
+              "GPU-seconds a job held over one rule interval (its GPU count x the interval): GPU-hours over a range "
+              "are sum_over_time / 3600."),
+    Recording("cluster_job:gpu_idle_seconds:interval", ("gpu_util",),
+              lambda q: f"{_job_idle(q)} * {q.rule_interval.seconds:g}",
+              "GPU-seconds a job held idle over one rule interval (cluster_job:gpu_idle:count x the interval)."),
     # Per GPU of a job, after the job medians it reads: GPUJobStraggler's value, and the job's odd GPUs out.
     Recording("cluster_instance_gpu_job:gpu_activity_departure:points", ("gpu_util",), _job_departure,
               "Per GPU of a job: its SM activity x100 (utilization where it has none) minus the job's median, "
@@ -366,16 +469,18 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance:gpu_power_watts:sum", ("power",),
               lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
     *JOB_RECORDINGS,
+    *FLEET_LISTS,
 )
 
 RECORDING_BY_NAME: dict[str, Recording] = {r.record: r for r in RECORDINGS}
 
 
-def recording_rules(profile: Profile, thresholds: Thresholds,
-                    job_label: str = HPC_JOB_LABEL) -> list[tuple[Recording, str]]:
-    """Every recording rule this profile can fill, with its expression as it goes into a rule file."""
-    q = PromQL(profile, thresholds, NO_SCOPE, recorded=False, job_label=job_label)
-    return [(rec, rec.build(q)) for rec in RECORDINGS if q.has(*rec.needs)]
+def recording_rules(profile: Profile, thresholds: Thresholds, job_label: str = HPC_JOB_LABEL,
+                    interval: Duration = RULE_INTERVAL) -> list[tuple[Recording, str]]:
+    """Every recording rule this profile can fill, with its expression as it goes into a rule file evaluated
+    every `interval`."""
+    q = PromQL(profile, thresholds, NO_SCOPE, recorded=False, job_label=job_label, rule_interval=interval)
+    return [(rec, rec.build(q)) for rec in RECORDINGS if rec.possible(q)]
 
 
 def signals_in(expr: str, profile: Profile) -> set[Signal]:

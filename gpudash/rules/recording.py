@@ -13,8 +13,11 @@ GROUP_NAME = "gpudash-gpu-recording"
 
 def recording_rule_file(settings: Settings) -> str:
     """The rule file text; each rule is preceded by a comment with its help line."""
-    rules = recording_rules(catalog_profile(settings.site.profile), settings.thresholds, settings.site.job_label)
-    lines = ["groups:", f"  - name: {yaml_scalar(GROUP_NAME)}", "    rules:"]
+    site = settings.site
+    rules = recording_rules(catalog_profile(site.profile), settings.thresholds, site.job_label, site.scrape_interval)
+    # The interval is explicit: the GPU-seconds and XID-event recordings are built for it, whatever
+    # evaluation_interval the Prometheus that loads them has.
+    lines = ["groups:", f"  - name: {yaml_scalar(GROUP_NAME)}", f"    interval: {site.scrape_interval}", "    rules:"]
     for rec, expr in rules:
         lines.append(f"      # {rec.help}")
         item = dump([{"record": rec.record, "expr": expr}])

@@ -36,7 +36,7 @@ from gpudash.config.durations import grafana_ms, parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.config.options import config_options
 from gpudash.config.site import Site
-from gpudash.errors import CheckFailed, GpudashError, RemoteError
+from gpudash.errors import CheckFailed, GpudashError, OutputError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
 from gpudash.promql.builders import JOB_RECORDINGS, RECORDING_BY_NAME, recording_rules
@@ -207,12 +207,12 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
             if prometheus.query(f"{counter}{scraped}"):
                 prometheus.wait_for(f"count_over_time({counter}{scraped}[5m]) > 1", timeout=left())
         for rule, expr in recording_rules(catalog_profile(demo.settings.site.profile), demo.settings.thresholds,
-                                         demo.settings.site.job_label):
+                                         demo.settings.site.job_label, demo.settings.site.scrape_interval):
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
                 prometheus.wait_for(rule.record, timeout=left())
-        # The job dashboard's GPU-hours and energy sum a recording over a subquery at the site's scrape interval:
-        # they answer once the recording has spanned two of its steps (the committed dashboards' step: the default
-        # site's scrape interval, not the demo's faster one).
+        # The job dashboard's energy sums a recording over a subquery at the site's scrape interval: it answers
+        # once the recording has spanned two of its steps (the committed dashboards' step: the default site's
+        # scrape interval, not the demo's faster one).
         span = 2 * Site().scrape_interval.seconds
         for rec in JOB_RECORDINGS:
             if prometheus.query(rec.record):
@@ -279,7 +279,7 @@ def preview_demo(prometheus_url: str, out: Path = PREVIEWS_DIR, echo: Any = clic
     dashboards = Dashboards.of([d for d, _ in load_dashboards([DASHBOARDS_JSON_DIR])])
     try:
         paths = draw_previews(prometheus_url, out, dashboards, (), PREVIEW_RANGE_S, int(INTERVAL_S))
-    except MissingExtra as exc:
+    except (MissingExtra, OutputError) as exc:  # no matplotlib, or someone else's PNG where ours would go
         echo(f"previews: not drawn ({exc.format_message()})")
         return []
     echo("previews (each dashboard drawn from this Prometheus, no Grafana needed):")

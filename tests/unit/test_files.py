@@ -134,3 +134,22 @@ def test_an_unreadable_record_is_treated_as_none(tmp_path: Path) -> None:
     (tmp_path / RECORD).write_text("not json")
     outcome = write_owned(tmp_path, {"new.json": b"{}\n"}, "*.json")
     assert not outcome.recorded and outcome.removed == [] and (tmp_path / "old.json").exists()
+
+
+def test_previews_record_theirs_keep_the_others_and_never_replace_someone_elses(tmp_path: Path) -> None:
+    from gpudash.preview.run import write_previews
+
+    out = tmp_path / "previews"
+    write_previews(out, {"gpudash-fleet.png": b"fleet", "gpudash-node.png": b"node"})
+    (out / "team-slide.png").write_bytes(b"theirs")
+    # One dashboard drawn again: the other picture stays and stays recorded; the foreign file is not touched.
+    assert write_previews(out, {"gpudash-node.png": b"node v2"}) == [out / "gpudash-node.png"]
+    assert (out / "gpudash-fleet.png").read_bytes() == b"fleet"
+    assert (out / "gpudash-node.png").read_bytes() == b"node v2"
+    assert json.loads((out / RECORD).read_text()) == {"gpudash-fleet.png": hashlib.sha256(b"fleet").hexdigest(),
+                                                      "gpudash-node.png": hashlib.sha256(b"node v2").hexdigest()}
+    before = tree(out)
+    # A picture named like someone else's file: refused, nothing written, theirs intact.
+    with pytest.raises(OutputError, match=r"team-slide\.png: would be overwritten but was not written by gpudash"):
+        write_previews(out, {"gpudash-node.png": b"node v3", "team-slide.png": b"ours"})
+    assert tree(out) == before

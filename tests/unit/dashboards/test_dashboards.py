@@ -104,8 +104,9 @@ def test_the_job_variable_lists_the_sites_job_label(built: dict[str, dict[str, A
 def test_gpu_hours_add_up_the_recorded_job_size_over_the_range(built: dict[str, dict[str, Any]]) -> None:
     job = built["gpudash-job.json"]
     expr = by_title(job, "GPU-hours in range")["targets"][0]["expr"]
-    assert expr == ('sum(sum_over_time((cluster_job:gpu_count:count{cluster=~"$cluster",hpc_job=~"$job",'
-                    'hpc_job!=""})[$__range:15s]) * 15 / 3600)')
+    # The GPU-seconds recorded at each evaluation, added up: one sample per evaluation read, no subquery.
+    assert expr == ('sum(sum_over_time(cluster_job:gpu_held_seconds:interval{cluster=~"$cluster",hpc_job=~"$job",'
+                    'hpc_job!=""}[$__range]) / 3600)')
     energy = by_title(job, "Energy in range")["targets"][0]["expr"]
     assert "cluster_job:gpu_power_watts:sum" in energy and energy.endswith("/ 3600) / 1000")
 

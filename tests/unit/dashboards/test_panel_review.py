@@ -13,7 +13,7 @@ from gpudash.catalog import DCGM, Publisher
 from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all
 from gpudash.dashboards.panels import UTILIZATION_SCHEME
-from gpudash.promql.builders import BANDS, signals_in
+from gpudash.promql.builders import BANDS, recording_rules, signals_in
 
 Panel = dict[str, Any]
 
@@ -26,6 +26,23 @@ def built() -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def fleet(built: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return built["gpudash-fleet.json"]
+
+
+@pytest.fixture(scope="module")
+def inlined() -> dict[str, Any]:
+    """The fleet dashboard without recording rules: each recorded list's test written out in its panel."""
+    return build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", recorded=False)["gpudash-fleet.json"]
+
+
+def recorded(record: str) -> str:
+    """A recording rule's expression as the rule file has it."""
+    rules = {rec.record: e for rec, e in recording_rules(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds)}
+    return rules[record]
+
+
+def reads_list(query: str, record: str, k: str = "") -> None:
+    """The query reads the recorded list `record` of the selected clusters (under a topk/bottomk when `k`)."""
+    assert f'{k}{record}{{cluster=~"$cluster"}}' in query, query
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +121,11 @@ def test_3_node_per_gpu_queries_merge_each_gpu_and_order_by_gpu_index(node: dict
 # 4 ------------------------------------------------------------------------------------------------------
 
 
-def test_4_xid_table_counts_events_and_shows_the_code(built: dict[str, dict[str, Any]]) -> None:
-    for dashboard, title in (("gpudash-fleet.json", "GPUs with an XID error in range"),
-                             ("gpudash-job.json", "The job's GPUs with an XID error in range")):
-        panel = by_title(built[dashboard], title)
+def test_4_xid_table_counts_events_and_shows_the_code(built: dict[str, dict[str, Any]],
+                                                     inlined: dict[str, Any]) -> None:
+    for dashboard, title in ((inlined, "GPUs with an XID error in range"),
+                             (built["gpudash-job.json"], "The job's GPUs with an XID error in range")):
+        panel = by_title(dashboard, title)
         query = expr(panel)
         # The bundled exporter's counter: events are its rise over the range, or its value where it appeared.
         assert "gpudash_xid_errors_total{" in query and "offset $__range" in query
@@ -117,28 +135,42 @@ def test_4_xid_table_counts_events_and_shows_the_code(built: dict[str, dict[str,
         assert 'label_replace(' in query and '"xid", "$1", "err_code", "(.+)"' in query
         assert "max by (cluster, instance, gpu, xid)" in query
         assert transformation(panel, "organize")["renameByName"] == {"Value": "XID events"}
+    # With recording rules, the fleet counts the gauge's events the recording noted (the GPUs that had one):
+    # a code it did not show one rule interval before, the return to 0 none, the code from the gauge's value
+    # where there is no err_code.
+    query = expr(by_title(built["gpudash-fleet.json"], "GPUs with an XID error in range"))
+    assert "gpudash_xid_errors_total{" in query and "DCGM_FI_DEV_XID_ERRORS" not in query
+    assert 'sum_over_time(cluster_instance_gpu_xid:gpu_xid_errors:new{cluster=~"$cluster"}[$__range]) > 0' in query
+    rule = recorded("cluster_instance_gpu_xid:gpu_xid_errors:new")
+    assert 'count_values by (cluster, instance, gpu, err_code) ("xid", (' in rule and "> 0) unless (" in rule
+    assert "last_over_time(DCGM_FI_DEV_XID_ERRORS[15m] offset 15s)" in rule
 
 
 # 5 ------------------------------------------------------------------------------------------------------
 
 
 def test_5_throttled_gpus_are_busy_and_under_their_max_clock_with_a_dcgm_exporter_fallback(
-        fleet: dict[str, Any]) -> None:
+        fleet: dict[str, Any], inlined: dict[str, Any]) -> None:
     titles = {p["title"] for p in panels(fleet)}
     assert not any(t.startswith("Slowest GPUs against their max clock") for t in titles)
+    inline = by_title(inlined, "Throttled GPUs now (top 10)")
     panel = by_title(fleet, "Throttled GPUs now (top 10)")
-    clock, reasons = expr(panel, 0), expr(panel, 1)
-    assert "DCGM_FI_DEV_MAX_SM_CLOCK" in clock and "< 0.9" in clock
-    assert "and on (cluster, instance, gpu) (max by (cluster, instance, gpu) (DCGM_FI_DEV_GPU_UTIL{" in clock
-    assert ">= 20" in clock  # an idle GPU at 210 MHz is not throttled
-    assert "DCGM_EXP_CLOCK_EVENTS_COUNT{" in reasons and "gpudash_clock_event_active{" in reasons
+    reads_list(expr(panel, 0), "cluster_instance_gpu:gpu_sm_clock_to_max:throttled", "bottomk(10, ")
+    reads_list(expr(panel, 1), "cluster_instance_gpu:gpu_throttle_reasons:count", "topk(10, ")
+    for clock, reasons in ((expr(inline, 0), expr(inline, 1)),
+                           (recorded("cluster_instance_gpu:gpu_sm_clock_to_max:throttled"),
+                            recorded("cluster_instance_gpu:gpu_throttle_reasons:count"))):
+        assert "DCGM_FI_DEV_MAX_SM_CLOCK" in clock and "< 0.9" in clock
+        assert "and on (cluster, instance, gpu) (max by (cluster, instance, gpu) (DCGM_FI_DEV_GPU_UTIL" in clock
+        assert ">= 20" in clock  # an idle GPU at 210 MHz is not throttled
+        assert "DCGM_EXP_CLOCK_EVENTS_COUNT{" in reasons and "gpudash_clock_event_active{" in reasons
 
 
 # 6 ------------------------------------------------------------------------------------------------------
 
 
 def test_6_top_k_panels_are_sorted_and_fullest_gpus_became_memory_pressure(
-        built: dict[str, dict[str, Any]], fleet: dict[str, Any]) -> None:
+        built: dict[str, dict[str, Any]], fleet: dict[str, Any], inlined: dict[str, Any]) -> None:
     for panel in every_panel(built):
         if panel["type"] in ("gauge", "bargauge"):
             assert panel["options"]["reduceOptions"]["values"] is True, panel["title"]
@@ -150,7 +182,11 @@ def test_6_top_k_panels_are_sorted_and_fullest_gpus_became_memory_pressure(
             assert transformation(panel, "sortBy")["sort"], panel["title"]
     assert "Fullest GPUs (top 10)" not in {p["title"] for p in panels(fleet)}
     pressure = by_title(fleet, "Memory pressure: over 90% and growing (top 10)")
-    assert 'DCGM_FI_DEV_FB_USED{cluster=~"$cluster"} offset 15m' in expr(pressure) and "> 0.9" in expr(pressure)
+    reads_list(expr(pressure), "cluster_instance_gpu:gpu_fb_hours_to_full:growing", "bottomk(10, ")
+    inline = expr(by_title(inlined, "Memory pressure: over 90% and growing (top 10)"))
+    assert 'DCGM_FI_DEV_FB_USED{cluster=~"$cluster"} offset 15m' in inline and "> 0.9" in inline
+    rule = recorded("cluster_instance_gpu:gpu_fb_hours_to_full:growing")
+    assert "DCGM_FI_DEV_FB_USED offset 15m" in rule and "> 0.9" in rule
     assert transformation(pressure, "sortBy")["sort"] == [{"field": "hours until full", "desc": False}]
 
 
@@ -183,18 +219,22 @@ def test_7_gauges_and_tables_link_to_the_node_on_the_gpu_percent_encoded(built: 
 # 8 ------------------------------------------------------------------------------------------------------
 
 
-def test_8_xid_by_code_counts_per_step_as_bars(built: dict[str, dict[str, Any]]) -> None:
+def test_8_xid_by_code_counts_per_step_as_bars(built: dict[str, dict[str, Any]], inlined: dict[str, Any]) -> None:
     for dashboard, title in (("gpudash-fleet.json", "XID errors by code"), ("gpudash-node.json", "XID errors by code"),
                              ("gpudash-job.json", "XID errors on the job's GPUs, by code")):
         panel = by_title(built[dashboard], title)
         assert "$__rate_interval" not in expr(panel) and "offset $__interval" in expr(panel)
         assert panel["fieldConfig"]["defaults"]["custom"]["drawStyle"] == "bars", title
-    # At fleet scale a graph reads no GPU's last-XID gauge at every step: the counters only (seconds otherwise).
+    # At fleet scale a graph reads no GPU's last-XID gauge at every step: the counters and the recorded events of
+    # each step (exact per step), or without recording rules dcgm-exporter's windowed count (seconds otherwise).
     fleet = built["gpudash-fleet.json"]
-    xid_graphs = [expr(by_title(fleet, "XID errors by code"))] + [
-        a["target"]["expr"] for a in fleet["annotations"]["list"] if a["name"] == "XID events"]
-    for query in xid_graphs:
-        assert "DCGM_FI_DEV_XID_ERRORS" not in query and "DCGM_EXP_XID_ERRORS_COUNT{" in query
+    for board, source in ((fleet, 'sum_over_time(cluster_instance_gpu_xid:gpu_xid_errors:new{cluster=~"$cluster"}'
+                                  '[$__interval])'),
+                          (inlined, "DCGM_EXP_XID_ERRORS_COUNT{")):
+        xid_graphs = [expr(by_title(board, "XID errors by code"))] + [
+            a["target"]["expr"] for a in board["annotations"]["list"] if a["name"] == "XID events"]
+        for query in xid_graphs:
+            assert "DCGM_FI_DEV_XID_ERRORS" not in query and source in query
 
 
 # 9 ------------------------------------------------------------------------------------------------------
@@ -246,7 +286,8 @@ def test_11_changes_of_percentages_are_in_points_and_coloured(built: dict[str, d
 
 
 def test_12_no_data_is_not_zero_and_silent_exporters_and_gpus_are_listed(built: dict[str, dict[str, Any]],
-                                                                          fleet: dict[str, Any]) -> None:
+                                                                          fleet: dict[str, Any],
+                                                                          inlined: dict[str, Any]) -> None:
     for dashboard in built.values():
         for title in ("GPUs reporting", "Idle GPUs", "GPUs", "GPUs held idle"):
             matches = [p for p in panels(dashboard) if p["title"] == title]
@@ -255,7 +296,10 @@ def test_12_no_data_is_not_zero_and_silent_exporters_and_gpus_are_listed(built: 
     panel = by_title(fleet, "Exporters and GPUs that stopped reporting")
     down, silent = expr(panel, 0), expr(panel, 1)
     assert 'up{cluster=~"$cluster",job="gpu-exporter"}) == 0' in down
-    assert "present_over_time(DCGM_FI_DEV_FB_USED{" in silent and "[1h]" in silent and " unless " in silent
+    reads_list(silent, "cluster_instance_gpu:gpu_reporting:stopped", "topk(10, ")
+    for silent in (expr(by_title(inlined, "Exporters and GPUs that stopped reporting"), 1),
+                   recorded("cluster_instance_gpu:gpu_reporting:stopped")):
+        assert "present_over_time(DCGM_FI_DEV_FB_USED" in silent and "[1h]" in silent and " unless " in silent
 
 
 # 13 -----------------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from support.paths import ROOT
 from gpudash.catalog import ATTRIBUTION_LABELS, PROFILES
 from gpudash.config.loading import load_settings
 from gpudash.dashboards.build import build_all
+from gpudash.promql.builders import recording_rules
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\{[^}]*\}|\[[^\]]*\]|[A-Za-z_:][A-Za-z0-9_:]*|[()]|\S')
 AGGREGATIONS = frozenset({"sum", "min", "max", "avg", "count", "quantile", "stddev", "stdvar", "count_values",
@@ -176,10 +177,17 @@ def test_every_fleet_query_is_bounded_whatever_the_fleet_size(built: tuple[str, 
 
 
 def _per_gpu_series(name: str, profile_name: str) -> bool:
-    """A series with one copy per GPU and job: a profile's GPU signal (not a process's), or a per-GPU recording."""
+    """A series with one copy per GPU and job: a profile's GPU signal (not a process's), or a per-GPU recording
+    whose rule does not merge the copies itself (the recorded lists do: they are read as they are)."""
     profile = PROFILES[profile_name]
     raw = {ref.name for key, ref in profile.metrics.items() if key != "process_fb_used"}
-    return name in raw or name.startswith("cluster_instance_gpu:")
+    if name in raw:
+        return True
+    if not name.startswith("cluster_instance_gpu"):
+        return False
+    thresholds = load_settings(ROOT / "thresholds.yaml").thresholds
+    rule = {rec.record: expr for rec, expr in recording_rules(profile, thresholds)}[name]
+    return not all(identity_kept(read, profile_name) for read in reads(rule) if read.name in raw)
 
 
 def identity_kept(read: Read, profile_name: str) -> bool:

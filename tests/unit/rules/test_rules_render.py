@@ -444,7 +444,8 @@ def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
     job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio"}
     for rec, expr in recording_rules(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds):
         if rec.record not in job_level:  # per cluster or per node: every GPU signal merged per GPU first
-            assert re.search(r"max by \(cluster, instance, gpu\) \((rate\()?DCGM_", expr), (rec.record, expr)
+            merged = re.findall(r"max by \(cluster, instance, gpu[\w, ]*\) \((?:\w+\()?(?:DCGM_|gpudash_)", expr)
+            assert merged, (rec.record, expr)
 
 
 def test_operator_output_never_replaces_another_teams_resource(settings: Settings, tmp_path: Path) -> None:
