@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -55,6 +55,8 @@ class Expectations:
     shortest_window_s: int  # the shortest range window of a rule: it must hold two scrapes
     datasource_uids: tuple[str, ...]  # the data source uids the dashboards name (the site's first)
     dashboards: tuple[Mapping[str, Any], ...]
+    # Rule groups whose file sets their evaluation interval (seconds): the recordings are built for it.
+    group_intervals: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def gpu_metric(self) -> str:
@@ -139,5 +141,8 @@ def build(settings: Settings, profile: Profile, dashboards: Sequence[Mapping[str
         shortest_window_s=min(lengths) if lengths else 0,
         datasource_uids=tuple(dict.fromkeys(uids)),
         dashboards=tuple(dashboards),
+        group_intervals={str(g.get("name")): parse_duration(str(g["interval"])).seconds
+                         for rel in (ALERTS_FILE, RECORDING_FILE)
+                         for g in (yaml.safe_load(files[rel]) or {}).get("groups") or [] if g.get("interval")},
     )
 

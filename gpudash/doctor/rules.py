@@ -124,6 +124,13 @@ def _group(view: PrometheusView, expect: Expectations, name: str, group: Mapping
                              why="an expression Prometheus cannot evaluate (many-to-many matching, a bad series)",
                              fix="`gpudash check` runs every rule and names the failing query"))
     interval = float(group.get("interval") or 0)
+    wanted_s = expect.group_intervals.get(name)
+    if wanted_s and interval and interval != wanted_s:
+        findings.append(fail(Link.RULES, name, f"evaluated every {interval:g} s, not every {wanted_s} s as generated: "
+                                               "its GPU-seconds and XID-event recordings are built for that interval",
+                             why="the group's `interval` was edited or dropped where the rules were loaded",
+                             fix=f"load generated/prometheus/{expect.rule_files[-1]} as generated, then "
+                                 f"{reload_hint(view)}"))
     took = float(group.get("evaluationTime") or 0)
     if interval and took > interval:
         findings.append(fail(Link.RULES, name, f"evaluation takes {took:.1f} s, longer than its {interval:g} s "

@@ -142,6 +142,14 @@ def test_rules_loaded_as_generated(expect: Expectations) -> None:
     assert found[0].what == f"{alerts} rules loaded as generated, evaluated in 10 ms every 15 s"
 
 
+def test_a_recording_group_loaded_at_another_interval_fails(expect: Expectations) -> None:
+    assert expect.group_intervals == {"gpudash-gpu-recording": 15}  # the alerts' group takes Prometheus's own
+    found = rule_findings(view(rule_groups=loaded_groups(expect, interval=60)), expect)
+    (wrong,) = failed(found)
+    assert wrong.subject == "gpudash-gpu-recording"
+    assert wrong.what.startswith("evaluated every 60 s, not every 15 s as generated: its GPU-seconds")
+
+
 def test_no_rules_loaded(expect: Expectations) -> None:
     (finding,) = rule_findings(view(), expect)
     assert finding.what == ("none of gpudash's rule groups is loaded (gpudash-gpu-alerts, gpudash-gpu-recording); "
