@@ -58,7 +58,9 @@ def gpu_hours(q: PromQL, which: str) -> str:
 
 
 def fleet_job_hours(layout: Layout, q: PromQL, k: int) -> None:
-    """GPU-hours held and held idle per job over the range: the largest holders and the largest idle holders."""
+    """GPU-hours held per job over the range, the largest holders; and the largest idle holders with what they
+    held. (The largest holders' idle hours are on each job's dashboard, one click away: a column for them would
+    read both sums again and draw ten more series.)"""
     label = q.job_label
     held, idle = gpu_hours(q, "held"), gpu_hours(q, "idle")
     level = q.thresholds.alerts.allocated_idle.util_below_percent
@@ -67,12 +69,11 @@ def fleet_job_hours(layout: Layout, q: PromQL, k: int) -> None:
            f"its GPUs under {level:g} % utilization (cluster_job:gpu_idle_seconds:interval). A job is a value of "
            f"the `{label}` label; click one to open it.")
     columns = {"A": "GPU-hours held", "B": "GPU-hours idle"}
-    top_held = f"topk({k}, {held})"
     layout.add(table(
-        f"GPU-hours held per job (top {k})",
-        [Query(top_held, ref="A"), Query(f"{idle} and on (cluster, {label}) {top_held}", ref="B")],
-        how, columns, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
-        sort=(columns["A"], True)), w=12, h=8)
+        f"GPU-hours held per job (top {k})", [Query(f"topk({k}, {held})", ref="A")],
+        how + " Its idle hours: the table beside when it is among the largest idle holders, else the job's "
+              "dashboard.", {"A": columns["A"]}, "none", None, links=[job_link(label)],
+        hide_columns=("__name__",), link_column=label, sort=(columns["A"], True)), w=12, h=8)
     top_idle = f"topk({k}, {idle} > 0)"
     layout.add(table(
         f"Largest idle holders (top {k} GPU-hours idle)",

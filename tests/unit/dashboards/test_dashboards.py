@@ -97,7 +97,7 @@ def test_the_job_variable_lists_the_sites_job_label(built: dict[str, dict[str, A
     assert definition.endswith(", training_kubeflow_org_job_name)")
     assert all('training_kubeflow_org_job_name=~"$job"' in e and "hpc_job" not in e for e in exprs(job))
     fleet = kube["gpudash-fleet.json"]
-    held = by_title(fleet, "GPU-hours held per job (top 10)")["targets"][1]["expr"]
+    held = by_title(fleet, "Largest idle holders (top 10 GPU-hours idle)")["targets"][0]["expr"]
     assert "on (cluster, training_kubeflow_org_job_name)" in held
 
 
