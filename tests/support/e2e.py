@@ -17,7 +17,7 @@ from gpudash.catalog import PROMETHEUS_ALERTS, Publisher, profile
 from gpudash.check.run import GroupResult, Result, Status
 from gpudash.check.targets import PANEL, VARIABLE
 from gpudash.config.loading import Settings
-from gpudash.promql.builders import signals_in
+from gpudash.promql.builders import RECORDING_BY_NAME, signals_in
 from gpudash.promql.scanner import filters, metric_names, offsets
 from gpudash.stack.loopback import LoopbackHTTPServer
 from support.cli import gpudash
@@ -152,11 +152,16 @@ def panel_results(results: Sequence[GroupResult]) -> list[Result]:
     return [r for g in results for r in g.results if r.query.kind in (PANEL, VARIABLE)]
 
 
+def _reads_a_list(expr: str) -> bool:
+    return any(name in RECORDING_BY_NAME and RECORDING_BY_NAME[name].filtered for name in metric_names(expr))
+
+
 def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") -> list[str]:
     """Dashboard queries without data for a reason the test does not accept, as readable lines.
 
     Accepted: data; `optional` only when the query reads a signal outside dcgm-exporter's defaults;
-    `needs history` only with an offset; `nothing matches now` only with a filtering comparison; `no jobs`
+    `needs history` only with an offset; `nothing matches now` only with a filtering comparison or a recorded
+    list (recorded with only the GPUs that pass its test); `no jobs`
     (the job label's queries where no series carries it); `not firing` only where it reads Prometheus' ALERTS.
     """
     prof = profile(metric_profile)
@@ -166,7 +171,7 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
         ok = (r.status is Status.OK
               or (r.status is Status.OPTIONAL and any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals))
               or (r.status is Status.NEEDS_HISTORY and bool(offsets(r.query.expr)))
-              or (r.status is Status.NOTHING_MATCHES and filters(r.query.expr))
+              or (r.status is Status.NOTHING_MATCHES and (filters(r.query.expr) or _reads_a_list(r.query.expr)))
               or r.status is Status.NO_JOBS
               or (r.status is Status.NOT_FIRING and PROMETHEUS_ALERTS in metric_names(r.query.expr)))
         if not ok:
