@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet-load", type=float, default=1.0,
                         help="before each dashboard, wait (up to 5 min) for the 1-minute load average to fall to this")
+    parser.add_argument("--skip", action="append", default=[], metavar="DASHBOARD",
+                        help="leave this dashboard out (repeatable), e.g. 'gpudash fleet (raw expressions)', whose "
+                             "queries pass Prometheus's 2-minute timeout at 8,192 GPUs")
     parser.add_argument("--jobs-section", action="store_true",
                         help="measure the fleet and job dashboards only; write the job section of --out's "
                              "fleet-scale.md, keeping the rest")
@@ -233,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     keys = fg.keys_read(boards.values())
     if args.jobs_section:
         boards = {name: board for name, board in boards.items() if name in (FLEET, JOB)}
+    unknown = [name for name in args.skip if name not in boards]
+    if unknown:
+        parser.error(f"--skip {unknown[0]!r}: no such dashboard (one of: {', '.join(boards)})")
+    boards = {name: board for name, board in boards.items() if name not in args.skip}
     args.cache.mkdir(parents=True, exist_ok=True)
     end = int(time.time()) // fleet_tsdb.BLOCK_S * fleet_tsdb.BLOCK_S
     print(f"signals generated: {', '.join(keys)}")

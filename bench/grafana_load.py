@@ -253,14 +253,25 @@ class OpenResult:
     annotations: tuple[PanelResult, ...] = ()
 
 
-def _run_panel(url: str, load: PanelLoad) -> tuple[float, list[bytes]]:
+def _run_panel(url: str, load: PanelLoad) -> tuple[float, list[bytes], str]:
+    """Seconds until every request of the panel is answered, the bodies, and the first error ('' if none):
+    a query Prometheus gives up on (its 2-minute timeout answers 503) is a result, not the end of the run."""
     began = time.perf_counter()
+
+    def one(request: Request) -> bytes | str:
+        try:
+            return post(url, *request.params)
+        except OSError as exc:  # urllib's HTTPError and URLError are OSErrors
+            return f"{type(exc).__name__}: {getattr(exc, 'code', '') or exc}"
+
     if len(load.requests) == 1:
-        bodies = [post(url, *load.requests[0].params)]
+        answers = [one(load.requests[0])]
     else:
         with ThreadPoolExecutor(len(load.requests)) as pool:
-            bodies = list(pool.map(lambda r: post(url, *r.params), load.requests))
-    return time.perf_counter() - began, bodies
+            answers = list(pool.map(one, load.requests))
+    took = time.perf_counter() - began
+    errors = [a for a in answers if isinstance(a, str)]
+    return took, [a for a in answers if isinstance(a, bytes)], errors[0] if errors else ""
 
 
 def open_dashboard(url: str, dashboard: dict[str, Any], now: int, connections: int = CONNECTIONS) -> OpenResult:
@@ -272,9 +283,10 @@ def open_dashboard(url: str, dashboard: dict[str, Any], now: int, connections: i
     total = time.perf_counter() - began
     panels: list[PanelResult] = []
     annotations: list[PanelResult] = []
-    for load, (took, bodies) in zip(loads, timed, strict=True):
+    for load, (took, bodies, error) in zip(loads, timed, strict=True):
         found = [labels for body in bodies for labels in series(body, load.title)]
-        result = PanelResult(load.title, took, len(found), frozenset(k for m in found for k in m))
+        title = f"{load.title} (failed: {error})" if error else load.title
+        result = PanelResult(title, took, len(found), frozenset(k for m in found for k in m))
         (annotations if load.kind == "annotation" else panels).append(result)
     return OpenResult(total, variables.seconds, tuple(panels), tuple(annotations))
 
