@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from test_panel_queries_promtool import labels, xid_inputs
 from test_rules_promtool import ROOT, run, tool
 
 from gpudash.catalog import DCGM
@@ -19,14 +20,9 @@ from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
 from gpudash.promql.builders import FLEET_LISTS, NO_SCOPE, PromQL, recording_rules
 
-NODE = {"cluster": "a", "instance": "n1:9400"}
 INTERVAL = parse_duration("1m")
 WANTED = {rec.record for rec in FLEET_LISTS} | {"cluster_job:gpu_held_seconds:interval",
                                                   "cluster_job:gpu_idle_seconds:interval"}
-
-
-def labels(**extra: str) -> str:
-    return "{" + ",".join(f'{k}="{v}"' for k, v in {**NODE, **extra}.items()) + "}"
 
 
 def run_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str, Any]]) -> None:
@@ -52,14 +48,9 @@ def test_the_xid_recording_notes_each_new_code_once_with_its_code(tmp_path: Path
     per_step = fleet().xid_events("1m", per_step=True, scan_gauge=False, recorded_gauge=True)
     assert in_range is not None and per_step is not None
     inputs = [
-        # GPU 0, the bundled exporter: its counter counts; the gauge's events are not counted twice.
-        {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='0')}", "values": "0 0 43 43 43 0 0 0 0 0 0"},
-        {"series": f"gpudash_xid_errors_total{labels(gpu='0', xid='43')}", "values": "_ _ 1 1 1 1 1 1 1 1 1"},
-        # GPU 1, dcgm-exporter with err_code: a constant err_code="0" series, then a new err_code="79" one.
-        {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='1', err_code='0')}", "values": "0x10"},
-        {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='1', err_code='79')}", "values": "_ _ _ _ 79x6"},
-        # GPU 2, dcgm-exporter without err_code: 48, back to 0, 48 again: two events, code 48 from the value.
-        {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='2')}", "values": "0 48 0 0 48 48 0 0 0 0 0"},
+        # GPU 0, the bundled exporter: its counter counts, the gauge's event is not counted twice; GPU 1, a new
+        # err_code series; GPU 2, no err_code: two events, code 48 from the gauge's value.
+        *xid_inputs(),
         # GPU 3 holds code 31 while its job changes (a new series with another hpc_job): no new event.
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='3', hpc_job='1')}", "values": "0 31 31 31 stale"},
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='3', hpc_job='2')}", "values": "_ _ _ _ 31x6"},

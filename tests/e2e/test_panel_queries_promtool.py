@@ -36,11 +36,9 @@ def promql(recorded: bool = True) -> PromQL:
     return PromQL(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds, NO_SCOPE, recorded=recorded)
 
 
-def test_xid_events_over_a_range_count_events_with_their_code(tmp_path: Path) -> None:
-    q = promql()
-    in_range = q.xid_events("30m")
-    assert in_range is not None
-    inputs = [
+def xid_inputs() -> list[dict[str, str]]:
+    """Three GPUs' XIDs as each exporter publishes them, over ten minutes at one sample a minute."""
+    return [
         # Bundled exporter, GPU 0: the gauge shows 43 for a while and returns to 0; its counter appears at 1.
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='0')}", "values": "0 0 43 43 43 0 0 0 0 0 0"},
         {"series": f"gpudash_xid_errors_total{labels(gpu='0', xid='43')}", "values": "_ _ 1 1 1 1 1 1 1 1 1"},
@@ -49,6 +47,15 @@ def test_xid_events_over_a_range_count_events_with_their_code(tmp_path: Path) ->
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='1', err_code='79')}", "values": "_ _ _ _ 79x6"},
         # dcgm-exporter without err_code, GPU 2: 48, back to 0, 48 again, back to 0: two events, not four.
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='2')}", "values": "0 48 0 0 48 48 0 0 0 0 0"},
+    ]
+
+
+def test_xid_events_over_a_range_count_events_with_their_code(tmp_path: Path) -> None:
+    q = promql()
+    in_range = q.xid_events("30m")
+    assert in_range is not None
+    inputs = [
+        *xid_inputs(),
         # GPU 3: no XID at all, its counter published at 0 from its start within the window.
         {"series": f"DCGM_FI_DEV_XID_ERRORS{labels(gpu='3')}", "values": "0x10"},
         {"series": f"gpudash_xid_errors_total{labels(gpu='3', xid='13')}", "values": "0x10"},
