@@ -30,12 +30,13 @@ from gpudash.layout import DASHBOARDS_JSON_DIR, RULES_DIR
 DEFAULT_URL = "http://127.0.0.1:9090"
 
 
-def _parse_vars(pairs: Sequence[str]) -> dict[str, str]:
+def parse_vars(pairs: Sequence[str], example: str = "cluster=prod-a") -> dict[str, str]:
+    """--var NAME=VALUE options as {name: value} (a leading $ dropped); UsageError naming a malformed one."""
     variables = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            raise UsageError(f"--var {pair!r}: expected NAME=VALUE, e.g. --var cluster=prod-a")
+            raise UsageError(f"--var {pair!r}: expected NAME=VALUE, e.g. --var {example}")
         variables[name.strip().lstrip("$")] = value
     return variables
 
@@ -71,7 +72,7 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
       gpudash check --dashboards dashboards/json/gpudash-job.json --no-rules --var job=48213
     """
     settings = load_settings(thresholds, site)
-    variables = _parse_vars(var_pairs)
+    variables = parse_vars(var_pairs)
     scrape_s = settings.site.scrape_interval.seconds
     range_s = _range_seconds(range_text)
     if profile_name is not None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from gpudash.check.cli import parse_vars
 from gpudash.check.targets import load_dashboards, parse_range
 from gpudash.config.durations import parse_duration
 from gpudash.errors import UsageError
@@ -14,16 +15,6 @@ from gpudash.layout import DASHBOARDS_JSON_DIR
 from gpudash.preview.run import Dashboards, draw_previews
 
 DEFAULT_OUT = Path("previews")
-
-
-def _variables(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"--var {pair!r}: expected NAME=VALUE, e.g. --var instance=gpu-node-01:9400")
-        out[name.strip().lstrip("$")] = value
-    return out
 
 
 def _revision(ref: str, directory: Path) -> list[dict[str, Any]]:
@@ -73,7 +64,7 @@ def preview(prometheus_url: str, out: Path, range_text: str, uids: tuple[str, ..
         scrape_s = max(1, int(parse_duration(scrape_interval).seconds))
     except ValueError as exc:
         raise UsageError(f"--scrape-interval {scrape_interval!r}: {exc}") from None
-    variables = _variables(pairs)
+    variables = parse_vars(pairs, example="instance=gpu-node-01:9400")
     after = Dashboards.of([d for d, _ in load_dashboards([directory])])
     before = Dashboards.of(_revision(ref, directory)) if ref is not None else None
     for path in draw_previews(prometheus_url, out, after, uids, range_s, scrape_s, variables, before, ref,
