@@ -1,6 +1,6 @@
 """The alert scenario corpus: simulated GPU nodes, hours long at 15 s, written as promtool `input_series`.
 
-GPU readings come from gpudash.exporter.sim.source (workloads and injected faults). The simulator models
+GPU readings come from gpudash.exporter.sim.simulated (workloads and injected faults). The simulator models
 GPUs only, so three things a scenario also needs are modelled here, separately and simply:
 
 - the node's CPU, as node_exporter publishes it (`node_load1`, `node_cpu_seconds_total`): a steady load
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
-from gpudash.exporter.sim.cluster import cluster_fleet
+from gpudash.exporter.sim.cluster_node import cluster_fleet
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
 from gpudash.exporter.sim.jobs import layout_from_specs
 from gpudash.exporter.sim.spec import parse_fault

@@ -17,8 +17,6 @@ temperature > 85 C, memory > 95 %, no `for:`).
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -31,13 +29,14 @@ if not __package__:  # run as `python bench/alert_quality.py`: the sibling modul
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench.alert_corpus import FLAVOURS, SCENARIOS, STEP, Scenario, input_series, throttle_onset
+from bench.promtool_samples import run_promtool
 from gpudash.catalog import HPC_JOB_LABEL, profile
 from gpudash.config.loading import load_settings
 from gpudash.exporter.sim.fleet import H200
-from gpudash.layout import ALERTS_FILE, RECORDING_FILE
+from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alerts import GROUP_NAME as ALERTS_GROUP
+from gpudash.rules.generated_files import render_all
 from gpudash.rules.recording import GROUP_NAME as RECORDING_GROUP
-from gpudash.rules.render import render_all
 
 BY = "alertname, severity, instance, gpu"
 FIRING = 'ALERTS{alertstate="firing"}'
@@ -112,28 +111,6 @@ def test_file(scenario: Scenario, flavour: str, rule_files: list[str], order: li
             ],
         }],
     }
-
-
-_SAMPLE = re.compile(r'\{((?:[a-zA-Z_]\w*="(?:[^"\\]|\\.)*"(?:, )?)*)\} ([-+0-9.eE]+|NaN|[+-]Inf)')
-_LABEL = re.compile(r'([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"')
-
-
-def run_promtool(path: Path) -> list[dict[str, str]]:
-    """Run one test file; return every sample the queries returned, as labels plus `value`."""
-    proc = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=900)
-    out = proc.stdout + proc.stderr
-    samples = []
-    for line in out.splitlines():
-        line = line.strip()
-        if not line.startswith("got:"):
-            continue
-        for match in _SAMPLE.finditer(line):
-            labels = dict(_LABEL.findall(match.group(1)))
-            labels["value"] = match.group(2)
-            samples.append(labels)
-    if proc.returncode not in (0, 1) or (proc.returncode == 1 and not samples):
-        raise RuntimeError(f"promtool failed on {path}:\n{out[-3000:]}")
-    return samples
 
 
 def collect(samples: list[dict[str, str]]) -> list[Fired]:

@@ -34,7 +34,7 @@ from gpudash.exporter.attribution.procs import ProcessAttribution  # noqa: E402
 from gpudash.exporter.collectors import all_signals  # noqa: E402
 from gpudash.exporter.poller import Poller  # noqa: E402
 from gpudash.exporter.sim.fleet import fleet_from_specs  # noqa: E402
-from gpudash.exporter.sim.source import SimulatedSource  # noqa: E402
+from gpudash.exporter.sim.simulated import SimulatedSource  # noqa: E402
 
 SETTLED = 10**18  # file times far in the past: the mapping reader trusts them and only stats
 

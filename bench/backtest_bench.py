@@ -31,9 +31,9 @@ if not __package__:  # run as `python bench/backtest_bench.py`
 from bench import fleet_tsdb
 from bench import fleetgen as fg
 from gpudash.backtest.engine import DEFAULT_CHUNK_STEPS, replay
-from gpudash.backtest.rules import RuleSet, rule_set
+from gpudash.backtest.rule_set import RuleSet, rule_set
 from gpudash.catalog import DCGM
-from gpudash.check.client import PrometheusClient
+from gpudash.check.prometheus_api import PrometheusClient
 from gpudash.config.loading import load_settings
 from gpudash.promql.builders import signals_in
 

@@ -34,16 +34,16 @@ if not __package__:  # run as `python bench/backtest_quality.py`
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench.alert_corpus import CLUSTER, FLAVOURS, HOST, SCENARIOS, STEP, Scenario, build_series, expand
-from bench.alert_quality import run_promtool
+from bench.promtool_samples import run_promtool
+from gpudash.backtest.alert_state import Labels
 from gpudash.backtest.engine import replay
-from gpudash.backtest.rules import rule_set
-from gpudash.backtest.state import Labels
-from gpudash.check.client import PrometheusClient
+from gpudash.backtest.rule_set import rule_set
+from gpudash.check.prometheus_api import PrometheusClient
 from gpudash.config.loading import Settings, load_settings
-from gpudash.layout import ALERTS_FILE, RECORDING_FILE
+from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alerts import GROUP_NAME as ALERTS_GROUP
+from gpudash.rules.generated_files import render_all
 from gpudash.rules.recording import GROUP_NAME as RECORDING_GROUP
-from gpudash.rules.render import render_all
 from gpudash.stack.history import SeededPrometheus
 
 Firing = set[tuple[Labels, int]]  # (alert labels, seconds from the scenario's start) of each firing evaluation

@@ -41,9 +41,9 @@ from bench import fleet_report, fleet_tsdb, grafana_load
 from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
-from gpudash.dashboards.build import build_all
-from gpudash.layout import DEFINITIONS_DIR, FLEET_UID, HEALTH_UID, JOB_UID, NODE_UID
+from gpudash.panels.build import build_all
 from gpudash.promql.builders import recording_rules
+from gpudash.repository import DEFINITIONS_DIR, FLEET_UID, HEALTH_UID, JOB_UID, NODE_UID
 
 ROOT = Path(__file__).resolve().parent.parent
 DCGM_12239 = ROOT / "tests" / "fixtures" / "dcgm-exporter" / "dashboard-12239.json"

@@ -6,7 +6,7 @@ instance, job, cluster), and `hpc_job` on the GPUs a job holds (`FleetShape.job`
 first 128 nodes when the fleet is larger than that, then blocks of six nodes holding jobs of 2 nodes, 1 node,
 half a node, a quarter node, and one free node.
 
-Behaviour comes from gpudash's simulated node (`gpudash.exporter.sim.source.Fleet`): a pool of
+Behaviour comes from gpudash's simulated node (`gpudash.exporter.sim.simulated.Fleet`): a pool of
 `TEMPLATE_NODES` distinct nodes (each its own seed, workload mix, job start and at most one injected fault)
 is simulated once, and fleet node n behaves like pool node n % TEMPLATE_NODES, its temperatures shifted by
 -2..+2 C (rack airflow) so the hottest GPUs differ from node to node. Fleets up to 8 x TEMPLATE_NODES GPUs

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudash.check.targets import interpolate
+from gpudash.check.queries import interpolate
 from gpudash.config.durations import grafana_ms
 
 SCREEN_PX = 1600

@@ -91,7 +91,7 @@ SMI_Q_LINES = re.compile(r"(Max Operating|Slowdown|Shutdown|T\.Limit|Target|Curr
 def open_source(simulate: int | None) -> Source:
     if simulate:
         from gpudash.exporter.sim.fleet import fleet_from_specs
-        from gpudash.exporter.sim.source import SimulatedSource
+        from gpudash.exporter.sim.simulated import SimulatedSource
 
         return SimulatedSource(fleet_from_specs(simulate, seed=1, epoch=time.time() - 3600))
     from gpudash.exporter.nvml import NvmlSource

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from grafana_standin.testkit import Result, run_gpudash, write_set  # noqa: E402
 
-from gpudash.layout import DASHBOARDS_JSON_DIR  # noqa: E402
+from gpudash.repository import DASHBOARDS_JSON_DIR  # noqa: E402
 from gpudash.sync.local import load_local  # noqa: E402
 
 

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from grafanalib import core as G
 
-from gpudash.dashboards.annotations import alert_and_xid_annotations
-from gpudash.dashboards.build import BuildContext
-from gpudash.dashboards.fleet_panels import (
+from gpudash.panels.annotations import alert_and_xid_annotations
+from gpudash.panels.build import BuildContext
+from gpudash.panels.fleet_panels import (
     activity_and_energy,
     memory_pressure,
     stopped_reporting,
     throttled_gpus,
     xid_panels,
 )
-from gpudash.dashboards.gpu_panels import comparison_row, per_gpu, stat_row
-from gpudash.dashboards.job_panels import fleet_job_hours, node_link
-from gpudash.dashboards.panels import (
-    Layout,
+from gpudash.panels.gpu_panels import comparison_row, per_gpu, stat_row
+from gpudash.panels.job_panels import fleet_job_hours, node_link
+from gpudash.panels.visualizations import (
+    PanelGrid,
     Query,
     count_heatmap,
     gauge,
@@ -32,7 +32,7 @@ from gpudash.dashboards.panels import (
     timeseries,
     utilization_steps,
 )
-from gpudash.layout import FLEET_UID, JOB_UID, NODE_UID
+from gpudash.repository import FLEET_UID, JOB_UID, NODE_UID
 
 UID = FLEET_UID
 TITLE = "GPU fleet"
@@ -44,7 +44,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
     k = t.dashboards.fleet_topk
     gpu = q.gpu
     to_node, to_gpu = node_link(), node_link(gpu)
-    layout = Layout()
+    layout = PanelGrid()
 
     def each(expr: str, *keep: str) -> str:
         return per_gpu(q, expr, *keep)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from grafanalib import core as G
 
-from gpudash.dashboards.build import BuildContext
-from gpudash.dashboards.health_alerts import action_now_section, action_over_time_section
-from gpudash.dashboards.health_ledger import ledger_section
-from gpudash.dashboards.panels import GREEN, RED, Layout, Query, bar_gauge, color_steps
-from gpudash.layout import FLEET_UID, HEALTH_UID, NODE_UID
+from gpudash.panels.build import BuildContext
+from gpudash.panels.health_actions import action_now_section, action_over_time_section
+from gpudash.panels.health_ledger import ledger_section
+from gpudash.panels.visualizations import GREEN, RED, PanelGrid, Query, bar_gauge, color_steps
 from gpudash.promql.builders import PromQL
+from gpudash.repository import FLEET_UID, HEALTH_UID, NODE_UID
 
 UID = HEALTH_UID
 TITLE = "GPU health"
@@ -25,7 +25,7 @@ COOLEST = 10
 
 def build(ctx: BuildContext) -> G.Dashboard:
     q = ctx.promql("health")
-    layout = Layout()
+    layout = PanelGrid()
     layout.section("GPUs needing action now")
     action_now_section(layout, q)
     layout.section("GPU ledger by UUID")
@@ -44,7 +44,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
     return dashboard
 
 
-def _headroom(layout: Layout, q: PromQL) -> None:
+def _headroom(layout: PanelGrid, q: PromQL) -> None:
     """Max operating temperature minus temperature now, per GPU, the coolest headroom first."""
     core = ""
     if q.has("gpu_max_op_temp", "gpu_temp"):

@@ -14,14 +14,14 @@ from __future__ import annotations
 from grafanalib import core as G
 
 from gpudash.config.durations import Duration
-from gpudash.dashboards.annotations import alert_and_xid_annotations
-from gpudash.dashboards.build import BuildContext
-from gpudash.dashboards.gpu_panels import per_gpu
-from gpudash.dashboards.job_panels import gpu_hours, hours_over_range, node_link
-from gpudash.dashboards.panels import (
+from gpudash.panels.annotations import alert_and_xid_annotations
+from gpudash.panels.build import BuildContext
+from gpudash.panels.gpu_panels import per_gpu
+from gpudash.panels.job_panels import gpu_hours, hours_over_range, node_link
+from gpudash.panels.visualizations import (
     GREEN,
     ORANGE,
-    Layout,
+    PanelGrid,
     Query,
     bar_gauge,
     color_steps,
@@ -31,8 +31,8 @@ from gpudash.dashboards.panels import (
     timeseries,
     utilization_steps,
 )
-from gpudash.layout import FLEET_UID, JOB_UID, NODE_UID
 from gpudash.promql.builders import PromQL, Scope
+from gpudash.repository import FLEET_UID, JOB_UID, NODE_UID
 
 UID = JOB_UID
 TITLE = "GPU job"
@@ -54,7 +54,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
     def on_job_gpus(expr: str) -> str:
         return f"{expr} and on (cluster, instance, {gpu}) {job_gpus}"
 
-    layout = Layout()
+    layout = PanelGrid()
     layout.section("Job at a glance")
     _glance(layout, q, step)
 
@@ -161,7 +161,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
     return dashboard
 
 
-def _glance(layout: Layout, q: PromQL, step: Duration) -> None:
+def _glance(layout: PanelGrid, q: PromQL, step: Duration) -> None:
     t = q.thresholds
     count, idle = q.use("cluster_job:gpu_count:count"), q.use("cluster_job:gpu_idle:count")
     idle_level = t.alerts.allocated_idle.util_below_percent
@@ -192,7 +192,7 @@ def _glance(layout: Layout, q: PromQL, step: Duration) -> None:
         layout.add(stat(title, Query(expr, title), unit, description, steps, graph=graph), w=3, h=4)
 
 
-def _spread(layout: Layout, q: PromQL, per_job: str) -> None:
+def _spread(layout: PanelGrid, q: PromQL, per_job: str) -> None:
     """Lowest, median and highest GPU of the job over time: three lines per job, from the recording rules."""
     t = q.thresholds
     physics = ("In a synchronous job the three lines stay close. A wide gap is a straggler: a slowed GPU computes "
@@ -227,7 +227,7 @@ def _spread(layout: Layout, q: PromQL, per_job: str) -> None:
             dashed_refs=("B",)), w=12, h=8)
 
 
-def _stragglers(layout: Layout, q: PromQL, k: int) -> None:
+def _stragglers(layout: PanelGrid, q: PromQL, k: int) -> None:
     """The GPUs furthest from their job's median: the suspects when a synchronous job runs slow."""
     levels = q.thresholds.alerts.job_straggler
     label = q.job_label

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from grafanalib import core as G
 
-from gpudash.dashboards.annotations import alert_and_xid_annotations
-from gpudash.dashboards.build import BuildContext
-from gpudash.dashboards.gpu_panels import comparison_row, per_gpu, stat_row
-from gpudash.dashboards.panels import (
+from gpudash.panels.annotations import alert_and_xid_annotations
+from gpudash.panels.build import BuildContext
+from gpudash.panels.gpu_panels import comparison_row, per_gpu, stat_row
+from gpudash.panels.visualizations import (
     GREEN,
     RED,
     UTILIZATION_SCHEME,
-    Layout,
+    PanelGrid,
     Query,
     bar_gauge,
     color_steps,
@@ -28,7 +28,7 @@ from gpudash.dashboards.panels import (
     timeseries,
     utilization_steps,
 )
-from gpudash.layout import FLEET_UID, NODE_UID
+from gpudash.repository import FLEET_UID, NODE_UID
 
 UID = NODE_UID
 TITLE = "GPU node"
@@ -40,7 +40,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
     t = ctx.thresholds
     gpu = q.gpu
     legend = f"GPU {{{{{gpu}}}}}"
-    layout = Layout()
+    layout = PanelGrid()
 
     def now(key: str) -> str:
         # One series per GPU even while its job or pod labels change, in GPU index order.

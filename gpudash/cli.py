@@ -17,7 +17,7 @@ from gpudash import __version__
 
 # name -> (module, attribute, one-line summary shown by `gpudash --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "dashboards": ("gpudash.dashboards.cli", "dashboards", "Generate the Grafana dashboards as JSON."),
+    "dashboards": ("gpudash.panels.cli", "dashboards", "Generate the Grafana dashboards as JSON."),
     "rules": ("gpudash.rules.cli", "rules", "Render alert/recording rules, Alertmanager and scrape config."),
     "exporter": ("gpudash.exporter.cli", "exporter", "Run the NVML (or simulated) GPU exporter."),
     "push": ("gpudash.sync.cli", "push", "Create or update every dashboard in Grafana."),

@@ -14,9 +14,7 @@ from pathlib import Path
 import click
 
 from gpudash.backtest.engine import DEFAULT_CHUNK_STEPS, MAX_POINTS, chunk_count
-from gpudash.backtest.report import as_json, render, render_compare
-from gpudash.backtest.rules import rule_set
-from gpudash.backtest.run import (
+from gpudash.backtest.replay import (
     RECORDING_MODES,
     Result,
     backtest,
@@ -24,7 +22,9 @@ from gpudash.backtest.run import (
     plan_rules,
     presence_metric,
 )
-from gpudash.check.client import PrometheusClient
+from gpudash.backtest.rule_set import rule_set
+from gpudash.backtest.summary_text import as_json, render, render_compare
+from gpudash.check.prometheus_api import PrometheusClient
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.config.options import config_options

@@ -21,9 +21,9 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpudash.backtest.rules import AlertSpec
-from gpudash.backtest.state import AlertMachine, Labels, alert_labels
-from gpudash.check.client import QueryError, TimeRange
+from gpudash.backtest.alert_state import AlertMachine, Labels, alert_labels
+from gpudash.backtest.rule_set import AlertSpec
+from gpudash.check.prometheus_api import QueryError, TimeRange
 from gpudash.errors import ConfigError, RemoteError
 
 MAX_POINTS = 11_000  # Prometheus refuses a range query answering more points than this per series

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.backtest.alert_state import Labels
 from gpudash.backtest.engine import Incident
-from gpudash.backtest.state import Labels
 from gpudash.config.durations import parse_duration
 
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')

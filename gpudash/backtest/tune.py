@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check.client import QueryError, TimeRange
+from gpudash.check.prometheus_api import QueryError, TimeRange
 from gpudash.config.loading import Settings
 from gpudash.errors import RemoteError
 

@@ -17,15 +17,15 @@ from pathlib import Path
 import click
 
 from gpudash.catalog import PROFILES, profile
-from gpudash.check.client import QUERY_TIMEOUT_S
-from gpudash.check.report import as_json, item_name, render_table, summary
-from gpudash.check.run import failures, run_check
-from gpudash.check.targets import built_dashboards, dashboard_groups, load_dashboards, rule_groups
+from gpudash.check.judge import failures, run_check
+from gpudash.check.prometheus_api import QUERY_TIMEOUT_S
+from gpudash.check.queries import built_dashboards, dashboard_groups, load_dashboards, rule_groups
+from gpudash.check.tables import as_json, item_name, render_table, summary
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import CheckFailed, UsageError
-from gpudash.layout import DASHBOARDS_JSON_DIR, RULES_DIR
+from gpudash.repository import DASHBOARDS_JSON_DIR, RULES_DIR
 
 DEFAULT_URL = "http://127.0.0.1:9090"
 

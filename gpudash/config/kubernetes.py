@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpudash.config.reader import Reader
+from gpudash.config.fields import FieldReader
 
 # RFC 1123 names: what Kubernetes accepts for a namespace and most resource names.
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -65,7 +65,7 @@ class KubeSite:
     receivers_secret: str = "gpudash-alertmanager-receivers"  # holds the receivers' secrets, in `namespace`
 
 
-def _labels(reader: Reader, key: str, default: Labels) -> Labels:
+def _labels(reader: FieldReader, key: str, default: Labels) -> Labels:
     if not reader.has(key):
         reader.used.add(key)
         return default
@@ -84,7 +84,7 @@ def _labels(reader: Reader, key: str, default: Labels) -> Labels:
     return tuple(pairs)
 
 
-def parse_kubernetes(reader: Reader) -> KubeSite:
+def parse_kubernetes(reader: FieldReader) -> KubeSite:
     """The section as read by `reader` (an empty mapping gives every default); unknown keys fail."""
     d = KubeSite()
     dashboard = reader.section("dashboards", required=False)

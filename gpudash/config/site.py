@@ -13,8 +13,8 @@ from typing import Any
 
 from gpudash.catalog import DCGM, HPC_JOB_LABEL, PROFILES
 from gpudash.config.durations import Duration, parse_duration
+from gpudash.config.fields import FieldReader
 from gpudash.config.kubernetes import KubeSite, parse_kubernetes
-from gpudash.config.reader import Reader
 
 
 @dataclass(frozen=True)
@@ -89,25 +89,25 @@ class Site:
             object.__setattr__(self, "grafana_folder_uid", f"gpudash-{self.site_id}"[:40])
 
 
-_Check = Callable[[Reader, str], str]
+_Check = Callable[[FieldReader, str], str]
 # Each receiver's options and how each is read: a secret is named by a file or an environment variable.
 _RECEIVER_OPTIONS: dict[str, dict[str, _Check]] = {
-    "webhook": {"url": Reader.url, "url_file": Reader.string, "url_env": Reader.env_name},
-    "slack": {"api_url_file": Reader.string, "api_url_env": Reader.env_name, "channel": Reader.string},
-    "email": {"to": Reader.string, "from": Reader.string, "smarthost": Reader.host_port,
-              "auth_username": Reader.string, "auth_password_file": Reader.string,
-              "auth_password_env": Reader.env_name},
+    "webhook": {"url": FieldReader.url, "url_file": FieldReader.string, "url_env": FieldReader.env_name},
+    "slack": {"api_url_file": FieldReader.string, "api_url_env": FieldReader.env_name, "channel": FieldReader.string},
+    "email": {"to": FieldReader.string, "from": FieldReader.string, "smarthost": FieldReader.host_port,
+              "auth_username": FieldReader.string, "auth_password_file": FieldReader.string,
+              "auth_password_env": FieldReader.env_name},
 }
 
 
-def _unique(reader: Reader, key: str, value: str, seen: dict[str, str], what: str) -> None:
+def _unique(reader: FieldReader, key: str, value: str, seen: dict[str, str], what: str) -> None:
     """Fail when `value` was given before (two routes, two scrapes or two receivers for one thing)."""
     if value in seen:
         reader.fail(f"{what} {value!r} is given twice (first at {seen[value]})", key)
     seen[value] = reader.where(key)
 
 
-def _parse_clusters(top: Reader) -> tuple[Cluster, ...]:
+def _parse_clusters(top: FieldReader) -> tuple[Cluster, ...]:
     clusters: list[Cluster] = []
     names: dict[str, str] = {}
     addresses: dict[str, str] = {}
@@ -143,7 +143,7 @@ def _receiver_problem(kind: str, given: set[str]) -> str | None:
     return f"an email receiver needs {', '.join(missing)}" if missing else None
 
 
-def _parse_receivers(top: Reader, key: str = "receivers") -> tuple[Receiver, ...]:
+def _parse_receivers(top: FieldReader, key: str = "receivers") -> tuple[Receiver, ...]:
     receivers: list[Receiver] = []
     names: dict[str, str] = {}
     for _, r in top.items(key):
@@ -161,7 +161,7 @@ def _parse_receivers(top: Reader, key: str = "receivers") -> tuple[Receiver, ...
 
 
 def parse_site(source: str, data: Any) -> Site:
-    top = Reader(source, data if data is not None else {})
+    top = FieldReader(source, data if data is not None else {})
     defaults = Site()
     grafana = top.section("grafana", required=False)
     scrape = top.section("scrape", required=False)

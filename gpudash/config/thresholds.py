@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpudash.config.durations import Duration
-from gpudash.config.reader import Reader
+from gpudash.config.fields import FieldReader
 from gpudash.health.xid import ACTIONS, XID_TABLE, XidClass, with_overrides
 
 
@@ -185,7 +185,7 @@ class Thresholds:
 
 
 def parse_thresholds(source: str, data: Any) -> Thresholds:
-    top = Reader(source, data)
+    top = FieldReader(source, data)
 
     util = top.section("utilization")
     idle, saturated = _levels(util, "idle_below_percent", "saturated_above_percent", 0, 100)
@@ -238,8 +238,8 @@ def parse_thresholds(source: str, data: Any) -> Thresholds:
     )
 
 
-def _parse_alerts(alerts: Reader) -> Alerts:
-    def sub(name: str) -> Reader:
+def _parse_alerts(alerts: FieldReader) -> Alerts:
+    def sub(name: str) -> FieldReader:
         return alerts.section(name)
 
     r = sub("temperature")
@@ -303,7 +303,7 @@ def _parse_alerts(alerts: Reader) -> Alerts:
                   memory_errors, nvlink, fell_off_bus)
 
 
-def _xid_overrides(r: Reader) -> tuple[tuple[int, str], ...]:
+def _xid_overrides(r: FieldReader) -> tuple[tuple[int, str], ...]:
     """alerts.xid.overrides: XID code -> one of the actions; optional."""
     section = r.section("overrides", required=False)
     out: list[tuple[int, str]] = []
@@ -318,7 +318,7 @@ def _xid_overrides(r: Reader) -> tuple[tuple[int, str], ...]:
     return tuple(sorted(out))
 
 
-def _timing(r: Reader) -> NotificationTiming:
+def _timing(r: FieldReader) -> NotificationTiming:
     timing = NotificationTiming(r.duration("group_wait"), r.duration("group_interval"), r.duration("repeat_interval"))
     # Alertmanager resends only on a group_interval tick: a shorter repeat_interval would not mean what it says.
     if timing.repeat_interval < timing.group_interval:
@@ -328,7 +328,7 @@ def _timing(r: Reader) -> NotificationTiming:
     return timing
 
 
-def _levels(reader: Reader, warning_key: str, critical_key: str, lo: float, hi: float) -> tuple[float, float]:
+def _levels(reader: FieldReader, warning_key: str, critical_key: str, lo: float, hi: float) -> tuple[float, float]:
     warning = reader.number(warning_key, lo, hi)
     critical = reader.number(critical_key, lo, hi)
     if warning > critical:

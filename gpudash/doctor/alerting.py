@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 
 from gpudash.config.durations import parse_duration
 from gpudash.doctor.expect import Expectations
-from gpudash.doctor.fetch import AlertmanagerView, PrometheusView
 from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
-from gpudash.doctor.targets import reload_hint
+from gpudash.doctor.observed import AlertmanagerView, PrometheusView
+from gpudash.doctor.scrape_targets import reload_hint
 
 _TIMINGS = ("group_wait", "group_interval", "repeat_interval")
 _INTEGRATIONS = ("webhook_configs", "slack_configs", "email_configs", "pagerduty_configs", "opsgenie_configs",

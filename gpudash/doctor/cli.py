@@ -8,17 +8,17 @@ from pathlib import Path
 import click
 
 from gpudash.catalog import profile
-from gpudash.check.targets import load_dashboards
+from gpudash.check.queries import load_dashboards
 from gpudash.config.loading import DEFAULT_SITE, Settings, load_settings
 from gpudash.config.options import config_options
+from gpudash.doctor.diagnose import Given, diagnose
 from gpudash.doctor.expect import Expectations, build
-from gpudash.doctor.fetch import DEFAULT_TIMEOUT_S, metrics_url
 from gpudash.doctor.findings import Finding
+from gpudash.doctor.findings_text import as_json, line, summary
 from gpudash.doctor.grafana import connect
-from gpudash.doctor.report import as_json, line, summary
-from gpudash.doctor.run import Given, diagnose
+from gpudash.doctor.observed import DEFAULT_TIMEOUT_S, metrics_url
 from gpudash.errors import CheckFailed, ConfigError, UsageError
-from gpudash.layout import DASHBOARDS_JSON_DIR
+from gpudash.repository import DASHBOARDS_JSON_DIR
 
 NOTHING_GIVEN = ("nothing to check: pass --prometheus URL (or set PROMETHEUS_URL), and any of --exporter, "
                  "--alertmanager, --grafana (or a gpudash.yaml with the exporters' targets)")

@@ -14,10 +14,10 @@ import yaml
 from gpudash.catalog import Profile
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings
-from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
 from gpudash.promql.builders import signals_in
 from gpudash.promql.scanner import selectors, windows
-from gpudash.rules.render import render_all
+from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
+from gpudash.rules.generated_files import render_all
 
 _MATCHER_LABEL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)\s*\"")
 _VARIABLE = re.compile(r"\$\{?\w+")

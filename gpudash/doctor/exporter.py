@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from gpudash.catalog import BY_KEY, EXPORTER_ERRORS, EXPORTER_LAST_SWEEP, EXPORTER_PENDING, Publisher
 from gpudash.doctor.expect import Expectations
-from gpudash.doctor.fetch import ExporterPage
 from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
+from gpudash.doctor.observed import ExporterPage
 
 # A sweep older than this means NVML calls keep failing (the fast loop runs every second by default).
 STALE_SWEEP_S = 60.0

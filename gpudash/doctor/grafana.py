@@ -17,7 +17,7 @@ from gpudash.doctor.expect import Expectations
 from gpudash.doctor.findings import Finding, Link, fail, hint, listed, ok
 from gpudash.errors import GpudashError
 from gpudash.sync.apply import Target, read_plan
-from gpudash.sync.client import Connection, Grafana, connection_from
+from gpudash.sync.grafana_api import Connection, Grafana, connection_from
 from gpudash.sync.plan import Action
 from gpudash.sync.remote import GrafanaRemote
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from gpudash.catalog import ATTRIBUTION_LABELS, DCGM
 from gpudash.doctor.expect import Expectations
-from gpudash.doctor.fetch import PrometheusView, finite
 from gpudash.doctor.findings import Finding, Link, fail, hint, listed, ok
+from gpudash.doctor.observed import PrometheusView, finite
 from gpudash.escape import promql_matcher
 
 GPU_SERIES, WITH_CLUSTER, WITH_JOB = "gpu series", "gpu series with cluster", "gpu series with job label"

@@ -11,8 +11,8 @@ from typing import Any
 
 from gpudash.catalog import THERMAL_OR_BRAKE_REASONS
 from gpudash.doctor.expect import Expectations
-from gpudash.doctor.fetch import PEAK_WINDOW, PrometheusView, finite
 from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
+from gpudash.doctor.observed import PEAK_WINDOW, PrometheusView, finite
 from gpudash.escape import promql_matcher, re2_any
 
 HOT, CLOCK, MAX_CLOCK, REASONS, GPUS_NOW, GPUS_PEAK = (

@@ -21,9 +21,9 @@ from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.expected import SYSFS_PCI_DEVICES, gpus_expected
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.sim.cluster import cluster_from_options
+from gpudash.exporter.sim.cluster_node import cluster_from_options
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.source import COUNT_WINDOW_SECONDS, MAX_COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import load_web_config
 

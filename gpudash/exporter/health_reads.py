@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudash.catalog import NVLINK_ERROR_KINDS
-from gpudash.exporter.reader import Reader, Unsupported, Values
+from gpudash.exporter.nvml_reader import NvmlReader, Unsupported, Values
 from gpudash.exporter.source import LinkHealth
 
 ECC_KEYS = frozenset({"ecc_sbe_vol", "ecc_dbe_vol", "ecc_sbe_agg", "ecc_dbe_agg"})
@@ -34,18 +34,18 @@ def _const(nv: Any, name: str, default: int) -> int:
     return int(getattr(nv, name, default))
 
 
-def health_readers(nv: Any, store_links: LinkSink) -> list[Reader]:
+def health_readers(nv: Any, store_links: LinkSink) -> list[NvmlReader]:
     """Every health reader; ``store_links(index, links)`` receives each GPU's per-link reading."""
     return [
-        Reader(ECC_KEYS, lambda h, _i: ecc(nv, h)),
-        Reader(RETIRED_KEYS, lambda h, _i: retired_pages(nv, h)),
-        Reader(frozenset({"gpu_max_op_temp"}), lambda h, _i: threshold(nv, h, "gpu_max_op_temp")),
-        Reader(frozenset({"mem_max_op_temp"}), lambda h, _i: threshold(nv, h, "mem_max_op_temp")),
-        Reader(frozenset({"temp_margin"}), lambda h, _i: margin(nv, h)),
-        Reader(frozenset({"thermal_violation"}), lambda h, _i: violation(nv, h, "thermal_violation")),
-        Reader(frozenset({"power_violation"}), lambda h, _i: violation(nv, h, "power_violation")),
-        Reader(frozenset({"recovery_action"}), lambda h, _i: recovery_action(nv, h)),
-        Reader(NVLINK_KEYS, lambda h, i: _store(nvlink_health(nv, h), i, store_links), partial=True),
+        NvmlReader(ECC_KEYS, lambda h, _i: ecc(nv, h)),
+        NvmlReader(RETIRED_KEYS, lambda h, _i: retired_pages(nv, h)),
+        NvmlReader(frozenset({"gpu_max_op_temp"}), lambda h, _i: threshold(nv, h, "gpu_max_op_temp")),
+        NvmlReader(frozenset({"mem_max_op_temp"}), lambda h, _i: threshold(nv, h, "mem_max_op_temp")),
+        NvmlReader(frozenset({"temp_margin"}), lambda h, _i: margin(nv, h)),
+        NvmlReader(frozenset({"thermal_violation"}), lambda h, _i: violation(nv, h, "thermal_violation")),
+        NvmlReader(frozenset({"power_violation"}), lambda h, _i: violation(nv, h, "power_violation")),
+        NvmlReader(frozenset({"recovery_action"}), lambda h, _i: recovery_action(nv, h)),
+        NvmlReader(NVLINK_KEYS, lambda h, i: _store(nvlink_health(nv, h), i, store_links), partial=True),
     ]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from gpudash.errors import ExporterError
 from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
 from gpudash.exporter.health_reads import NVLINK_KEYS, health_readers
-from gpudash.exporter.reader import Reader, Unsupported, Values
+from gpudash.exporter.nvml_reader import NvmlReader, Unsupported, Values
 from gpudash.exporter.source import (
     COSTLY_KEYS,
     LIST_KEYS,
@@ -119,7 +119,7 @@ class NvmlSource:
                 log.info("GPU %d: XID events unavailable: %s", gpu.index, exc)
         return events
 
-    def _build_readers(self) -> list[Reader]:
+    def _build_readers(self) -> list[NvmlReader]:
         nv = self.nv
 
         def util(h: Any, _i: int) -> Values:
@@ -175,16 +175,16 @@ class NvmlSource:
 
         threshold = nv.nvmlDeviceGetTemperatureThreshold
 
-        def one(key: str, call: Callable[[Any], float], scale: float = 1.0) -> Reader:
-            return Reader(frozenset({key}), lambda h, _i: {key: float(call(h)) * scale})
+        def one(key: str, call: Callable[[Any], float], scale: float = 1.0) -> NvmlReader:
+            return NvmlReader(frozenset({key}), lambda h, _i: {key: float(call(h)) * scale})
 
         readers = [
-            Reader(frozenset({"gpu_util", "mem_copy_util"}), util),
-            Reader(frozenset({"fb_used", "fb_free", "fb_reserved", "fb_total"}), self._memory),
+            NvmlReader(frozenset({"gpu_util", "mem_copy_util"}), util),
+            NvmlReader(frozenset({"fb_used", "fb_free", "fb_reserved", "fb_total"}), self._memory),
             one("sm_clock", lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
             one("mem_clock", lambda h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
-            Reader(frozenset({"gpu_temp"}), temp),
-            Reader(frozenset({"hbm_temp"}), hbm_temp),
+            NvmlReader(frozenset({"gpu_temp"}), temp),
+            NvmlReader(frozenset({"hbm_temp"}), hbm_temp),
             one("power", nv.nvmlDeviceGetPowerUsage, 0.001),  # mW -> W
             one("energy", nv.nvmlDeviceGetTotalEnergyConsumption),  # mJ, as DCGM
             one("pcie_replay", nv.nvmlDeviceGetPcieReplayCounter),
@@ -195,21 +195,21 @@ class NvmlSource:
             one("sm_clock_max", lambda h: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
             one("slowdown_temp", lambda h: threshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)),
             one("shutdown_temp", lambda h: threshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)),
-            Reader(frozenset({"nvlink_bandwidth"}), nvlink),
-            Reader(frozenset({"vgpu_license"}), vgpu_license),
-            Reader(frozenset({"remapped_rows_cor", "remapped_rows_unc", "row_remap_pending", "row_remap_failure"}),
+            NvmlReader(frozenset({"nvlink_bandwidth"}), nvlink),
+            NvmlReader(frozenset({"vgpu_license"}), vgpu_license),
+            NvmlReader(frozenset({"remapped_rows_cor", "remapped_rows_unc", "row_remap_pending", "row_remap_failure"}),
                    remapped),
             *health_readers(nv, self._links.__setitem__),
         ]
-        self._pcie_throughput = Reader(_PCIE, pcie_throughput)
+        self._pcie_throughput = NvmlReader(_PCIE, pcie_throughput)
         return readers
 
-    def _readers_for(self, index: int) -> list[Reader]:
+    def _readers_for(self, index: int) -> list[NvmlReader]:
         """The common readers plus this GPU's source of profiling ratios and PCIe throughput."""
         gpm_keys = frozenset(GPM_METRICS)
         if self._gpm[index].supported:
-            return [*self._common, Reader(gpm_keys, lambda h, i: self._gpm[i].read())]
-        return [*self._common, Reader(gpm_keys - _PCIE, _no_gpm), self._pcie_throughput]
+            return [*self._common, NvmlReader(gpm_keys, lambda h, i: self._gpm[i].read())]
+        return [*self._common, NvmlReader(gpm_keys - _PCIE, _no_gpm), self._pcie_throughput]
 
     # -- Source ------------------------------------------------------------------------------------
 

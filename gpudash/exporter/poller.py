@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from gpudash.exporter.attribution import Attributor, Labels
-from gpudash.exporter.render import Exposition, GpuView, Snapshot, render
+from gpudash.exporter.exposition import Exposition, GpuView, Snapshot, render
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
     LIST_KEYS,

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpudash.errors import ExporterError
 from gpudash.exporter.early_ends import EarlyEnds, kind_of
-from gpudash.exporter.render import CONTENT_TYPE, Exposition
+from gpudash.exporter.exposition import CONTENT_TYPE, Exposition
 from gpudash.exporter.webconfig import WebConfig
 
 log = logging.getLogger("gpudash.exporter")

@@ -13,8 +13,8 @@ from types import TracebackType
 
 from gpudash.exporter.attribution import Attributor
 from gpudash.exporter.collectors import Collectors, all_signals
+from gpudash.exporter.exposition import Exposition
 from gpudash.exporter.poller import Poller
-from gpudash.exporter.render import Exposition
 from gpudash.exporter.server import MetricsServer
 from gpudash.exporter.source import COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import WebConfig

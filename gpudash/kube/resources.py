@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from gpudash.config.kubernetes import KubeSite, Labels
-from gpudash.rules.yamltext import dump
+from gpudash.yamltext import dump
 
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpudash")  # on every resource gpudash renders
 PART_OF = ("app.kubernetes.io/part-of", "gpudash")

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Polygon, Rectangle, Wedge
 
 from gpudash.preview.colors import BACKGROUND, MUTED, TEXT
-from gpudash.preview.layout import DPI, Box
+from gpudash.preview.pixels import DPI, Box
 
 FONT = "DejaVu Sans"
 

@@ -8,11 +8,11 @@ from typing import Any
 import click
 
 from gpudash.check.cli import parse_vars
-from gpudash.check.targets import load_dashboards, parse_range
+from gpudash.check.queries import load_dashboards, parse_range
 from gpudash.config.durations import parse_duration
 from gpudash.errors import UsageError
-from gpudash.layout import DASHBOARDS_JSON_DIR
-from gpudash.preview.run import Dashboards, draw_previews
+from gpudash.preview.previewer import Dashboards, draw_previews
+from gpudash.repository import DASHBOARDS_JSON_DIR
 
 DEFAULT_OUT = Path("previews")
 

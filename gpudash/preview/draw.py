@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 from matplotlib.image import imsave
 
-from gpudash.check.client import TimeRange
+from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.canvas import Canvas
 from gpudash.preview.colors import BACKGROUND, BORDER, MUTED, NAMED, PANEL, TEXT
 from gpudash.preview.forms_plot import draw_heatmap, draw_state_timeline, draw_timeseries
 from gpudash.preview.forms_values import draw_bargauge, draw_gauge, draw_stat, draw_table, draw_text, needs_series
-from gpudash.preview.layout import HEADER_PX, Box, canvas_size, place
 from gpudash.preview.panel import defaults
+from gpudash.preview.pixels import HEADER_PX, Box, canvas_size, place
 from gpudash.preview.series import PanelData
 
 Form = Callable[[Canvas, Box, dict[str, Any], PanelData, TimeRange], None]

@@ -1,6 +1,6 @@
 """The preview's only door to Prometheus: each panel's queries, and the values of label_values variables.
 
-Goes through the live check's client (gpudash.check.client), so a dead or wrong URL is the same one line.
+Goes through the live check's client (gpudash.check.prometheus_api), so a dead or wrong URL is the same one line.
 A query Prometheus refuses is kept as that panel's error text and drawn in the panel; the picture of the
 rest of the dashboard is still worth having.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpudash.check.client import PrometheusClient, QueryError, TimeRange
-from gpudash.preview.queries import LabelValues, PanelQuery
+from gpudash.check.prometheus_api import PrometheusClient, QueryError, TimeRange
+from gpudash.preview.panel_queries import LabelValues, PanelQuery
 from gpudash.preview.series import PanelData, Series, to_series
 
 

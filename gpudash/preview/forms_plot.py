@@ -14,11 +14,11 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from gpudash.check.client import TimeRange
+from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.canvas import Canvas, pt
 from gpudash.preview.colors import MUTED, PANEL, TEXT, hex_color, series_color, threshold_color
-from gpudash.preview.layout import Box
 from gpudash.preview.panel import as_dict, defaults, number, options
+from gpudash.preview.pixels import Box
 from gpudash.preview.series import PanelData, Series
 from gpudash.preview.units import format_value
 

@@ -7,11 +7,11 @@ import re
 import textwrap
 from typing import Any
 
-from gpudash.check.client import TimeRange
+from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.canvas import Canvas
 from gpudash.preview.colors import BORDER, MUTED, TEXT, threshold_color, threshold_marks
-from gpudash.preview.layout import Box
 from gpudash.preview.panel import defaults, number, options
+from gpudash.preview.pixels import Box
 from gpudash.preview.series import PanelData, Series, table_rows
 from gpudash.preview.units import format_value
 

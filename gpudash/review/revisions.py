@@ -1,6 +1,6 @@
 """What changes between two sets of dashboards (two revisions, or a revision and the working tree): pure.
 
-The panel-level summary is the one `gpudash diff` prints against Grafana (gpudash.sync.diffing), so a
+The panel-level summary is the one `gpudash diff` prints against Grafana (gpudash.compare.diffing), so a
 reviewer reads the same lines whichever two sides are compared.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpudash.sync.content import same_content
-from gpudash.sync.diffing import headline, summarize
+from gpudash.compare.content import same_content
+from gpudash.compare.diffing import headline, summarize
 
 
 @dataclass(frozen=True)

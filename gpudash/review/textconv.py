@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpudash.sync.diffing import flat_panels
+from gpudash.compare.diffing import flat_panels
 
 # Named on lines of their own; anything else in a panel goes on its "other" line.
 _PANEL_NAMED = ("title", "type", "gridPos", "targets", "panels", "id", "description")

@@ -11,9 +11,9 @@ from gpudash.config.loading import Settings, load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import write_text_tree
-from gpudash.layout import DASHBOARDS_JSON_DIR, GENERATED_DIR
-from gpudash.rules.operator import OPERATOR_DIR, operator_files
-from gpudash.rules.render import HEADER, MARK, render_all, stale_files
+from gpudash.kube.operator import OPERATOR_DIR, operator_files
+from gpudash.repository import DASHBOARDS_JSON_DIR, GENERATED_DIR
+from gpudash.rules.generated_files import HEADER, MARK, render_all, stale_files
 
 FORMATS = ("plain", "prometheus-operator", "all")
 

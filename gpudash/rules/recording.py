@@ -6,7 +6,7 @@ from gpudash.catalog import profile as catalog_profile
 from gpudash.config.loading import Settings
 from gpudash.escape import yaml_scalar
 from gpudash.promql.builders import recording_rules
-from gpudash.rules.yamltext import dump
+from gpudash.yamltext import dump
 
 GROUP_NAME = "gpudash-gpu-recording"
 

@@ -29,18 +29,20 @@ import click
 
 from gpudash.catalog import EXPORTER_PENDING, SIGNALS
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check.report import summary
-from gpudash.check.run import GroupResult, Status, failures, run_check
-from gpudash.check.targets import dashboard_groups, load_dashboards, rule_groups
+from gpudash.check.judge import GroupResult, Status, failures, run_check
+from gpudash.check.queries import dashboard_groups, load_dashboards, rule_groups
+from gpudash.check.tables import summary
 from gpudash.config.durations import grafana_ms, parse_duration
 from gpudash.config.loading import Settings, load_settings
 from gpudash.config.options import config_options
 from gpudash.config.site import Site
 from gpudash.errors import CheckFailed, GpudashError, OutputError, RemoteError
 from gpudash.escape import promql_matcher
-from gpudash.layout import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
 from gpudash.promql.builders import JOB_RECORDINGS, RECORDING_BY_NAME, recording_rules
-from gpudash.stack.cluster import (
+from gpudash.repository import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
+from gpudash.stack.demo_report import alert_line, fleet_summary, notification_line, render_brief
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+from gpudash.stack.servers import (
     ExporterProcess,
     NodeExporter,
     WebhookReceiver,
@@ -50,8 +52,6 @@ from gpudash.stack.cluster import (
     rule_files,
     scrape_jobs,
 )
-from gpudash.stack.demo_report import alert_line, fleet_summary, notification_line, render_brief
-from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
 
 CLUSTER = "demo"
 INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the production 15 s
@@ -263,7 +263,7 @@ def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings
                    "make demo\nor, against any Grafana and Prometheus: "
                    "gpudash provision --prometheus-url http://PROMETHEUS:9090")
         return
-    from gpudash.sync.client import connection_from
+    from gpudash.sync.grafana_api import connection_from
     from gpudash.sync.provision import datasource_spec, provision_grafana
 
     click.echo(f"Grafana: provisioning {env['GRAFANA_URL']} (data source -> {prometheus_url}, then every dashboard)")
@@ -274,7 +274,7 @@ def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings
 
 def preview_demo(prometheus_url: str, out: Path = PREVIEWS_DIR, echo: Any = click.echo) -> list[Path]:
     """Draw every dashboard from the demo's Prometheus and print the paths; without matplotlib, say so and go on."""
-    from gpudash.preview.run import Dashboards, MissingExtra, draw_previews
+    from gpudash.preview.previewer import Dashboards, MissingExtra, draw_previews
 
     dashboards = Dashboards.of([d for d, _ in load_dashboards([DASHBOARDS_JSON_DIR])])
     try:
@@ -291,7 +291,7 @@ def preview_demo(prometheus_url: str, out: Path = PREVIEWS_DIR, echo: Any = clic
 def doctor_demo(demo: DemoStack, env: dict[str, str]) -> None:
     """`gpudash doctor` on the demo's own servers (and Grafana when GRAFANA_URL is set): one line per link."""
     from gpudash.doctor.cli import expectations, given_from, print_findings
-    from gpudash.doctor.run import diagnose
+    from gpudash.doctor.diagnose import diagnose
 
     click.echo("\ndoctor (the chain, link by link):")
     given = given_from((demo.exporter.url,), demo.prometheus.url, demo.alertmanager.url, env.get("GRAFANA_URL"),

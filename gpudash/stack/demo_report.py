@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
-from gpudash.check.report import render_table
-from gpudash.check.run import GroupResult, Status
+from gpudash.check.judge import GroupResult, Status
+from gpudash.check.tables import render_table
 from gpudash.config.loading import Settings
 from gpudash.errors import RemoteError
 from gpudash.promql.builders import PromQL
-from gpudash.stack.cluster import WebhookReceiver
 from gpudash.stack.process import PrometheusProcess
+from gpudash.stack.servers import WebhookReceiver
 
 FIRING = 'ALERTS{alertstate="firing"}'
 PENDING = 'ALERTS{alertstate="pending"}'

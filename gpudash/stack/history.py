@@ -25,7 +25,7 @@ from gpudash.escape import label_value
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.stack.process import PrometheusProcess
 
 DAY = 86400

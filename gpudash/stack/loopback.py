@@ -2,7 +2,7 @@
 
 LoopbackHTTPServer: a subclass says how to answer (``_handler`` returns a request handler class, typically
 one that closes over the instance); the base binds a free loopback port, serves from a daemon thread, and
-stops in ``stop()`` or at the end of a ``with`` block (gpudash.stack.cluster.WebhookReceiver is one).
+stops in ``stop()`` or at the end of a ``with`` block (gpudash.stack.servers.WebhookReceiver is one).
 OnLoopback gives it, and gpudash.stack.process's server processes, ``address`` and ``url`` from a port.
 """
 

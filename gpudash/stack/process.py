@@ -9,7 +9,7 @@ directory. Nothing is mocked::
         am.alerts()
 
 ``rule_files`` are written beside the config file, so the config names them by relative path. The
-lifecycle is ManagedProcess's, which gpudash.stack.cluster's servers share. Only the standard library is
+lifecycle is ManagedProcess's, which gpudash.stack.servers's servers share. Only the standard library is
 used (urllib), so this module is also safe on the exporter's side.
 """
 

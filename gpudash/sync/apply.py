@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpudash.compare import diffing
+from gpudash.compare.content import marked, read_marker, same_content
 from gpudash.errors import GpudashError
-from gpudash.layout import TAG
-from gpudash.sync import diffing
-from gpudash.sync.client import ChangedMeanwhile, GrafanaFailure
-from gpudash.sync.content import marked, read_marker, same_content
+from gpudash.repository import TAG
+from gpudash.sync.grafana_api import ChangedMeanwhile, GrafanaFailure
 from gpudash.sync.plan import (
     Action,
     Plan,

@@ -12,15 +12,15 @@ from typing import Any
 
 import click
 
+from gpudash.compare import diffing
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import UsageError
 from gpudash.files import write_text_tree
-from gpudash.layout import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
 from gpudash.redaction import redact
-from gpudash.sync import diffing
+from gpudash.repository import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
 from gpudash.sync.apply import Target, read_plan
-from gpudash.sync.client import Connection, connection_from
+from gpudash.sync.grafana_api import Connection, connection_from
 from gpudash.sync.local import load_local
 from gpudash.sync.plan import Action
 from gpudash.sync.provision import (

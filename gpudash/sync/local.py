@@ -10,9 +10,9 @@ from typing import Any, NoReturn
 
 from gpudash import __version__
 from gpudash.config.site import SITE_ID_TEXT
-from gpudash.dashboards.json_files import read_json_files
 from gpudash.errors import ConfigError
-from gpudash.layout import GRAFANA_UID
+from gpudash.panels.json_files import read_json_files
+from gpudash.repository import GRAFANA_UID
 
 MESSAGE_LIMIT = 500  # Grafana 11+ refuses longer version messages
 _SLUG = re.compile(r"[^a-z0-9]+")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from gpudash.sync.content import Marker, canonical, provenance, read_marker
+from gpudash.compare.content import Marker, canonical, provenance, read_marker
 
 
 class Action(str, Enum):

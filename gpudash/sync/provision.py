@@ -17,7 +17,7 @@ from gpudash.config.loading import Settings
 from gpudash.config.site import Site
 from gpudash.errors import ConfigError
 from gpudash.sync.apply import Echo, Target
-from gpudash.sync.client import Connection, GrafanaFailure
+from gpudash.sync.grafana_api import Connection, GrafanaFailure
 from gpudash.sync.remote import GrafanaRemote
 from gpudash.sync.session import open_session, write_plan
 

@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
-from gpudash.sync.client import Grafana, GrafanaFailure
-from gpudash.sync.content import read_marker
+from gpudash.compare.content import read_marker
+from gpudash.sync.grafana_api import Grafana, GrafanaFailure
 from gpudash.sync.local import message_site
 from gpudash.sync.plan import History, RemoteDashboard
 from gpudash.sync.remote_apis import ApisDashboards, discover

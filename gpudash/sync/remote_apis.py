@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpudash.sync.client import Grafana, GrafanaFailure
-from gpudash.sync.content import MARKER_KEY, marker_annotations, marker_of_annotations
+from gpudash.compare.content import MARKER_KEY, marker_annotations, marker_of_annotations
+from gpudash.sync.grafana_api import Grafana, GrafanaFailure
 from gpudash.sync.plan import RemoteDashboard
 
 DASHBOARD_GROUP, FOLDER_GROUP = "dashboard.grafana.app", "folder.grafana.app"

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudash.compare import diffing
 from gpudash.config.loading import Settings
 from gpudash.errors import DriftError
-from gpudash.sync import diffing
 from gpudash.sync.apply import Applier, Echo, Outcome, Target, ensure_folder, read_plan
-from gpudash.sync.client import ChangedMeanwhile, Connection, Grafana, GrafanaFailure
+from gpudash.sync.grafana_api import ChangedMeanwhile, Connection, Grafana, GrafanaFailure
 from gpudash.sync.local import load_local, version_message
 from gpudash.sync.plan import Action, Plan
 from gpudash.sync.remote import GrafanaRemote

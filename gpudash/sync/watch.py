@@ -39,7 +39,7 @@ def changed(before: Snapshot, after: Snapshot) -> list[Path]:
 def regenerate(definitions: Path, out: Path, thresholds: Path | None, site: Path | None) -> None:
     """What `gpudash dashboards` writes, built in this process; any failure is one GpudashError line."""
     from gpudash.config.loading import load_settings
-    from gpudash.dashboards.build import build_all, write_all
+    from gpudash.panels.build import build_all, write_all
 
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # grafanalib warns on stdout; not among the sync's lines

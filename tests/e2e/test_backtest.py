@@ -25,9 +25,9 @@ from bench import alert_corpus as corpus
 from bench import backtest_quality as bq
 from gpudash.backtest.cli import backtest_command, tune_command
 from gpudash.backtest.engine import replay
-from gpudash.backtest.rules import AlertSpec
+from gpudash.backtest.rule_set import AlertSpec
 from gpudash.backtest.yamledit import set_value
-from gpudash.check.client import PrometheusClient
+from gpudash.check.prometheus_api import PrometheusClient
 from gpudash.config.loading import load_settings
 from gpudash.errors import ConfigError
 from gpudash.stack.history import SeededPrometheus

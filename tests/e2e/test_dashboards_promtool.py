@@ -14,7 +14,7 @@ from support.paths import ROOT
 
 from gpudash.catalog import PROFILES
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import build_all
+from gpudash.panels.build import build_all
 
 
 def exprs(dashboard: dict[str, Any]) -> Iterator[str]:

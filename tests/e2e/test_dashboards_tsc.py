@@ -20,9 +20,9 @@ from support.tsc import SCHEMA_DIR, Finding, check, releases, tsc
 
 from gpudash.catalog import PROFILES
 from gpudash.config.loading import load_settings
-from gpudash.dashboards import typescript
-from gpudash.dashboards.build import build_all
-from gpudash.dashboards.json_files import read_json_files
+from gpudash.panels import typescript
+from gpudash.panels.build import build_all
+from gpudash.panels.json_files import read_json_files
 
 WRONG = REFERENCE / "grafana_schema" / "wrong-options.json"
 

@@ -27,10 +27,10 @@ from support.waiting import eventually
 from gpudash.catalog import DCGM
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
-from gpudash.layout import ALERTMANAGER_FILE
 from gpudash.promql.builders import recording_rules
-from gpudash.stack.cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
+from gpudash.repository import ALERTMANAGER_FILE
 from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+from gpudash.stack.servers import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 
 CLUSTER = "doctor"
 LINKS = ("exporter", "targets", "labels", "rules", "alerting", "grafana", "physics")

@@ -19,8 +19,8 @@ from support.e2e import gpudash_rules, site_yaml
 from support.paths import ROOT
 from support.waiting import eventually
 
-from gpudash.stack.cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+from gpudash.stack.servers import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 
 LEAK_START_S, LEAK_TO_OOM_S = 4, 40
 # GPUs 0 and 1 leak together (one notification should carry both); 2 and 3 stay quiet.

@@ -19,13 +19,13 @@ from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
 
 from gpudash.catalog import profile
-from gpudash.check.run import GroupResult, Status, run_check
-from gpudash.check.targets import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
-from gpudash.layout import RECORDING_FILE
+from gpudash.check.judge import GroupResult, Status, run_check
+from gpudash.check.queries import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
 from gpudash.promql.builders import FLEET_LISTS
-from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
+from gpudash.repository import RECORDING_FILE
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 from gpudash.stack.process import PrometheusProcess, free_port
+from gpudash.stack.servers import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 
 GPUS, SEED = 8, 11
 WORKLOADS = ("3=idle", "7=inference")

@@ -20,13 +20,13 @@ from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, st
 from support.paths import REFERENCE, ROOT
 
 from gpudash.catalog import Publisher, profile
-from gpudash.check.run import GroupResult, Status, run_check
-from gpudash.check.targets import VARIABLE, built_dashboards, dashboard_groups, load_dashboards, rule_groups
+from gpudash.check.judge import GroupResult, Status, run_check
+from gpudash.check.queries import VARIABLE, built_dashboards, dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.loading import load_settings
-from gpudash.layout import RECORDING_FILE
 from gpudash.promql.builders import FLEET_LISTS, signals_in
-from gpudash.stack.cluster import prometheus_config, scrape_jobs
+from gpudash.repository import RECORDING_FILE
 from gpudash.stack.process import PrometheusProcess
+from gpudash.stack.servers import prometheus_config, scrape_jobs
 
 
 @pytest.fixture(scope="module")

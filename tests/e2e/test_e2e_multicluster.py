@@ -20,12 +20,12 @@ from support.paths import ROOT
 from support.waiting import eventually
 
 from gpudash.catalog import profile
-from gpudash.check.client import PrometheusClient as Client
-from gpudash.check.client import TimeRange
-from gpudash.check.run import Status, run_check
-from gpudash.check.targets import PANEL, VARIABLE, Interpolation, dashboard_groups, load_dashboards
-from gpudash.stack.cluster import ExporterProcess, VictoriaMetrics, prometheus_config, rule_files, scrape_jobs
+from gpudash.check.judge import Status, run_check
+from gpudash.check.prometheus_api import PrometheusClient as Client
+from gpudash.check.prometheus_api import TimeRange
+from gpudash.check.queries import PANEL, VARIABLE, Interpolation, dashboard_groups, load_dashboards
 from gpudash.stack.process import PrometheusProcess
+from gpudash.stack.servers import ExporterProcess, VictoriaMetrics, prometheus_config, rule_files, scrape_jobs
 
 CLUSTERS = {"east": 6, "west": 4}  # name -> simulated GPUs
 RANGE_S = 600  # a 10-minute dashboard range: VictoriaMetrics aligns range queries to the step

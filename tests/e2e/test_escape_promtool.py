@@ -23,9 +23,9 @@ from gpudash.config.durations import MAX_DURATION_SECONDS
 from gpudash.config.loading import load_settings
 from gpudash.escape import am_matcher, promql_string
 from gpudash.files import write_text_tree as write_files
-from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import CRITICAL_RECEIVER
-from gpudash.rules.render import MARK, render_all
+from gpudash.rules.generated_files import MARK, render_all
 
 # What validation lets through: any text but control characters, lone surrogates and line separators.
 NAME = st.text(st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=16)

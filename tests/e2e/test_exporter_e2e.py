@@ -11,7 +11,7 @@ from support.waiting import eventually
 
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.stack.process import PrometheusProcess
 
 GPUS = 8

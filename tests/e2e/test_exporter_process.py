@@ -19,8 +19,8 @@ BLOCKER = textwrap.dedent(
     """
     import importlib.abc, sys
     BLOCKED = ("grafanalib", "grafana_client", "prometheus_api_client", "niquests", "requests",
-               "gpudash.config.loading", "gpudash.config.site", "gpudash.config.thresholds", "gpudash.config.reader",
-               "gpudash.dashboards", "gpudash.promql", "gpudash.rules", "gpudash.sync",
+               "gpudash.config.loading", "gpudash.config.site", "gpudash.config.thresholds", "gpudash.config.fields",
+               "gpudash.panels", "gpudash.promql", "gpudash.rules", "gpudash.sync",
                "gpudash.check", "gpudash.stack")
 
     class Blocker(importlib.abc.MetaPathFinder):

@@ -22,11 +22,11 @@ from gpudash.errors import ExporterError
 from gpudash.exporter import webconfig
 from gpudash.exporter.basicauth import Bcrypt, bcrypt_backend
 from gpudash.exporter.early_ends import EarlyEnds
-from gpudash.exporter.render import Exposition
+from gpudash.exporter.exposition import Exposition
 from gpudash.exporter.server import MetricsServer, parse_listen
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.webconfig import load_web_config
 
 GPUS = 8

@@ -21,7 +21,7 @@ from support.paths import ROOT
 from bench import fleet_tsdb, fleetgen, grafana_load
 from gpudash.catalog import DCGM, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import build_all
+from gpudash.panels.build import build_all
 from gpudash.promql.builders import recording_rules
 
 pytestmark = pytest.mark.timeout(240)

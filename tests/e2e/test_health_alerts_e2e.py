@@ -24,8 +24,8 @@ from support.waiting import eventually
 
 from gpudash.exporter.sim.faults_health import storm_link
 from gpudash.rules.alertmanager import CRITICAL_RECEIVER, DIGEST_RECEIVER, RMA_RECEIVER
-from gpudash.stack.cluster import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+from gpudash.stack.servers import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 
 SEED = 5
 FAULT_AT = 10  # s after the exporter starts: Prometheus has scraped every counter at its healthy value by then

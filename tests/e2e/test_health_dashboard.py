@@ -20,8 +20,8 @@ import pytest
 from support.paths import ROOT
 
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
-from gpudash.check.run import Status, run_check
-from gpudash.check.targets import PANEL, dashboard_groups, load_dashboards
+from gpudash.check.judge import Status, run_check
+from gpudash.check.queries import PANEL, dashboard_groups, load_dashboards
 from gpudash.stack.history import SeededPrometheus
 
 DAY, HOUR = 86400, 3600

@@ -22,13 +22,13 @@ from support.paths import ROOT
 
 from gpudash.catalog import profile
 from gpudash.check.cli import check
-from gpudash.check.client import PrometheusClient, QueryError
-from gpudash.check.report import summary
-from gpudash.check.run import Status, run_check
-from gpudash.check.targets import PANEL, CheckQuery, Group
+from gpudash.check.judge import Status, run_check
+from gpudash.check.prometheus_api import PrometheusClient, QueryError
+from gpudash.check.queries import PANEL, CheckQuery, Group
+from gpudash.check.tables import summary
 from gpudash.errors import RemoteError
 from gpudash.stack.loopback import LoopbackHTTPServer
-from gpudash.sync.client import Connection, Grafana, GrafanaFailure, connection_from
+from gpudash.sync.grafana_api import Connection, Grafana, GrafanaFailure, connection_from
 
 TRICKLE_BYTES = 50
 TRICKLE_PAUSE_S = 0.2  # 50 bytes take 10 s: far longer than any deadline below

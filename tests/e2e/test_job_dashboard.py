@@ -20,13 +20,13 @@ from support.e2e import StaticMetrics, gpudash_rules, site_yaml
 from support.paths import ROOT
 
 from gpudash.catalog import DCGM
-from gpudash.check.client import PrometheusClient, TimeRange
-from gpudash.check.run import GroupResult, Status, run_check
-from gpudash.check.targets import PANEL, VARIABLE, dashboard_groups, load_dashboards
+from gpudash.check.judge import GroupResult, Status, run_check
+from gpudash.check.prometheus_api import PrometheusClient, TimeRange
+from gpudash.check.queries import PANEL, VARIABLE, dashboard_groups, load_dashboards
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import build_all
-from gpudash.stack.cluster import prometheus_config, rule_files, scrape_jobs
+from gpudash.panels.build import build_all
 from gpudash.stack.process import PrometheusProcess
+from gpudash.stack.servers import prometheus_config, rule_files, scrape_jobs
 
 JOB, OTHER_JOB, FOREIGN_JOB, FOREIGN_PID = "48213", "50000", "999", "4242"
 STRAGGLER, THROTTLED, SHARED = ("B", 3), ("B", 1), ("B", 2)

@@ -19,11 +19,11 @@ from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
 
 from gpudash.catalog import DCGM
-from gpudash.check.run import Status, run_check
-from gpudash.check.targets import dashboard_groups, load_dashboards
-from gpudash.layout import JOB_UID
-from gpudash.stack.cluster import ExporterProcess, prometheus_config, rule_files, scrape_jobs
+from gpudash.check.judge import Status, run_check
+from gpudash.check.queries import dashboard_groups, load_dashboards
+from gpudash.repository import JOB_UID
 from gpudash.stack.process import PrometheusProcess, free_port
+from gpudash.stack.servers import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 
 JOB, STRAGGLER_NODE, STRAGGLER_GPU = "48213", "node-02", "5"
 # The job started 650 s before the test: ramped up, and no job-wide dip falls in the next minutes (stalls

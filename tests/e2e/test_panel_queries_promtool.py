@@ -95,7 +95,7 @@ def test_utilization_bands_are_ten_rows_over_every_cluster(tmp_path: Path) -> No
 
 
 def test_health_ledger_counts_first_events_recent_events_and_no_moved_history(tmp_path: Path) -> None:
-    from gpudash.dashboards.health_ledger import ledger_columns
+    from gpudash.panels.health_ledger import ledger_columns
 
     columns = {c.title: c.expr.replace("$ledger", "2h") for c in ledger_columns(promql())}
     inputs = [

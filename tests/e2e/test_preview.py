@@ -21,13 +21,13 @@ from support.e2e import gpudash_rules, site_yaml
 from support.paths import ROOT
 from support.pictures import dominant_color, read_png
 
-from gpudash.layout import RECORDING_FILE
 from gpudash.preview.colors import threshold_color
-from gpudash.preview.layout import box_of, canvas_size
-from gpudash.preview.queries import builtins, choose_variables, panel_queries
-from gpudash.stack.cluster import rule_files
+from gpudash.preview.panel_queries import builtins, choose_variables, panel_queries
+from gpudash.preview.pixels import box_of, canvas_size
+from gpudash.repository import RECORDING_FILE
 from gpudash.stack.history import SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 from gpudash.stack.process import PrometheusProcess
+from gpudash.stack.servers import rule_files
 
 GPUS, SEED = 8, 5
 ADDRESS = "127.0.0.1:9400"

@@ -17,8 +17,8 @@ from support.waiting import eventually
 
 from gpudash.config.loading import load_settings
 from gpudash.files import write_text_tree as write_files
-from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
-from gpudash.rules.render import MARK, render_all
+from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.rules.generated_files import MARK, render_all
 from gpudash.stack.process import free_port
 
 GENERATED = ROOT / "generated"

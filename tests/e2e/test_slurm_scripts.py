@@ -26,7 +26,7 @@ from support.waiting import eventually
 from gpudash.exporter.attribution.hpc import HpcJobMapping
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.stack.process import free_port
 
 SCRIPTS = ROOT / "deploy" / "slurm"

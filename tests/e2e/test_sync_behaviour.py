@@ -11,7 +11,7 @@ from typing import Any
 
 from grafana_standin.testkit import GrafanaUnderTest, make_dashboard, write_set
 
-from gpudash.sync.content import content_hash
+from gpudash.compare.content import content_hash
 
 pytest_plugins = ["grafana_standin.fixtures"]
 

@@ -12,7 +12,7 @@ import pytest
 from grafana_standin import StandIn
 from grafana_standin.testkit import GrafanaUnderTest, make_dashboard, run_gpudash, write_set
 
-from gpudash.sync.content import marked
+from gpudash.compare.content import marked
 
 pytest_plugins = ["grafana_standin.fixtures"]
 

@@ -17,8 +17,8 @@ import pytest
 from grafana_standin import StandIn
 from grafana_standin.testkit import THRESHOLDS, GrafanaUnderTest, Result, make_dashboard, run_gpudash, write_set
 
+from gpudash.compare.content import MARKER_KEY, marked
 from gpudash.config.loading import load_site
-from gpudash.sync.content import MARKER_KEY, marked
 
 pytest_plugins = ["grafana_standin.fixtures"]
 

@@ -5,7 +5,7 @@ legacy /api) runs the schema migrations 40-42; a save from the dashboard editor 
 with `pluginVersion`, fills in the panel plugins' defaults, drops nulls and default timepicker keys, and
 keeps only the keys of the frontend's dashboard model. The full default set of each plugin is not known
 (the reference marks it unconfirmed): the table below is the stand-in's assumption, a plausible subset.
-It is deliberately not imported from gpudash.sync.normalise, which undoes the same defaults: this is the
+It is deliberately not imported from gpudash.compare.normalise, which undoes the same defaults: this is the
 Grafana side of the tests, and an unchanged UI save comparing equal (tests/e2e/test_sync_apis.py) is what
 shows that gpudash's table covers what this Grafana fills in.
 """

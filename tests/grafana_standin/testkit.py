@@ -21,7 +21,7 @@ from grafana_client import GrafanaApi
 from support.cli import gpudash
 from support.paths import ROOT
 
-from gpudash.sync.content import MARKER_KEY, marker_of_annotations
+from gpudash.compare.content import MARKER_KEY, marker_of_annotations
 
 from .migrate import set_threshold, ui_save_model
 from .server import UI_MODEL_KEYS, StandIn

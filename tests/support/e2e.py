@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from gpudash.catalog import PROMETHEUS_ALERTS, Publisher, profile
-from gpudash.check.run import GroupResult, Result, Status
-from gpudash.check.targets import PANEL, VARIABLE
+from gpudash.check.judge import GroupResult, Result, Status
+from gpudash.check.queries import PANEL, VARIABLE
 from gpudash.config.loading import Settings
 from gpudash.promql.builders import RECORDING_BY_NAME, signals_in
 from gpudash.promql.scanner import filters, metric_names, offsets

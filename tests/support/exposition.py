@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 
 
 def full_simulated_output() -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.image import imread
 
-from gpudash.preview.layout import Box
+from gpudash.preview.pixels import Box
 
 
 def read_png(path: Path) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 tests/schema/package.json pins one `@grafana/schema` per supported Grafana line as an npm alias
 (`grafana-schema-13` = `npm:@grafana/schema@13.2.3`) and TypeScript; `make test` runs `npm ci` there.
-`check` writes, per release, one .ts per dashboard (gpudash.dashboards.typescript) and a tsconfig that
+`check` writes, per release, one .ts per dashboard (gpudash.panels.typescript) and a tsconfig that
 points `@grafana/schema` at that release, runs tsc, and names each error's dashboard file and panel.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudash.dashboards.typescript import (
+from gpudash.panels.typescript import (
     PRELUDE,
     PRELUDE_FILE,
     dashboard_typescript,

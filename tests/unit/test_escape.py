@@ -30,7 +30,7 @@ from gpudash.escape import (
     re2_any,
     yaml_scalar,
 )
-from gpudash.rules.yamltext import dump
+from gpudash.yamltext import dump
 
 TRICKY = ['a"b', "a\\", '\\"', 'x", severity="critical', 'gpu-exporter"} or vector(1) #', "{{ .Foo }}", "a{",
           "}}", "a\nb", "\r\t\x00\x7f\x85\u2028\ufeff\ufffd", "a,b", "é😀", "", " ", "{", "\\n", ".*", "|"]

@@ -137,7 +137,7 @@ def test_an_unreadable_record_is_treated_as_none(tmp_path: Path) -> None:
 
 
 def test_previews_record_theirs_keep_the_others_and_never_replace_someone_elses(tmp_path: Path) -> None:
-    from gpudash.preview.run import write_previews
+    from gpudash.preview.previewer import write_previews
 
     out = tmp_path / "previews"
     write_previews(out, {"gpudash-fleet.png": b"fleet", "gpudash-node.png": b"node"})

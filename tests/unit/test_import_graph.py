@@ -10,7 +10,7 @@ import gpudash
 PACKAGE = Path(gpudash.__file__).parent
 # The exporter runs on every GPU node with only prometheus-client, nvidia-ml-py, click and pyyaml.
 NOT_FOR_THE_EXPORTER = ("gpudash.config.loading", "gpudash.config.site", "gpudash.config.thresholds",
-                        "gpudash.config.reader", "gpudash.dashboards", "gpudash.promql", "gpudash.rules",
+                        "gpudash.config.fields", "gpudash.panels", "gpudash.promql", "gpudash.rules",
                         "gpudash.sync", "gpudash.check", "gpudash.stack")
 
 
@@ -67,8 +67,8 @@ def _path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None
 
 def test_the_graph_reads_the_imports() -> None:
     graph = _import_graph()
-    assert "gpudash.rules.yamltext" in graph["gpudash.rules.render"]
-    assert "gpudash.check.run" in graph["gpudash.check.report"]
+    assert "gpudash.yamltext" in graph["gpudash.rules.generated_files"]
+    assert "gpudash.check.judge" in graph["gpudash.check.tables"]
 
 
 def test_no_module_imports_itself_back() -> None:

@@ -14,7 +14,7 @@ fleet's epoch (its job start); ``epoch`` is the Unix time of ``t = 0`` and only 
   (``energy`` in mJ, ``nvlink_bandwidth``) are integrals of the simulated rates, so ``rate()`` of them is
   consistent with the gauges. A lost GPU reads ``up=False`` with no values.
 - ``fleet.xid_events(i) -> list[(t, code)]``: the XID errors a GPU will raise, for scenario authors.
-- ``SimulatedSource(fleet)`` (gpudash.exporter.sim.source) serves the fleet through the exporter's ``Source``
+- ``SimulatedSource(fleet)`` (gpudash.exporter.sim.simulated) serves the fleet through the exporter's ``Source``
   interface, reading the wall clock minus ``fleet.epoch`` as ``t``.
 - ``fleet_from_specs(n, seed, workloads=["3=idle"], faults=["2=leak"])`` builds one from CLI strings
   (``epoch=None``: now); ``parse_fault``/``parse_workload`` (gpudash.exporter.sim.spec) parse one each.
@@ -48,7 +48,7 @@ defaults to 60 s, DURATION to "until the end"; several per GPU allowed)
   remapping and NVLink counters as gpudash.exporter.sim.faults_health documents.
 
 A node of a simulated cluster (``node``, ``layout``: gpudash.exporter.sim.jobs; built by
-gpudash.exporter.sim.cluster) runs the jobs the layout gives its GPUs instead of ``workloads``: a GPU no job
+gpudash.exporter.sim.cluster_node) runs the jobs the layout gives its GPUs instead of ``workloads``: a GPU no job
 holds is ``idle``; a job's GPUs run its kind (``train``, ``inference``, or ``idle``: held, a process and a
 little memory, ~0 %) from the job's start, ramping up as above, and a training job's stalls, checkpoints
 (every 20-40 minutes, its own pace) and evaluations (2-4 minutes at ~50 % once an hour) come from the job's
@@ -84,7 +84,8 @@ from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
 from gpudash.exporter.sim import faults_health, jobphysics
 from gpudash.exporter.sim.counters import Integral
-from gpudash.exporter.sim.jobs import Job, Layout
+from gpudash.exporter.sim.gpu_state import GpuState
+from gpudash.exporter.sim.jobs import Job, JobLayout
 from gpudash.exporter.sim.noise import clamp, name_key, smooth, uniform
 from gpudash.exporter.sim.rhythm import training_phase
 from gpudash.exporter.sim.spec import (
@@ -93,7 +94,6 @@ from gpudash.exporter.sim.spec import (
     parse_fault,
     parse_workload,
 )
-from gpudash.exporter.sim.state import GpuState
 from gpudash.exporter.source import (
     GpuIdentity,
     GpuReading,
@@ -149,7 +149,7 @@ class Fleet:
     # A node of a simulated cluster (gpudash.exporter.sim.jobs): its name in the layout, the layout, the faults
     # on other nodes (they reach this node through shared jobs), and the cluster's seed (job rhythms).
     node: str = ""
-    layout: Layout | None = None
+    layout: JobLayout | None = None
     cluster_faults: Sequence[tuple[str, int, Fault]] = ()
     cluster_seed: int | None = None
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudash.exporter.sim.gpu_state import GpuState
 from gpudash.exporter.sim.noise import clamp, name_key, uniform
 from gpudash.exporter.sim.spec import Fault
-from gpudash.exporter.sim.state import GpuState
 from gpudash.exporter.source import ProcessUsage
 
 SM_PER_UTIL = 0.86  # SM activity of a GPU that computes all the time it is busy

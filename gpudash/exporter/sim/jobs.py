@@ -85,7 +85,7 @@ def _phase_seed(seed: int, job_id: str) -> int:
 
 
 @dataclass(frozen=True)
-class Layout:
+class JobLayout:
     jobs: tuple[Job, ...] = ()
 
     def __post_init__(self) -> None:
@@ -168,7 +168,7 @@ def parse_job(spec: str) -> Job:
     return Job(job_id, _placement(spec, where), begin, begin + length, kind or "train")
 
 
-def default_layout(seed: int, nodes: Sequence[str], gpus: int) -> Layout:
+def default_layout(seed: int, nodes: Sequence[str], gpus: int) -> JobLayout:
     """A seeded, realistic mix over ``nodes`` of ``gpus`` GPUs each: the same on every node for one seed.
 
     - One multi-node training job on every GPU of the first half of the nodes (rounded up), from t = 0 for
@@ -212,7 +212,7 @@ def default_layout(seed: int, nodes: Sequence[str], gpus: int) -> Layout:
             jobs.append(Job(new_id(), ((node, serve),), 0.0, math.inf, "inference"))
         second_start = first_end + minutes(5, 20, k, 4)
         jobs.append(Job(new_id(), ((node, train),), second_start, minutes(330, 390, k, 5)))
-    return Layout(tuple(sorted(jobs, key=lambda j: int(j.id))))
+    return JobLayout(tuple(sorted(jobs, key=lambda j: int(j.id))))
 
 
 def read_job_file(path: Path) -> list[str]:
@@ -231,10 +231,10 @@ def read_job_file(path: Path) -> list[str]:
     return [str(spec) for spec in specs]
 
 
-def layout_from_specs(specs: Iterable[str], default: bool, seed: int, nodes: Sequence[str], gpus: int) -> Layout:
+def layout_from_specs(specs: Iterable[str], default: bool, seed: int, nodes: Sequence[str], gpus: int) -> JobLayout:
     """The layout ``--sim-jobs default`` and ``--sim-job`` specs describe (the specs added to the default)."""
     jobs = list(default_layout(seed, nodes, gpus).jobs) if default else []
     jobs.extend(parse_job(spec) for spec in specs)
-    layout = Layout(tuple(jobs))
+    layout = JobLayout(tuple(jobs))
     layout.check_nodes(gpus)
     return layout

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gpudash.backtest.engine import MAX_POINTS, chunks, evaluation_times, replay
-from gpudash.backtest.rules import AlertSpec
-from gpudash.check.client import QueryError, TimeRange
+from gpudash.backtest.rule_set import AlertSpec
+from gpudash.check.prometheus_api import QueryError, TimeRange
 from gpudash.errors import ConfigError
 
 

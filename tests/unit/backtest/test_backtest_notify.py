@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from support.paths import ROOT
 
+from gpudash.backtest.alert_state import alert_labels
 from gpudash.backtest.engine import Incident
 from gpudash.backtest.notify import estimate, parse_matcher, parse_route, routes_for
-from gpudash.backtest.rules import rule_set
-from gpudash.backtest.state import alert_labels
+from gpudash.backtest.rule_set import rule_set
 from gpudash.config.loading import load_settings
 
 CONFIG = rule_set(load_settings(ROOT / "thresholds.yaml")).alertmanager

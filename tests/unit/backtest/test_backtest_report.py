@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+from gpudash.backtest.alert_state import alert_labels
 from gpudash.backtest.engine import Incident
 from gpudash.backtest.notify import Notification
-from gpudash.backtest.report import as_json, render, render_compare
-from gpudash.backtest.state import alert_labels
 from gpudash.backtest.summary import summarize
+from gpudash.backtest.summary_text import as_json, render, render_compare
 
 KEYS = [("Hot", "warning"), ("Hot", "critical"), ("Down", "critical")]
 

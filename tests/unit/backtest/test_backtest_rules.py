@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from support.paths import ROOT
 
-from gpudash.backtest.rules import inline, reads_recorded, rule_set
+from gpudash.backtest.rule_set import inline, reads_recorded, rule_set
 from gpudash.config.loading import load_settings
 from gpudash.errors import ConfigError
 from gpudash.rules.alerts import alert_rules

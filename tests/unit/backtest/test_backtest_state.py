@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpudash.backtest.state import AlertMachine, alert_labels
+from gpudash.backtest.alert_state import AlertMachine, alert_labels
 
 A = alert_labels({"__name__": "x", "gpu": "0"}, {"severity": "warning"}, "Hot")
 

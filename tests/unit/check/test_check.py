@@ -16,9 +16,8 @@ import yaml
 from support.cli import gpudash
 from support.paths import ROOT
 
-from gpudash.check.report import as_json, render_table, summary
-from gpudash.check.run import GroupResult, Result, Status
-from gpudash.check.targets import (
+from gpudash.check.judge import GroupResult, Result, Status
+from gpudash.check.queries import (
     ALERT,
     PANEL,
     RECORDING,
@@ -34,6 +33,7 @@ from gpudash.check.targets import (
     rule_groups,
     unresolved,
 )
+from gpudash.check.tables import as_json, render_table, summary
 from gpudash.errors import ConfigError
 from gpudash.stack.process import free_port
 
@@ -201,8 +201,8 @@ class _Answers:
 
 def test_a_missing_job_recording_is_no_job_yet_and_a_missing_gpu_recording_is_a_failure() -> None:
     from gpudash.catalog import profile
-    from gpudash.check.client import PrometheusClient, TimeRange
-    from gpudash.check.run import Checker
+    from gpudash.check.judge import Checker
+    from gpudash.check.prometheus_api import PrometheusClient, TimeRange
 
     prometheus = cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL"))
     checker = Checker(prometheus, profile("dcgm"), TimeRange(0, 60, 15))
@@ -214,8 +214,8 @@ def test_a_missing_job_recording_is_no_job_yet_and_a_missing_gpu_recording_is_a_
 
 def test_no_active_alert_is_not_firing_and_a_missing_gpu_series_still_fails() -> None:
     from gpudash.catalog import profile
-    from gpudash.check.client import PrometheusClient, TimeRange
-    from gpudash.check.run import Checker
+    from gpudash.check.judge import Checker
+    from gpudash.check.prometheus_api import PrometheusClient, TimeRange
 
     checker = Checker(cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL")), profile("dcgm"), TimeRange(0, 60, 15))
     stat = checker.run(CheckQuery("GPU health", "RMA", PANEL, 'count(ALERTS{alertstate="firing",action="rma"})'))

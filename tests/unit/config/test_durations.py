@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpudash.check.targets import parse_range
+from gpudash.check.queries import parse_range
+from gpudash.compare.content import canonical
 from gpudash.config.durations import (
     MAX_DURATION_SECONDS,
     Duration,
@@ -16,7 +17,6 @@ from gpudash.config.durations import (
 from gpudash.errors import ConfigError, UsageError
 from gpudash.exporter.cli import _seconds as exporter_interval
 from gpudash.exporter.sim.spec import parse_fault
-from gpudash.sync.content import canonical
 
 # ------------------------------------------------------------------------------------ Prometheus durations
 

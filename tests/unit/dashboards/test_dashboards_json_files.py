@@ -7,11 +7,11 @@ from typing import NoReturn
 
 import pytest
 
-from gpudash.check.targets import load_dashboards
-from gpudash.dashboards.json_files import read_json_files
+from gpudash.check.queries import load_dashboards
 from gpudash.errors import ConfigError
 from gpudash.files import RECORD
-from gpudash.layout import DASHBOARDS_JSON_DIR
+from gpudash.panels.json_files import read_json_files
+from gpudash.repository import DASHBOARDS_JSON_DIR
 from gpudash.sync.local import load_local
 
 

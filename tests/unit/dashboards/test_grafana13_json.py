@@ -12,8 +12,8 @@ import pytest
 from support.paths import ROOT
 
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import build_all
-from gpudash.dashboards.grafanalib_fixups import GRAFANA_VERSION, SCHEMA_VERSION, modernize
+from gpudash.panels.build import build_all
+from gpudash.panels.grafanalib_fixups import GRAFANA_VERSION, SCHEMA_VERSION, modernize
 
 
 @pytest.fixture(scope="module")

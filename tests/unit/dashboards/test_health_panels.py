@@ -8,9 +8,9 @@ import pytest
 from support.paths import ROOT
 
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import build_all
-from gpudash.dashboards.health_ledger import xid_classes
 from gpudash.health.xid import XID_TABLE
+from gpudash.panels.build import build_all
+from gpudash.panels.health_ledger import xid_classes
 from gpudash.promql.scanner import metric_names
 
 NAME = "gpudash-health.json"

@@ -11,8 +11,8 @@ from support.paths import ROOT
 
 from gpudash.catalog import DCGM, Publisher
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import build_all
-from gpudash.dashboards.panels import UTILIZATION_SCHEME
+from gpudash.panels.build import build_all
+from gpudash.panels.visualizations import UTILIZATION_SCHEME
 from gpudash.promql.builders import BANDS, recording_rules, signals_in
 
 Panel = dict[str, Any]

@@ -22,7 +22,7 @@ from support.paths import ROOT
 
 from gpudash.catalog import ATTRIBUTION_LABELS, PROFILES
 from gpudash.config.loading import load_settings
-from gpudash.dashboards.build import build_all
+from gpudash.panels.build import build_all
 from gpudash.promql.builders import recording_rules
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\{[^}]*\}|\[[^\]]*\]|[A-Za-z_:][A-Za-z0-9_:]*|[()]|\S')

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from support.paths import ROOT
 
-from gpudash.dashboards.grafanalib_fixups import GAUGE_12_4
-from gpudash.dashboards.typescript import (
+from gpudash.errors import ConfigError
+from gpudash.panels.grafanalib_fixups import GAUGE_12_4
+from gpudash.panels.typescript import (
     PANEL_MODULES,
     dashboard_typescript,
     panel_comment,
     release_of,
     tsconfig_json,
 )
-from gpudash.errors import ConfigError
 
 NEWEST = (13, 2)
 

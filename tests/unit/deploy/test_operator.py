@@ -15,9 +15,7 @@ from support.languages import am_parse_matchers
 from support.paths import ROOT, TESTS
 
 from gpudash.config.loading import Settings, load_settings
-from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
-from gpudash.rules.cli import render
-from gpudash.rules.operator import (
+from gpudash.kube.operator import (
     ALERTMANAGER_CONFIG_FILE,
     DASHBOARDS_FILE,
     MONITOR_FILE,
@@ -25,7 +23,9 @@ from gpudash.rules.operator import (
     matcher,
     receiver_secret_keys,
 )
-from gpudash.rules.render import render_all
+from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
+from gpudash.rules.cli import render
+from gpudash.rules.generated_files import render_all
 
 JSON_DIR = ROOT / "dashboards" / "json"
 SITE = {

@@ -6,7 +6,7 @@ import pytest
 from support.paths import ROOT
 
 from gpudash.catalog import DCGM
-from gpudash.check.targets import load_dashboards
+from gpudash.check.queries import load_dashboards
 from gpudash.config.loading import load_settings
 from gpudash.doctor.expect import Expectations, build
 

@@ -10,7 +10,7 @@ from support.paths import ROOT
 from gpudash.config.loading import load_settings
 from gpudash.doctor.cli import given_from
 from gpudash.doctor.findings import Link, fail, hint, ok
-from gpudash.doctor.report import as_json, line, summary
+from gpudash.doctor.findings_text import as_json, line, summary
 
 QUIET = {name: None for name in ("PROMETHEUS_URL", "ALERTMANAGER_URL", "GRAFANA_URL", "GRAFANA_TOKEN",
                                  "GRAFANA_USER", "GRAFANA_PASSWORD", "GPUDASH_SITE", "GPUDASH_THRESHOLDS")}

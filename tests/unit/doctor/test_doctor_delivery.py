@@ -12,17 +12,17 @@ import yaml
 
 from gpudash.catalog import DCGM
 from gpudash.doctor.alerting import alertmanager_findings, config_differences, prometheus_alerting
+from gpudash.doctor.diagnose import unanswered
 from gpudash.doctor.expect import Expectations, build
-from gpudash.doctor.fetch import (
+from gpudash.doctor.findings import Finding, Link, Verdict
+from gpudash.doctor.grafana import GrafanaView, grafana_findings
+from gpudash.doctor.observed import (
     AlertmanagerView,
     PrometheusView,
     notification_counts,
     parse_exposition,
 )
-from gpudash.doctor.findings import Finding, Link, Verdict
-from gpudash.doctor.grafana import GrafanaView, grafana_findings
 from gpudash.doctor.physics import CLOCK, GPUS_NOW, GPUS_PEAK, HOT, MAX_CLOCK, REASONS, physics_findings
-from gpudash.doctor.run import unanswered
 from gpudash.sync.plan import Action
 
 NOW = 1_800_000_000.0

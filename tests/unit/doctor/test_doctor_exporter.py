@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudash.doctor.diagnose import exporters_findings
 from gpudash.doctor.expect import Expectations
 from gpudash.doctor.exporter import exporter_findings
-from gpudash.doctor.fetch import ExporterPage, metrics_url, parse_exposition
 from gpudash.doctor.findings import Finding, Verdict
-from gpudash.doctor.run import exporters_findings
+from gpudash.doctor.observed import ExporterPage, metrics_url, parse_exposition
 
 NOW = 1_800_000_000.0
 

@@ -8,13 +8,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gpudash.doctor.expect import Expectations
-from gpudash.doctor.fetch import (
-    PrometheusView,
-)
 from gpudash.doctor.findings import Finding, Verdict
 from gpudash.doctor.labels import GPU_SERIES, WITH_CLUSTER, WITH_JOB, label_findings, nearest
-from gpudash.doctor.rules import rule_findings
-from gpudash.doctor.targets import target_findings
+from gpudash.doctor.loaded_rules import rule_findings
+from gpudash.doctor.observed import (
+    PrometheusView,
+)
+from gpudash.doctor.scrape_targets import target_findings
 
 NOW = 1_800_000_000.0
 

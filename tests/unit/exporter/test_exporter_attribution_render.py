@@ -10,7 +10,7 @@ from support.exposition import parse_exposition
 from gpudash.exporter.attribution import Labels, combined
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.source import GpuIdentity
 
 

@@ -11,7 +11,7 @@ from gpudash.errors import ExporterError
 from gpudash.exporter.collectors import load_collectors, parse_collectors
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 
 
 def _uncommented_fields(path: Path) -> set[str]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpudash.exporter import health_reads
-from gpudash.exporter.reader import Unsupported
+from gpudash.exporter.nvml_reader import Unsupported
 from gpudash.exporter.source import LinkHealth
 
 NOT_SUPPORTED, INVALID_ARGUMENT, FUNCTION_NOT_FOUND, GPU_IS_LOST, UNKNOWN = 3, 2, 13, 15, 999

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpudash.catalog import BY_KEY, NODE_SIGNALS
 from gpudash.exporter.collectors import parse_collectors
-from gpudash.exporter.render import GpuView, Snapshot, render
+from gpudash.exporter.exposition import GpuView, Snapshot, render
 from gpudash.exporter.source import GpuIdentity, LinkHealth, XidLedger, count_in_window
 
 BASE = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "DCGM_FI_DRIVER_VERSION"]

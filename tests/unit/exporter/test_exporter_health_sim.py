@@ -10,7 +10,7 @@ from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.faults_health import NVLINK_LINKS, storm_link
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.sim.spec import parse_fault
 from gpudash.exporter.source import GpuReading
 

@@ -27,7 +27,7 @@ from gpudash.exporter.attribution.mig import no_mig
 from gpudash.exporter.attribution.pods import PodInfo
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 
 SOURCE = SimulatedSource(fleet_from_specs(4, 3, workloads=[], faults=[], epoch=0.0))
 UUIDS = [g.uuid for g in SOURCE.gpus()]

@@ -14,7 +14,7 @@ from gpudash.deadline import within
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import STATIC_KEYS, Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.source import COSTLY_KEYS, GpuIdentity, GpuReading
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.exposition import full_simulated_output
 
 from gpudash.catalog import BY_KEY, SIGNALS
+from gpudash.exporter.exposition import Exposition, GpuView, Snapshot, number, render
 from gpudash.exporter.health_reads import RETIRED_KEYS
-from gpudash.exporter.render import Exposition, GpuView, Snapshot, number, render
 from gpudash.exporter.source import GpuIdentity, ProcessUsage, XidState
 
 NASTY = 'a "quoted" \\back\\slash\nnew line'

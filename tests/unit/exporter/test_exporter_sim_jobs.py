@@ -11,10 +11,10 @@ from support.cli import gpudash
 
 from gpudash.errors import UsageError
 from gpudash.exporter.poller import Poller
-from gpudash.exporter.sim.cluster import SimulatedAttributor, cluster_node, default_epoch
+from gpudash.exporter.sim.cluster_node import SimulatedAttributor, cluster_node, default_epoch
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
 from gpudash.exporter.sim.jobs import Job, default_layout, layout_from_specs, parse_job, read_job_file
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 
 NODES = ("node-01", "node-02", "node-03")
 JOB = "48213=node-01:0-7,node-02:0-7@0"

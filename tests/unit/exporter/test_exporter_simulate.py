@@ -9,7 +9,7 @@ import pytest
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
-from gpudash.exporter.sim.source import SimulatedSource
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.sim.spec import Fault, parse_fault
 
 BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS}

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from support.pictures import dominant_color
 
-from gpudash.check.client import TimeRange
+from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.colors import NAMED
-from gpudash.preview.layout import HEADER_PX, box_of, canvas_size
-from gpudash.preview.run import MissingExtra, drawing
+from gpudash.preview.pixels import HEADER_PX, box_of, canvas_size
+from gpudash.preview.previewer import MissingExtra, drawing
 from gpudash.preview.series import PanelData, Series
 
 SPAN = TimeRange(end=1_000_000.0, range_s=600, step_s=15)

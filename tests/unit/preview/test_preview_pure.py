@@ -10,8 +10,8 @@ import pytest
 from support.paths import ROOT
 
 from gpudash.preview.colors import NAMED, hex_color, threshold_color, threshold_marks
-from gpudash.preview.layout import COLUMN_PX, GAP_PX, HEADER_PX, ROW_PX, Box, box_of, canvas_size, place
-from gpudash.preview.queries import choose_variables, lookup_of, panel_queries, window
+from gpudash.preview.panel_queries import choose_variables, lookup_of, panel_queries, window
+from gpudash.preview.pixels import COLUMN_PX, GAP_PX, HEADER_PX, ROW_PX, Box, box_of, canvas_size, place
 from gpudash.preview.series import Series, legend, table_rows, to_series
 from gpudash.preview.units import format_value
 

@@ -11,9 +11,9 @@ from support.paths import ROOT
 
 from gpudash.config.loading import Settings, load_settings
 from gpudash.health.xid import ACTIONS, UNKNOWN_ACTION, UNKNOWN_SEVERITY, XID_TABLE
-from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE
+from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE
+from gpudash.rules.generated_files import render_all
 from gpudash.rules.health_alerts import ACTION_TEXT, xid_groups
-from gpudash.rules.render import render_all
 
 
 def rules_of(files: dict[str, str]) -> list[dict[str, Any]]:
@@ -106,11 +106,11 @@ def test_rma_alerts_also_go_to_the_sites_rma_receivers(tmp_path: Path, settings:
 
 
 def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path: Path) -> None:
-    from gpudash.rules.operator import alertmanager_resource, receiver_secret_keys
+    from gpudash.kube.operator import alertmanager_resource, receiver_secret_keys
 
     site = site_file(tmp_path, {"rma_receivers": [{"name": "tickets", "type": "webhook", "url_env": "RMA_URL"}]})
     settings = load_settings(ROOT / "thresholds.yaml", site)
-    spec = alertmanager_resource(settings)["spec"]
+    spec = alertmanager_resource(settings, render_all(settings)[ALERTMANAGER_FILE])["spec"]
     rma = next(r for r in spec["receivers"] if r["name"] == "gpudash-rma")
     assert rma["webhookConfigs"] == [{"urlSecret": {"name": "gpudash-alertmanager-receivers", "key": "tickets-url"},
                                       "sendResolved": True}]

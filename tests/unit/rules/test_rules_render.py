@@ -20,11 +20,11 @@ from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
 from gpudash.files import write_text_tree as write_files
 from gpudash.health.xid import ACTIONS
-from gpudash.layout import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.promql.builders import RECORDINGS
+from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import SECRETS_DIR, STRAGGLER_CAUSES
 from gpudash.rules.alerts import ALERT_NAMES
-from gpudash.rules.render import MARK, render_all, stale_files
+from gpudash.rules.generated_files import MARK, render_all, stale_files
 
 JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
 LEVELS = ("critical", "warning", "info")
@@ -157,7 +157,7 @@ def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Pat
 def test_a_threshold_change_moves_rules_and_dashboard_steps_together(
         thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         path: tuple[str, ...], value: float, alert: str, expected: str, scale: tuple[int, ...]) -> None:
-    build_all = pytest.importorskip("gpudash.dashboards.build").build_all
+    build_all = pytest.importorskip("gpudash.panels.build").build_all
     monkeypatch.chdir(tmp_path)
 
     def steps(settings: Settings) -> set[float]:

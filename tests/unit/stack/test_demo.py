@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support.paths import ROOT
 
-from gpudash.check.run import GroupResult, Result, Status
-from gpudash.check.targets import PANEL, CheckQuery, Group
+from gpudash.check.judge import GroupResult, Result, Status
+from gpudash.check.queries import PANEL, CheckQuery, Group
 from gpudash.stack.demo import FAULTS, GPUS, not_yet, nvml_gpu_count
 from gpudash.stack.demo_report import notification_line, render_brief
 

@@ -11,7 +11,7 @@ import pytest
 from grafana_client.client import GrafanaBadInputError, GrafanaServerError
 
 from gpudash.errors import ConfigError, DriftError, RemoteError
-from gpudash.sync.client import ChangedMeanwhile, Connection, Grafana, GrafanaFailure, connection_from
+from gpudash.sync.grafana_api import ChangedMeanwhile, Connection, Grafana, GrafanaFailure, connection_from
 
 ENV = {"GRAFANA_URL": "https://grafana.example.com/sub/", "GRAFANA_TOKEN": "glsa_secret"}
 

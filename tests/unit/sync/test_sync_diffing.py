@@ -6,8 +6,8 @@ import copy
 
 from grafana_standin.testkit import make_dashboard
 
-from gpudash.sync.content import MARKER_KEY, marked
-from gpudash.sync.diffing import headline, report, summarize, unified
+from gpudash.compare.content import MARKER_KEY, marked
+from gpudash.compare.diffing import headline, report, summarize, unified
 
 
 def test_equal_dashboards_have_no_diff_whatever_the_server_added() -> None:

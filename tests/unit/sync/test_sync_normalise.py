@@ -11,8 +11,7 @@ import pytest
 from grafana_standin.migrate import backend_migrate, ui_save_model
 from support.paths import ROOT
 
-from gpudash.layout import DASHBOARDS_JSON_DIR
-from gpudash.sync.content import (
+from gpudash.compare.content import (
     MARKER_KEY,
     canonical,
     hash_of_canonical,
@@ -22,7 +21,8 @@ from gpudash.sync.content import (
     marker_of_annotations,
     provenance,
 )
-from gpudash.sync.normalise import PLUGIN_DEFAULTS, grafana_normalised
+from gpudash.compare.normalise import PLUGIN_DEFAULTS, grafana_normalised
+from gpudash.repository import DASHBOARDS_JSON_DIR
 
 
 def as_gpudash_writes(schema: int = 39) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from grafana_standin.testkit import make_dashboard
 
-from gpudash.sync.content import MARKER_KEY, Marker, marked, read_marker
+from gpudash.compare.content import MARKER_KEY, Marker, marked, read_marker
 from gpudash.sync.plan import Action, History, Owner, RemoteDashboard, claim_of, plan_dashboard, plan_prune
 
 OURS, THEIRS = "alpha-1a2b3c", "beta-4d5e6f"

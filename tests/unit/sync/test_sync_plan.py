@@ -7,7 +7,7 @@ from typing import Any
 
 from grafana_standin.testkit import make_dashboard
 
-from gpudash.sync.content import MARKER_KEY, Marker, canonical, content_hash, marked, provenance, same_content
+from gpudash.compare.content import MARKER_KEY, Marker, canonical, content_hash, marked, provenance, same_content
 from gpudash.sync.plan import Action, History, RemoteDashboard, plan_dashboard, plan_prune, plan_sync
 
 SITE = "lab-a1b2c3"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.sync.content import MARKER_KEY, marked, marker_annotations, provenance
+from gpudash.compare.content import MARKER_KEY, marked, marker_annotations, provenance
 from gpudash.sync.remote_apis import remote_of, resource_body, served_version
 
 

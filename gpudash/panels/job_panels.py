@@ -1,0 +1,82 @@
+"""Job-level pieces the fleet and job dashboards share: hours over the time range, and data links.
+
+A job is named by the site's job label (gpudash.yaml `jobs.label`, default `hpc_job`). Everything here reads
+the job-level recording rules (`cluster_job:*`, one series per job), so a 1,024-GPU job costs what a 1-GPU
+job costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudash.config.durations import Duration
+from gpudash.panels.visualizations import PanelGrid, Query, table
+from gpudash.promql.builders import PromQL
+from gpudash.repository import JOB_UID, NODE_UID
+
+
+def field(name: str) -> str:
+    """A table cell's value in a data link, percent-encoded so a job id with `&` or `/` survives the URL."""
+    return f"${{__data.fields.{name}:percentencode}}"
+
+
+def node_link(gpu_label: str | None = None) -> dict[str, Any]:
+    """Open the node dashboard on a table row's node (and GPU, when the row names one)."""
+    gpu = f"&var-gpu={field(gpu_label)}" if gpu_label else ""
+    return {"title": "Open node ${__data.fields.instance}", "targetBlank": False,
+            "url": f"/d/{NODE_UID}?var-cluster={field('cluster')}&var-instance={field('instance')}{gpu}"
+                   "&${__url_time_range}"}
+
+
+def job_link(job_label: str) -> dict[str, Any]:
+    """Open the job dashboard on a table row's job."""
+    return {"title": f"Open job ${{__data.fields.{job_label}}}", "targetBlank": False,
+            "url": f"/d/{JOB_UID}?var-cluster={field('cluster')}&var-job={field(job_label)}&${{__url_time_range}}"}
+
+
+def hours_over_range(series: str, step: Duration) -> str:
+    """The integral over the dashboard's range of a per-job gauge, in hours (W -> Wh).
+
+    A subquery samples the recorded series every `step` (the scrape interval) and adds the samples up: exact
+    to one step, and a job that lived for part of the range counts only while it lived (a recorded series
+    goes stale when its job ends, so no sample is taken after it).
+    """
+    seconds = step.seconds
+    return f"sum_over_time(({series})[$__range:{step}]) * {seconds:g} / 3600"
+
+
+def gpu_hours(q: PromQL, which: str) -> str:
+    """GPU-hours each job held (`which` = "held") or held idle ("idle") over the dashboard's range.
+
+    With recording rules, the recorded GPU-seconds of every rule evaluation in the range added up: exact to
+    one evaluation whatever the rules' interval, one sample per job and evaluation read. Without, the same
+    count sampled every rule interval by a subquery."""
+    record = f"cluster_job:gpu_{which}_seconds:interval"
+    if q.recorded:
+        return f"{q.recorded_over_time('sum', record, '$__range')} / 3600"
+    return f"sum_over_time(({q.use(record)})[$__range:{q.rule_interval}]) / 3600"
+
+
+def fleet_job_hours(layout: PanelGrid, q: PromQL, k: int) -> None:
+    """GPU-hours held per job over the range, the largest holders; and the largest idle holders with what they
+    held. (The largest holders' idle hours are on each job's dashboard, one click away: a column for them would
+    read both sums again and draw ten more series.)"""
+    label = q.job_label
+    held, idle = gpu_hours(q, "held"), gpu_hours(q, "idle")
+    level = q.thresholds.alerts.allocated_idle.util_below_percent
+    how = ("GPU-hours: the GPU-seconds a job held at each rule evaluation (recording cluster_job:gpu_held_seconds:"
+           "interval, its GPU count x the interval) added up over the time range, exact to one evaluation; idle: "
+           f"its GPUs under {level:g} % utilization (cluster_job:gpu_idle_seconds:interval). A job is a value of "
+           f"the `{label}` label; click one to open it.")
+    columns = {"A": "GPU-hours held", "B": "GPU-hours idle"}
+    layout.add(table(
+        f"GPU-hours held per job (top {k})", [Query(f"topk({k}, {held})", ref="A")],
+        how + " Its idle hours: the table beside when it is among the largest idle holders, else the job's "
+              "dashboard.", {"A": columns["A"]}, "none", None, links=[job_link(label)],
+        hide_columns=("__name__",), link_column=label, sort=(columns["A"], True)), w=12, h=8)
+    top_idle = f"topk({k}, {idle} > 0)"
+    layout.add(table(
+        f"Largest idle holders (top {k} GPU-hours idle)",
+        [Query(f"{held} and on (cluster, {label}) {top_idle}", ref="A"), Query(top_idle, ref="B")],
+        how, columns, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
+        sort=(columns["B"], True)), w=12, h=8)

@@ -1,0 +1,219 @@
+"""A dashboard's JSON as TypeScript typed by Grafana's own published types (npm `@grafana/schema`).
+
+Grafana publishes, per release, the TypeScript types of the classic (v1) dashboard JSON and of each core
+panel's `options` and `fieldConfig.defaults.custom`. `dashboard_typescript` writes each panel as an object
+literal typed as the classic `Panel` (a row as `RowPanel`), its options and custom field config marked
+`satisfies Json<Options>` / `Json<FieldConfig>` of its plugin, and the dashboard as a `Dashboard` literal (see
+PRELUDE), so `tsc --strict` applies TypeScript's excess-property checks, and reports each panel on its own:
+an option Grafana does not know, or a value of the wrong type, fails the check.
+`tsconfig_json` writes the compiler settings that point `@grafana/schema` at one pinned release; each
+supported release gets its own files (tests/schema/ pins them; tests/support/tsc.py runs tsc on them).
+
+Pure functions: JSON in, text out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpudash.errors import ConfigError
+from gpudash.panels.grafanalib_fixups import GAUGE_12_4
+
+# Panel type -> the @grafana/schema module (under dist/esm/raw/composable/) of its Options and FieldConfig.
+PANEL_MODULES: dict[str, str] = {
+    "barchart": "barchart/panelcfg/x/BarChartPanelCfg_types.gen",
+    "bargauge": "bargauge/panelcfg/x/BarGaugePanelCfg_types.gen",
+    "gauge": "gauge/panelcfg/x/GaugePanelCfg_types.gen",
+    "heatmap": "heatmap/panelcfg/x/HeatmapPanelCfg_types.gen",
+    "histogram": "histogram/panelcfg/x/HistogramPanelCfg_types.gen",
+    "piechart": "piechart/panelcfg/x/PieChartPanelCfg_types.gen",
+    "stat": "stat/panelcfg/x/StatPanelCfg_types.gen",
+    "state-timeline": "statetimeline/panelcfg/x/StateTimelinePanelCfg_types.gen",
+    "status-history": "statushistory/panelcfg/x/StatusHistoryPanelCfg_types.gen",
+    "table": "table/panelcfg/x/TablePanelCfg_types.gen",
+    "text": "text/panelcfg/x/TextPanelCfg_types.gen",
+    "timeseries": "timeseries/panelcfg/x/TimeSeriesPanelCfg_types.gen",
+}
+# Panels whose plugin has no custom field config: any `custom` key there is one Grafana does not know.
+NO_FIELD_CONFIG = frozenset({"bargauge", "gauge", "stat", "text"})
+
+# Options a newer release added to a panel (dotted paths inside `options`): the check against an older
+# release leaves them out, because an older Grafana keeps and ignores an option it does not know; the newer
+# releases' checks still cover them.
+ADDED_OPTIONS: dict[str, tuple[tuple[int, int], frozenset[str]]] = {
+    "gauge": ((12, 4), frozenset(GAUGE_12_4)),
+    "heatmap": ((13, 2), frozenset({"legend.placement"})),
+}
+
+# The types every generated file imports (json.ts beside them). Dashboard JSON holds an enum's value, never
+# the enum: Json<T> is T with each string enum replaced by the union of its values (numeric enums already
+# accept their numbers), `any` left alone. A query variable's `definition` (its query as text, which Grafana's
+# own save writes) is missing from the published VariableModel; it is the one key added to it. The published
+# AnnotationQuery types `target` for the built-in Grafana data source only; a Prometheus annotation holds its
+# query there (expr, interval, refId) and its title, text and tag options at the top level, as Grafana's
+# Prometheus annotation editor saves them: those are the keys added to it.
+PRELUDE = """\
+import type { AnnotationQuery, Dashboard, Panel, RowPanel, VariableModel } from "@grafana/schema";
+
+export type Json<T> = 0 extends 1 & T ? T
+  : T extends string ? `${T}`
+  : T extends readonly (infer U)[] ? Json<U>[]
+  : T extends object ? { [K in keyof T]: Json<T[K]> }
+  : T;
+
+export type Variable = Json<VariableModel> & { definition?: string };
+export type Annotation = Omit<Json<AnnotationQuery>, "target"> & {
+  target?: { expr: string; interval?: string; refId: string };
+  titleFormat?: string; textFormat?: string; tagKeys?: string; useValueForTime?: boolean;
+};
+export type GrafanaDashboard = Omit<Json<Dashboard>, "templating" | "annotations"> & {
+  templating?: { list?: Variable[] }; annotations?: { list?: Annotation[] };
+};
+export type GrafanaPanel = Json<Panel>;
+export type GrafanaRow = Json<RowPanel>;
+"""
+PRELUDE_FILE = "json.ts"
+
+
+def module_name(panel_type: str) -> str:
+    """The TypeScript namespace a panel type's types are imported as (`state-timeline` -> `state_timeline`)."""
+    return panel_type.replace("-", "_")
+
+
+def release_of(version: str) -> tuple[int, int]:
+    """(major, minor) of a Grafana version such as "11.6.16"."""
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def dashboard_typescript(dashboard: dict[str, Any], source: str, release: tuple[int, int]) -> str:
+    """The TypeScript of one dashboard for a @grafana/schema release (major, minor); `source` (its file name)
+    names it in errors."""
+    panel_types = sorted(_panel_types(dashboard.get("panels", []), source))
+    lines = [f"// {source}: generated by gpudash.panels.typescript for tsc --strict; do not edit."]
+    lines += [f'import type * as {module_name(t)} from "@grafana/schema/dist/esm/raw/composable/{PANEL_MODULES[t]}";'
+              for t in panel_types]
+    lines += [f'import type {{ GrafanaDashboard, GrafanaPanel, GrafanaRow, Json }} from "./{PRELUDE_FILE[:-3]}";', ""]
+    declarations: list[str] = []
+    names = _declare_panels(dashboard.get("panels", []), release, declarations)
+    fields = [(key, f"[{', '.join(names)}]" if key == "panels" else _literal(value))
+              for key, value in sorted(dashboard.items())]
+    lines += [*declarations, f"export const dashboard: GrafanaDashboard = {_object(fields, 0)};", ""]
+    return "\n".join(lines)
+
+
+def tsconfig_json(files: list[str], schema_package: str) -> str:
+    """tsconfig.json text: strict, no output, `@grafana/schema` resolved to `schema_package` (a folder path,
+    absolute or relative to the tsconfig); the panel types' own `import ... from '@grafana/schema'` follow it."""
+    config = {
+        "compilerOptions": {
+            "strict": True,
+            "noEmit": True,
+            "target": "es2022",
+            "module": "esnext",
+            "moduleResolution": "bundler",
+            # Grafana's own .d.ts files are not ours to check; the imports they make still resolve (paths).
+            "skipLibCheck": True,
+            "types": [],
+            "paths": {"@grafana/schema": [schema_package], "@grafana/schema/*": [f"{schema_package}/*"]},
+        },
+        "files": files,
+    }
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"
+
+
+def _panel_types(panels: list[Any], source: str) -> set[str]:
+    found: set[str] = set()
+    for panel in panels:
+        kind = panel.get("type")
+        if kind == "row":
+            found |= _panel_types(panel.get("panels", []), source)
+        elif kind not in PANEL_MODULES:
+            raise ConfigError(f"{source}: panel {panel.get('title')!r}: type {kind!r} has no @grafana/schema types "
+                              f"known to gpudash.panels.typescript (known: {', '.join(sorted(PANEL_MODULES))})")
+        else:
+            found.add(kind)
+    return found
+
+
+def _literal(value: Any) -> str:
+    # JSON is a TypeScript expression; one line per value keeps tsc's messages pointing at the key.
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _object(fields: list[tuple[str, str]], indent: int) -> str:
+    pad = "  " * (indent + 1)
+    body = ",\n".join(f"{pad}{_literal(key)}: {text}" for key, text in fields)
+    return "{\n" + body + "\n" + "  " * indent + "}" if fields else "{}"
+
+
+def panel_comment(panel: dict[str, Any]) -> str:
+    """The comment line above each panel: tsc reports a line, this names the panel it belongs to."""
+    title = " ".join(str(panel.get("title", "")).split())
+    return f"// panel {panel.get('id')}: {title}"
+
+
+def _declare_panels(panels: list[Any], release: tuple[int, int], out: list[str]) -> list[str]:
+    """Append one `const panelN` per panel to `out` (a row's panels before the row); their names, in order."""
+    names = []
+    for panel in panels:
+        row = panel.get("type") == "row"
+        inner = _declare_panels(panel.get("panels", []), release, out) if row else []
+        name = f"panel{len(out) + 1}"
+        kind = "GrafanaRow" if row else "GrafanaPanel"
+        out.append(f"{panel_comment(panel)}\nconst {name}: {kind} = {_panel(panel, release, inner)};\n")
+        names.append(name)
+    return names
+
+
+def _known_options(kind: str, options: Any, release: tuple[int, int]) -> Any:
+    added_in, paths = ADDED_OPTIONS.get(kind, ((0, 0), frozenset()))
+    if release >= added_in:
+        return options
+    return _without(options, paths)
+
+
+def _without(value: Any, paths: frozenset[str]) -> Any:
+    if not isinstance(value, dict):
+        return value
+    inner: dict[str, set[str]] = {}
+    for path in paths:
+        head, _, rest = path.partition(".")
+        if rest:
+            inner.setdefault(head, set()).add(rest)
+    return {k: _without(v, frozenset(inner[k])) if k in inner else v
+            for k, v in value.items() if k not in paths}
+
+
+def _panel(panel: dict[str, Any], release: tuple[int, int], inner: list[str]) -> str:
+    kind = panel.get("type", "")
+    fields: list[tuple[str, str]] = []
+    for key, value in sorted(panel.items()):
+        if key == "panels" and kind == "row":
+            fields.append((key, f"[{', '.join(inner)}]"))
+        elif key == "options" and kind in PANEL_MODULES:
+            options = _literal(_known_options(kind, value, release))
+            fields.append((key, f"{options} satisfies Json<{module_name(kind)}.Options>"))
+        elif key == "fieldConfig" and kind in PANEL_MODULES and isinstance(value, dict):
+            fields.append((key, _field_config(kind, value, 1)))
+        else:
+            fields.append((key, _literal(value)))
+    return _object(fields, 0)
+
+
+def _field_config(kind: str, field_config: dict[str, Any], indent: int) -> str:
+    fields: list[tuple[str, str]] = []
+    for key, value in sorted(field_config.items()):
+        if key == "defaults" and isinstance(value, dict):
+            fields.append((key, _defaults(kind, value, indent + 1)))
+        else:
+            fields.append((key, _literal(value)))
+    return _object(fields, indent)
+
+
+def _defaults(kind: str, defaults: dict[str, Any], indent: int) -> str:
+    custom_type = "Record<string, never>" if kind in NO_FIELD_CONFIG else f"Json<{module_name(kind)}.FieldConfig>"
+    fields = [(key, f"{_literal(value)} satisfies {custom_type}" if key == "custom" else _literal(value))
+              for key, value in sorted(defaults.items())]
+    return _object(fields, indent)

@@ -1,0 +1,288 @@
+"""Panel builders on top of grafanalib, with colour steps from thresholds.yaml and a grid layout.
+
+A builder returns None when the metric profile cannot fill the panel; `PanelGrid` skips those, so a
+profile without (say) HBM temperature gets a dashboard without that panel instead of an empty one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from math import gcd
+from typing import Any
+
+from grafanalib import core as G
+
+from gpudash.config.thresholds import Levels, Thresholds
+
+GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
+FULL_WIDTH = 24
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""
+    instant: bool = False
+    ref: str = ""
+
+
+# ------------------------------------------------------------------------------------------- colour steps
+
+
+def color_steps(*pairs: tuple[str, float | None]) -> list[G.Threshold]:
+    # grafanalib writes the first step's value as the string "null"; grafanalib_fixups turns it into JSON null.
+    return [G.Threshold(color, index, float(value or 0.0)) for index, (color, value) in enumerate(pairs)]
+
+
+def utilization_steps(t: Thresholds) -> list[G.Threshold]:
+    """Below idle = yellow (wasted GPU), idle..saturated = green, above saturated = red."""
+    u = t.utilization
+    return color_steps((YELLOW, None), (GREEN, u.idle_below_percent), (RED, u.saturated_above_percent))
+
+
+def level_steps(levels: Levels, scale: float = 1.0) -> list[G.Threshold]:
+    """Green, then orange from the warning level, red from the critical level."""
+    warning, critical = round(levels.warning * scale, 6), round(levels.critical * scale, 6)
+    return color_steps((GREEN, None), (ORANGE, warning), (RED, critical))
+
+
+def heatmap_bands(t: Thresholds) -> int:
+    """Colour bands on a 0-100 % heatmap such that the idle and saturated levels fall on band edges."""
+    u = t.utilization
+    step = gcd(gcd(100, int(u.idle_below_percent)), int(u.saturated_above_percent))
+    if step == 0 or u.idle_below_percent != int(u.idle_below_percent):
+        return 100
+    return max(2, min(100 // step, 100))
+
+
+# ------------------------------------------------------------------------------------------- panels
+
+
+def _targets(queries: Sequence[Query], table_format: bool = False) -> list[G.Target]:
+    return [
+        G.Target(expr=q.expr, legendFormat=q.legend, refId=q.ref or chr(ord("A") + i), instant=q.instant,
+                 format="table" if table_format else "time_series")
+        for i, q in enumerate(queries)
+    ]
+
+
+def _dashed(refs: Sequence[str]) -> list[dict[str, Any]]:
+    return [
+        {"matcher": {"id": "byFrameRefID", "options": ref},
+         "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+                        {"id": "custom.lineWidth", "value": 2}]}
+        for ref in refs
+    ]
+
+
+# How a time series draws its values: a line for a level, points for codes (an XID code is a label, not a
+# level to interpolate between), bars for counts per interval (one XID is one bar of 1, not a slope).
+DRAW_STYLES: dict[str, dict[str, Any]] = {
+    "line": {"drawStyle": "line", "showPoints": "never"},
+    "points": {"drawStyle": "points", "showPoints": "always", "pointSize": 6},
+    "bars": {"drawStyle": "bars", "showPoints": "never", "fillOpacity": 80},
+}
+
+
+def timeseries(title: str, queries: Sequence[Query], unit: str, description: str,
+               steps: list[G.Threshold] | None = None, min_: float | None = None, max_: float | None = None,
+               dashed_refs: Sequence[str] = (), fill: int = 0, legend: str = "right",
+               draw: str = "line") -> G.TimeSeries:
+    """A time series; `dashed_refs` draws those queries as dashed reference lines (limits, yesterday);
+    `legend` places the legend table ("right" or "bottom"); `draw` is one of DRAW_STYLES."""
+    style = DRAW_STYLES[draw]
+    panel = G.TimeSeries(
+        title=title, description=description, targets=_targets(queries), unit=unit,
+        thresholds=steps or color_steps((GREEN, None)), thresholdsStyleMode="line" if steps else "off",
+        valueMin=min_, valueMax=max_, overrides=_dashed(dashed_refs), fillOpacity=style.get("fillOpacity", fill),
+        legendDisplayMode="table", legendPlacement=legend, legendCalcs=["lastNotNull", "max"], lineWidth=1,
+        showPoints=style["showPoints"], spanNulls=False, maxDataPoints=None, drawStyle=style["drawStyle"],
+        pointSize=style.get("pointSize", 5),
+    )
+    return panel
+
+
+def stat(title: str, query: Query, unit: str, description: str, steps: list[G.Threshold] | None = None,
+         decimals: int | None = None, graph: bool = False, no_value: str = "no data") -> G.Stat:
+    # no_value: what an empty answer shows. "0" only where no series truly means none (a count of matches);
+    # a missing exporter or recording rule must look like no data, not like a healthy zero.
+    """A single number; without a sparkline it asks for the instant value only, which is cheaper."""
+    if not graph:
+        query = Query(query.expr, query.legend, True, query.ref)
+    return G.Stat(
+        title=title, description=description, targets=_targets([query]), format=unit, decimals=decimals,
+        thresholds=steps or color_steps((GREEN, None)), graphMode="area" if graph else "none",
+        reduceCalc="lastNotNull", colorMode="value", noValue=no_value, maxDataPoints=None,
+    )
+
+
+# The field the reduce transformation writes each series' value to ("Last *" for lastNotNull).
+REDUCED_VALUE = "Last *"
+REDUCED_NAME = "Field"
+
+
+def sorted_rows(desc: bool | None) -> list[dict[str, Any]]:
+    """One row per series (its legend in `Field`, its labels as fields for the links, its value), sorted by
+    value (desc True: largest first; False: smallest first) or, with None, by name (GPU index order)."""
+    reduce = {"id": "reduce", "options": {"reducers": ["lastNotNull"], "mode": "seriesToRows",
+                                          "labelsToFields": True, "includeTimeField": False}}
+    field = REDUCED_NAME if desc is None else REDUCED_VALUE
+    return [reduce, {"id": "sortBy", "options": {"fields": {}, "sort": [{"field": field, "desc": bool(desc)}]}}]
+
+
+def _value_links(links: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    # An override on every number field: grafanalib's gauge drops field-config links, an override stays.
+    if not links:
+        return []
+    return [{"matcher": {"id": "byType", "options": "number"}, "properties": [{"id": "links", "value": list(links)}]}]
+
+
+def gauge(title: str, query: Query, unit: str, description: str, steps: list[G.Threshold],
+          min_: float, max_: float, links: Sequence[dict[str, Any]] = (), desc: bool | None = True) -> G.GaugePanel:
+    """One gauge per series, showing the value now (an instant query), in the order of `sorted_rows`."""
+    query = Query(query.expr, query.legend, True, query.ref)
+    return G.GaugePanel(
+        title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
+        thresholds=steps, thresholdMarkers=True, thresholdLabels=False, calc="lastNotNull", maxDataPoints=None,
+        allValues=True, transformations=sorted_rows(desc),
+        extraJson={"fieldConfig": {"overrides": _value_links(links)}},
+    )
+
+
+def bar_gauge(title: str, query: Query, unit: str, description: str, steps: list[G.Threshold],
+              min_: float, max_: float, links: Sequence[dict[str, Any]] = (),
+              desc: bool | None = True) -> G.BarGauge:
+    """One bar per series, showing the value now (an instant query), in the order of `sorted_rows`."""
+    query = Query(query.expr, query.legend, True, query.ref)
+    return G.BarGauge(
+        title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
+        thresholds=steps, displayMode="gradient", orientation="horizontal", calc="lastNotNull",
+        maxDataPoints=None, allValues=True, transformations=sorted_rows(desc),
+        extraJson={"fieldConfig": {"overrides": _value_links(links)}},
+    )
+
+
+# The utilization heatmap's colours, low to high, and the words its description uses for them: one table, so
+# the scheme and what the panel says about it cannot drift apart.
+UTILIZATION_SCHEME = ("YlGn", ("pale yellow", "dark green"))
+
+
+def heatmap(title: str, query: Query, description: str, t: Thresholds, y_unit: str = "short",
+            max_points: int = 200) -> G.Heatmap:
+    """Native heatmap, one row per series; colour = utilization, banded to the thresholds' levels, 0 % drawn."""
+    # Pale yellow (idle) to dark green (busy): a busy GPU is healthy, so no alarm colour; band edges fall on
+    # the idle and saturated levels.
+    spec = {"unit": "percent", "scheme": UTILIZATION_SCHEME[0], "reverse": False, "min": 0, "max": 100,
+            "steps": heatmap_bands(t), "y_unit": y_unit, "show_zero": True}
+    return G.Heatmap(
+        title=title, description=description, targets=_targets([query]), thresholds=utilization_steps(t),
+        maxDataPoints=max_points, extraJson={"gpudashHeatmap": spec},
+    )
+
+
+def count_heatmap(title: str, query: Query, description: str, max_points: int = 200) -> G.Heatmap:
+    """Native heatmap of counts (GPUs per band): colour = how many GPUs, darker = more, 0 drawn palest."""
+    spec = {"unit": "none", "scheme": "Blues", "reverse": False, "steps": 64, "y_unit": "short", "show_zero": True}
+    return G.Heatmap(
+        title=title, description=description, targets=_targets([query]), thresholds=color_steps((BLUE, None)),
+        maxDataPoints=max_points, extraJson={"gpudashHeatmap": spec},
+    )
+
+
+def table(title: str, queries: Sequence[Query], description: str, columns: Mapping[str, str] | None,
+          unit: str = "", steps: list[G.Threshold] | None = None, links: Sequence[dict[str, Any]] = (),
+          hide_columns: Sequence[str] = (), link_column: str = "instance", sort: tuple[str, bool] | None = None,
+          coloured: str | None = None, rename: Mapping[str, str] | None = None, join_on: str | None = None,
+          before: Sequence[dict[str, Any]] = (), overrides: Sequence[dict[str, Any]] = ()) -> G.Table:
+    """Instant queries merged into one table (format "table": one row per series, labels as columns).
+
+    `columns` titles each query's value column by refId ("A": "used"), or None where `rename` titles the
+    columns by name; `links` go on the `link_column` cells; `sort` orders the rows by a titled column (desc
+    True: largest first); `steps` colour the text of the `coloured` column (the first titled one unless
+    named), and a table without steps carries none. `join_on` joins the queries' rows on that label (outer
+    join) instead of merging them, for queries that carry different labels; `before` are transformations
+    that run before columns are hidden and renamed (to filter or sort on a hidden value); `overrides` are
+    further field overrides (a unit per column)."""
+    refs = [q.ref or chr(ord("A") + i) for i, q in enumerate(queries)]
+    names: dict[str, str] = {}
+    if columns is not None:
+        unknown = set(columns) - set(refs)
+        if unknown or len(columns) != len(refs):
+            raise ValueError(f"{title}: columns {sorted(columns)} must title each query {refs}")
+        # One query's value column is "Value"; merged queries' are "Value #<refId>".
+        names = {("Value" if len(refs) == 1 else f"Value #{ref}"): columns[ref] for ref in refs}
+    names.update(rename or {})
+    instant = [Query(q.expr, "", True, ref) for q, ref in zip(queries, refs, strict=True)]
+    first = ({"id": "joinByField", "options": {"byField": join_on, "mode": "outer"}} if join_on else
+             {"id": "merge", "options": {}})
+    transformations: list[dict[str, Any]] = [first, *before]
+    # A join keeps each query's time column apart, numbered from 1.
+    times = [f"Time {i}" for i in range(1, len(queries) + 1)] if join_on else []
+    excluded = {"Time": True, **{t: True for t in times}, **{c: True for c in hide_columns}}
+    organize: dict[str, Any] = {"excludeByName": excluded}
+    if names:
+        organize["renameByName"] = names
+    transformations.append({"id": "organize", "options": organize})
+    if sort is not None:
+        field_, desc = sort
+        if field_ not in names.values():
+            raise ValueError(f"{title}: sorted by {field_!r}, which is not one of its columns")
+        transformations.append({"id": "sortBy", "options": {"fields": {}, "sort": [{"field": field_, "desc": desc}]}})
+    field_overrides: list[dict[str, Any]] = []
+    if links:
+        field_overrides.append({"matcher": {"id": "byName", "options": link_column},
+                                "properties": [{"id": "links", "value": list(links)}]})
+    if steps:
+        target = coloured or (columns[refs[0]] if columns else None)
+        if target is not None:
+            field_overrides.append({"matcher": {"id": "byName", "options": target},
+                                    "properties": [{"id": "custom.cellOptions", "value": {"type": "color-text"}}]})
+    field_overrides += overrides
+    return G.Table(
+        title=title, description=description, targets=_targets(instant, table_format=True), unit=unit,
+        thresholds=steps or color_steps((GREEN, None)), transformations=transformations, overrides=field_overrides,
+        maxDataPoints=None,
+    )
+
+
+def state_timeline(title: str, query: Query, description: str, steps: list[G.Threshold]) -> G.StateTimeline:
+    return G.StateTimeline(
+        title=title, description=description, targets=_targets([query]), thresholds=steps,
+        mergeValues=True, maxDataPoints=None,
+    )
+
+
+# ------------------------------------------------------------------------------------------- layout
+
+
+@dataclass
+class PanelGrid:
+    """Places panels left to right in rows of 24 grid units; a section starts a collapsible row."""
+
+    panels: list[Any] = field(default_factory=list)
+    _x: int = 0
+    _y: int = 0
+    _row_height: int = 0
+
+    def section(self, title: str) -> None:
+        self._newline()
+        self.panels.append(G.RowPanel(title=title, collapsed=False, gridPos=G.GridPos(h=1, w=FULL_WIDTH, x=0,
+                                                                                        y=self._y)))
+        self._y += 1
+
+    def add(self, panel: Any | None, w: int, h: int = 8) -> None:
+        if panel is None:
+            return
+        if self._x + w > FULL_WIDTH:
+            self._newline()
+        panel.gridPos = G.GridPos(h=h, w=w, x=self._x, y=self._y)
+        self.panels.append(panel)
+        self._x += w
+        self._row_height = max(self._row_height, h)
+
+    def _newline(self) -> None:
+        if self._x:
+            self._y += self._row_height
+        self._x = 0
+        self._row_height = 0
