@@ -111,8 +111,9 @@ def _renamed_imports(path: Path) -> list[str]:
     """`line N: old is now new` for each import of a module or name gpudash has renamed since."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
         for name in modules:
             old = next((o for o in RENAMED_MODULES if name == o or name.startswith(o + ".")), None)
             if old is not None:
