@@ -20,7 +20,7 @@ from gpudash.panels.fleet_panels import (
     throttled_gpus,
     xid_panels,
 )
-from gpudash.panels.gpu_panels import comparison_row, per_gpu, stat_row
+from gpudash.panels.gpu_panels import comparison_row, stat_row
 from gpudash.panels.job_panels import fleet_job_hours, node_link
 from gpudash.panels.visualizations import (
     PanelGrid,
@@ -45,9 +45,6 @@ def build(ctx: BuildContext) -> G.Dashboard:
     gpu = q.gpu
     to_node, to_gpu = node_link(), node_link(gpu)
     layout = PanelGrid()
-
-    def each(expr: str, *keep: str) -> str:
-        return per_gpu(q, expr, *keep)
 
     layout.section("Fleet at a glance")
     stat_row(layout, q, "fleet")
@@ -90,7 +87,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
         if q.has(key):
             layout.add(gauge(
                 f"{title} (top {k})",
-                Query(f"topk({k}, {each(q.metric(key))})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}", instant=True),
+                Query(f"topk({k}, {q.per_gpu(q.metric(key))})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}", instant=True),
                 "celsius", f"{what} temperature of the hottest GPUs now, hottest first; click one to "
                            "open its node on that GPU.", level_steps(levels), 0, 100, links=[to_gpu]),
                 w=12, h=8)

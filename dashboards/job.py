@@ -16,7 +16,6 @@ from grafanalib import core as G
 from gpudash.config.durations import Duration
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
-from gpudash.panels.gpu_panels import per_gpu
 from gpudash.panels.job_panels import gpu_hours, hours_over_range, node_link
 from gpudash.panels.visualizations import (
     GREEN,
@@ -71,7 +70,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
         links=[node_link()], hide_columns=("__name__",), sort=("mean utilization %", False)), w=12, h=8)
     layout.add(table(
         f"The job's least busy GPUs (bottom {k})",
-        [Query(f"bottomk({k}, {per_gpu(q, q.metric('gpu_util'))})")],
+        [Query(f"bottomk({k}, {q.per_gpu(q.metric('gpu_util'))})")],
         "The job's GPUs with the lowest utilization now, least busy first. Click one to open its node on that GPU.",
         {"A": "utilization"}, "percent", utilization_steps(t), links=[node_link(gpu)], hide_columns=("__name__",),
         sort=("utilization", False)), w=12, h=8)
@@ -86,7 +85,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
         layout.add(bar_gauge(
             f"Fullest GPUs (top {k})",
-            Query(f"topk({k}, {per_gpu(q, q.fb_used_ratio())})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}"),
+            Query(f"topk({k}, {q.per_gpu(q.fb_used_ratio())})", f"{{{{instance}}}} GPU {{{{{gpu}}}}}"),
             "percentunit", "Framebuffer used / (used + free) of the job's fullest GPUs now, fullest first: one rank "
                            "far above the others holds more than its share. Click one to open its node on that GPU.",
             level_steps(t.memory), 0, 1, links=[node_link(gpu)]), w=12, h=9)
@@ -235,7 +234,7 @@ def _stragglers(layout: PanelGrid, q: PromQL, k: int) -> None:
     hide = ("__name__",)
     link = node_link(q.gpu)
     if q.available("cluster_job:gpu_sm_clock_mhz:median"):
-        clock = per_gpu(q, q.metric("sm_clock"), label)
+        clock = q.per_gpu(q.metric("sm_clock"), label)
         layout.add(table(
             f"Slowest SM clocks against the job's median (top {k})",
             [Query(f"topk({k}, 1 - {clock} / {to_median} {q.use('cluster_job:gpu_sm_clock_mhz:median')})")],
@@ -247,7 +246,7 @@ def _stragglers(layout: PanelGrid, q: PromQL, k: int) -> None:
     sm_active = q.available("cluster_job:gpu_sm_active:median")
     key, median, scale = (("sm_active", "cluster_job:gpu_sm_active:median", " * 100") if sm_active else
                           ("gpu_util", "cluster_job:gpu_utilization:median", ""))
-    activity = per_gpu(q, q.metric(key), label)
+    activity = q.per_gpu(q.metric(key), label)
     what = ("SM activity (DCGM_FI_PROF_SM_ACTIVE: dcgm-exporter publishes it only when its counters CSV enables it)"
             if sm_active else "utilization (no profiling metrics here)")
     layout.add(table(

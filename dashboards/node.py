@@ -11,7 +11,7 @@ from grafanalib import core as G
 
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
-from gpudash.panels.gpu_panels import comparison_row, per_gpu, stat_row
+from gpudash.panels.gpu_panels import comparison_row, stat_row
 from gpudash.panels.visualizations import (
     GREEN,
     RED,
@@ -44,11 +44,11 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     def now(key: str) -> str:
         # One series per GPU even while its job or pod labels change, in GPU index order.
-        return q.by_gpu_index(per_gpu(q, q.metric(key)))
+        return q.by_gpu_index(q.per_gpu(q.metric(key)))
 
     def each(key: str, how: str = "avg") -> str:
         """Per GPU over time: `how` (avg, max, min) of the raw gauge within each step of the graph."""
-        return q.by_gpu_index(per_gpu(q, q.over_time(f"{how}_over_time", key, STEP)))
+        return q.by_gpu_index(q.per_gpu(q.over_time(how, key, STEP)))
 
     def node_wide(key: str) -> str:
         # One reference line per node, not one identical line per GPU.
@@ -74,7 +74,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     layout.section("Memory")
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
-        layout.add(bar_gauge("Memory used per GPU", Query(q.by_gpu_index(per_gpu(q, q.fb_used_ratio())), legend),
+        layout.add(bar_gauge("Memory used per GPU", Query(q.by_gpu_index(q.per_gpu(q.fb_used_ratio())), legend),
                              "percentunit", "Framebuffer used / (used + free) of each GPU now.", level_steps(t.memory),
                              0, 1, desc=None), w=8, h=9)
     layout.add(timeseries("Memory used", [Query(each("fb_used", "max"), legend)], "mbytes",
@@ -115,7 +115,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
                           "node's GPUs (DCGM_FI_DEV_ENFORCED_POWER_LIMIT: optional, stock dcgm-exporter does not "
                           "publish it by default, then the line is absent).", None, 0, dashed_refs=("L",)), w=16)
     if q.has("power", "power_limit"):
-        against = f"{per_gpu(q, q.metric('power'))} / {per_gpu(q, q.metric('power_limit'))}"
+        against = f"{q.per_gpu(q.metric('power'))} / {q.per_gpu(q.metric('power_limit'))}"
         layout.add(bar_gauge("Power against limit", Query(q.by_gpu_index(against), legend),
                              "percentunit", "Power draw as a fraction of the enforced limit now. Needs "
                                             "DCGM_FI_DEV_ENFORCED_POWER_LIMIT, which stock dcgm-exporter does not "

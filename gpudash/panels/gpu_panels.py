@@ -22,18 +22,13 @@ from gpudash.panels.visualizations import (
 from gpudash.promql.builders import PromQL, Scope
 
 
-def per_gpu(q: PromQL, expr: str, *keep: str) -> str:
-    """One series per GPU (PromQL.per_gpu: the same merge the recording rules use)."""
-    return q.per_gpu(expr, *keep)
-
-
 def aggregate(q: PromQL, level: str, what: str) -> str | None:
     """Whole-scope aggregates: from recording rules on the fleet dashboard, from raw series on a node (each
-    GPU once, see `per_gpu`)."""
+    GPU once, see `PromQL.per_gpu`)."""
     fleet = level == "fleet"
 
     def gpus(key: str) -> str:
-        return per_gpu(q, q.metric(key))
+        return q.per_gpu(q.metric(key))
 
     exprs: dict[str, tuple[tuple[str, ...], str]] = {
         "gpus": (("gpu_util",),

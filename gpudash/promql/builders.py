@@ -179,12 +179,20 @@ class PromQL:
                  for key in ("clock_event_active", "clock_events_count") if self.has(key)]
         return f" or on (cluster, instance, {self.gpu}, clock_event) ".join(parts) or None
 
-    def over_time(self, func: str, key: str, window: str) -> str:
-        """`func` over a range of one signal with the scope's matchers (`avg_over_time`, `deriv`, ...),
-        converted to the DCGM unit after the range function."""
+    def over_time(self, func: str, key: str, window: Duration | str, *params: str) -> str:
+        """`<func>_over_time` of one signal with the scope's matchers (`avg`, `max`, `quantile` with its
+        `params`), converted to the DCGM unit after it (conversions are positive scales)."""
+        return self._range(f"{func}_over_time", key, window, params)
+
+    def rate(self, key: str, window: Duration | str) -> str:
+        """The per-second rate of one counter with the scope's matchers, converted to the DCGM unit."""
+        return self._range("rate", key, window, ())
+
+    def _range(self, function: str, key: str, window: Duration | str, params: tuple[str, ...]) -> str:
         ref = self.profile.ref(key)
         shift = f" offset {self.scope.offset}" if self.scope.offset else ""
-        inner = f"{func}({ref.name}{Scope(self.scope.matchers).selector()}[{window}]{shift})"
+        args = "".join(f"{p}, " for p in params)
+        inner = f"{function}({args}{ref.name}{Scope(self.scope.matchers).selector()}[{window}]{shift})"
         return f"({inner} {ref.convert})" if ref.convert else inner
 
     def by_gpu_index(self, expr: str) -> str:
@@ -461,7 +469,7 @@ RECORDINGS: tuple[Recording, ...] = (
               "Mean graphics-engine activity (ratio), per cluster: SM activity where a GPU does not publish it."),
     Recording("cluster:gpu_nvlink_bytes_per_second:sum", ("nvlink_bandwidth",),
               lambda q: f"sum {_by('cluster')} "
-                        f"({q.per_gpu(q.over_time('rate', 'nvlink_bandwidth', NVLINK_RATE_WINDOW))}) * 1024",
+                        f"({q.per_gpu(q.rate('nvlink_bandwidth', NVLINK_RATE_WINDOW))}) * 1024",
               "NVLink traffic (B/s, both directions, every link), per cluster; the counter is in KiB."),
     Recording("cluster_instance:gpu_utilization:avg", ("gpu_util",),
               lambda q: f"avg {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",

@@ -12,7 +12,7 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 from __future__ import annotations
 
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
-from gpudash.config.durations import Duration, duration_text
+from gpudash.config.durations import duration_text
 from gpudash.config.site import Site
 from gpudash.escape import promql_matcher
 from gpudash.promql.builders import THROTTLE_REASONS, PromQL
@@ -39,15 +39,6 @@ class AlertExpressions:
         self.gpu = f"cluster, instance, {q.gpu}"
 
     # -- helpers -----------------------------------------------------------------------------------------
-
-    def per_gpu(self, expr: str) -> str:
-        return f"max by ({self.gpu}) ({expr})"
-
-    def over_time(self, func: str, key: str, window: Duration | str, *params: str) -> str:
-        """`func_over_time` of one signal; unit conversions are positive scales, so they apply after."""
-        ref = self.q.profile.ref(key)
-        inner = f"{func}_over_time({''.join(p + ', ' for p in params)}{ref.name}[{window}])"
-        return f"({inner} {ref.convert})" if ref.convert else inner
 
     def has(self, *keys: str) -> bool:
         return self.q.has(*keys)
@@ -76,7 +67,7 @@ class AlertExpressions:
 
     def typical(self, key: str) -> str:
         """The median of a signal over the short window: a spike or a dip shorter than half of it is ignored."""
-        return self.per_gpu(self.over_time("quantile", key, self.a.temperature.window, "0.5"))
+        return self.q.per_gpu(self.q.over_time("quantile", key, self.a.temperature.window, "0.5"))
 
     def throttling(self) -> str | None:
         """Hot and clocked down against the recent (or max) clock, or a thermal / power-brake reason set.
@@ -89,11 +80,11 @@ class AlertExpressions:
             return None
         keep = 1 - self.t.throttle_drop_ratio
         clock = self.typical("sm_clock")
-        recent = self.per_gpu(self.over_time("max", "sm_clock", self.a.throttling.window))
+        recent = self.q.per_gpu(self.q.over_time("max", "sm_clock", self.a.throttling.window))
         hot = f"{self.typical('gpu_temp')} >= {self.t.temperature.gpu.warning:g}"
         dropped = [f"{clock} < {keep:g} * {recent}"]
         if self.has("sm_clock_max"):
-            dropped.append(f"{clock} < {keep:g} * {self.per_gpu(self.q.metric('sm_clock_max'))}")
+            dropped.append(f"{clock} < {keep:g} * {self.q.per_gpu(self.q.metric('sm_clock_max'))}")
         parts = [f"(\n  ({' or '.join(dropped)})\n  and\n  {hot}\n)"]
         reasons = self._throttle_reasons()
         if reasons:
@@ -106,20 +97,20 @@ class AlertExpressions:
         forms = []
         if self.has("clock_event_active"):
             active = self.q.metric("clock_event_active", (THROTTLE_REASONS,))
-            forms.append(self.per_gpu(f"max_over_time({active}[{window}])"))
+            forms.append(self.q.per_gpu(f"max_over_time({active}[{window}])"))
         if self.has("clock_event_reasons"):
             mask = self.q.profile.ref("clock_event_reasons").name
             bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
             # PromQL has no bitwise AND: bit b of x is floor(x / b) % 2.
             terms = " + ".join(f"floor({mask} / {bits[name]}) % 2" for name in THERMAL_OR_BRAKE_REASONS)
             step = self.site.scrape_interval
-            forms.append(self.per_gpu(f"max_over_time(({terms})[{window}:{step}])"))
+            forms.append(self.q.per_gpu(f"max_over_time(({terms})[{window}:{step}])"))
         return " or ".join(forms) or None
 
     def memory_pressure(self, level: float) -> str | None:
         if not self.has("fb_used", "fb_free"):
             return None
-        return self.per_gpu(f"\n  {self.fb_ratio} > {level:g}\n  and\n  {self.memory_growing()}\n")
+        return self.q.per_gpu(f"\n  {self.fb_ratio} > {level:g}\n  and\n  {self.memory_growing()}\n")
 
     def memory_leak(self) -> str | None:
         if not self.has("fb_used", "fb_free"):
@@ -127,7 +118,7 @@ class AlertExpressions:
         leak = self.a.memory_leak
         # capped at 1: the value shown is "where memory is heading", and nothing exceeds all of it
         projected = f"clamp_max(predict_linear({self.fb_ratio}[{leak.window}], {leak.horizon.seconds}), 1)"
-        return self.per_gpu(
+        return self.q.per_gpu(
             f"\n  {projected} >= {self.t.memory.critical:g}\n  and\n  {self.memory_growing()}\n"
         )
 
@@ -135,10 +126,10 @@ class AlertExpressions:
         if not self.has("gpu_util", "fb_used", "fb_free"):
             return None
         s = self.a.job_stalled
-        busiest = self.per_gpu(self.over_time("max", "gpu_util", s.window))
-        held = self.per_gpu(f"min_over_time({self.fb_ratio}[{s.window}])")
+        busiest = self.q.per_gpu(self.q.over_time("max", "gpu_util", s.window))
+        held = self.q.per_gpu(f"min_over_time({self.fb_ratio}[{s.window}])")
         # ... and already held it a whole window ago, so a job that just started is not judged on a part-window
-        before = self.per_gpu(f"{self.fb_ratio} offset {s.window}")
+        before = self.q.per_gpu(f"{self.fb_ratio} offset {s.window}")
         above = f"{s.memory_above_ratio:g}"
         return f"{busiest} < {s.util_below_percent:g}\nand\n{held} > {above}\nand\n{before} > {above}"
 
@@ -147,7 +138,7 @@ class AlertExpressions:
             return None
         d = self.a.data_loader
         node = promql_matcher("job", "=", self.site.node_job)
-        util = f"{self.per_gpu(self.over_time('avg', 'gpu_util', d.window))} < {d.util_below_percent:g}"
+        util = f"{self.q.per_gpu(self.q.over_time('avg', 'gpu_util', d.window))} < {d.util_below_percent:g}"
         load = (
             f"sum by (instance) (avg_over_time({NODE_LOAD1}{{{node}}}[{d.window}]))\n"
             f"      / on (instance)\n"
@@ -159,7 +150,7 @@ class AlertExpressions:
             f"  and on (host)\n"
             f"  label_replace(\n    {load},\n    {_HOST_FROM_INSTANCE}\n  )\n"
         )
-        return self.per_gpu(joined)
+        return self.q.per_gpu(joined)
 
     def exporter_down(self) -> str:
         """The exporter target is down (no gpu label), or one GPU stopped reporting on a target that is up."""
@@ -178,12 +169,12 @@ class AlertExpressions:
         The lookback tells "stopped reporting" from "never existed": a GPU silent for longer drops out.
         """
         key = PRESENCE_SIGNAL
-        seen = self.per_gpu(self.over_time("max", key, self.a.exporter_down.lookback))
-        now = self.per_gpu(self.q.metric(key))
+        seen = self.q.per_gpu(self.q.over_time("max", key, self.a.exporter_down.lookback))
+        now = self.q.per_gpu(self.q.metric(key))
         down = f"{self.up()} == 0"
         parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
         if self.has("gpu_up"):
-            parts.append(f"{self.per_gpu(self.q.metric('gpu_up'))} == 0")
+            parts.append(f"{self.q.per_gpu(self.q.metric('gpu_up'))} == 0")
         return f"{NL}or{NL}".join(parts)
 
     # -- job alerts: every GPU of a job against the job's own median (the job recordings) ---------------

@@ -52,7 +52,7 @@ class HealthExpressions:
         fixed = f"{typical} > {fallback:g}"
         if not self.q.has(limit_key):
             return fixed
-        limit = self.x.per_gpu(self.q.metric(limit_key))
+        limit = self.q.per_gpu(self.q.metric(limit_key))
         level = f"({limit} - {margin:g})" if margin else limit
         return (f"{typical}\n  >= on ({self.gpu})\n  {level}\nor\n"
                 f"(\n  {fixed}\n  unless on ({self.gpu})\n  {limit}\n)")
@@ -71,12 +71,12 @@ class HealthExpressions:
     def row_remap_pending(self) -> str | None:
         if not self.q.has("row_remap_pending"):
             return None
-        return f"{self.x.per_gpu(self.q.metric('row_remap_pending'))} > 0"
+        return f"{self.q.per_gpu(self.q.metric('row_remap_pending'))} > 0"
 
     def row_remap_failure(self) -> str | None:
         if not self.q.has("row_remap_failure"):
             return None
-        return f"{self.x.per_gpu(self.q.metric('row_remap_failure'))} > 0"
+        return f"{self.q.per_gpu(self.q.metric('row_remap_failure'))} > 0"
 
     # -- NVLink ------------------------------------------------------------------------------------------
 
@@ -99,7 +99,7 @@ class HealthExpressions:
         if fatal_keys or crc_keys:
             totals = self._nvlink(self.gpu, fatal_keys, crc_keys, critical, n.window, n.crc_per_second_critical)
             if self.q.has("nvlink_link_errors"):
-                links = self.x.per_gpu(self.q.metric("nvlink_link_errors"))
+                links = self.q.per_gpu(self.q.metric("nvlink_link_errors"))
                 totals = f"(\n{totals}\n)\nunless on ({self.gpu})\n{links}"
             parts.append(totals)
         # each source in parentheses: `unless` binds tighter than `or`, and a reader should not need to know it
@@ -127,11 +127,11 @@ class HealthExpressions:
         """
         parts = []
         if self.q.has("gpu_up"):
-            parts.append(f"{self.x.per_gpu(self.q.metric('gpu_up'))} == 0")
+            parts.append(f"{self.q.per_gpu(self.q.metric('gpu_up'))} == 0")
         if self.q.has("gpu_up", "gpus_expected"):
             node = "cluster, instance"
             expected = f"max by ({node}) ({self.q.metric('gpus_expected')})"
-            seen = f"count by ({node}) ({self.x.per_gpu(self.q.metric('gpu_up'))})"
+            seen = f"count by ({node}) ({self.q.per_gpu(self.q.metric('gpu_up'))})"
             # `or 0 * expected`: a node whose GPUs all vanished still has a count to compare, zero
             parts.append(f"{expected}\n  - on ({node})\n  ({seen} or 0 * {expected})\n  > 0")
         return _or(parts)
