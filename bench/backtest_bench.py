@@ -35,7 +35,7 @@ from gpudash.backtest.rule_set import RuleSet, rule_set
 from gpudash.catalog import DCGM
 from gpudash.check.prometheus_api import PrometheusClient
 from gpudash.config.loading import load_settings
-from gpudash.promql.builders import signals_in
+from gpudash.promql.recordings import signals_in
 
 FORMAT = 1  # bump when what is generated changes
 

@@ -42,7 +42,7 @@ from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
 from gpudash.panels.build import build_all
-from gpudash.promql.builders import recording_rules
+from gpudash.promql.for_settings import recording_rules
 from gpudash.repository import DEFINITIONS_DIR, FLEET_UID, HEALTH_UID, JOB_UID, NODE_UID
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +81,7 @@ def build_tsdb(gpus: int, settings: Settings, keys: list[str], cache: Path, end:
     """The size's TSDB: raw series from the cache or generated now, plus any recording rule it lacks."""
     home = cache / f"{gpus}-gpus"
     data, log, manifest = home / "data", home / "prometheus.log", home / "manifest.json"
-    rules = [[rec.record, expr] for rec, expr in recording_rules(DCGM, settings.thresholds)]
+    rules = [[rec.record, expr] for rec, expr in recording_rules(settings, profile=DCGM)]
     wanted = {"format": FORMAT, "seed": seed, "keys": keys}
     saved = json.loads(manifest.read_text()) if manifest.exists() else {}
     changed = {name for name, expr in saved.get("rules", []) if [name, expr] not in rules and name in dict(rules)}
@@ -178,7 +178,7 @@ def rule_costs(url: str, end: int, repeat: int = 3) -> dict[str, float]:
     end of the data, best of `repeat`): the price, paid every rule interval, of what the dashboards read."""
     settings = load_settings(ROOT / "thresholds.yaml")
     costs = {}
-    for rec, expr in recording_rules(DCGM, settings.thresholds):
+    for rec, expr in recording_rules(settings, profile=DCGM):
         best = float("inf")
         for _ in range(repeat):
             began = time.perf_counter()

@@ -39,7 +39,7 @@ from gpudash.catalog import (
 )
 from gpudash.exporter.sim.fleet import Fleet
 from gpudash.exporter.sim.spec import FAULTS, Fault
-from gpudash.promql.builders import signals_in
+from gpudash.promql.recordings import signals_in
 
 GPUS_PER_NODE = 8
 # dcgm-exporter's own windowed counters: the dashboards read them only where the per-code and per-reason series

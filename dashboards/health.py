@@ -14,7 +14,7 @@ from gpudash.panels.build import BuildContext
 from gpudash.panels.health_actions import action_now_section, action_over_time_section
 from gpudash.panels.health_ledger import ledger_section
 from gpudash.panels.visualizations import GREEN, RED, PanelGrid, Query, bar_gauge, color_steps
-from gpudash.promql.builders import PromQL
+from gpudash.promql.query import PromQL
 from gpudash.repository import FLEET_UID, HEALTH_UID, NODE_UID
 
 UID = HEALTH_UID

@@ -30,7 +30,7 @@ from gpudash.panels.visualizations import (
     timeseries,
     utilization_steps,
 )
-from gpudash.promql.builders import PromQL, Scope
+from gpudash.promql.query import PromQL, Scope
 from gpudash.repository import FLEET_UID, JOB_UID, NODE_UID
 
 UID = JOB_UID

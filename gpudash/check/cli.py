@@ -25,6 +25,7 @@ from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import CheckFailed, UsageError
+from gpudash.promql.for_settings import promql_for
 from gpudash.repository import DASHBOARDS_JSON_DIR, RULES_DIR
 
 DEFAULT_URL = "http://127.0.0.1:9090"
@@ -84,8 +85,8 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
     groups = dashboard_groups(dashboards, scrape_s, variables, range_s)
     if not no_rules:
         groups += rule_groups(list(rule_paths) or [RULES_DIR])
-    metric_profile = profile(profile_name or settings.site.profile)
-    results = run_check(url, groups, metric_profile, timeout, scrape_s, settings.site.job_label)
+    q = promql_for(settings, profile=profile(profile_name) if profile_name else None)
+    results = run_check(url, groups, q, timeout)
     if fmt == "json":
         click.echo(as_json(results))
     else:

@@ -25,15 +25,14 @@ from enum import Enum
 from gpudash.catalog import (
     BY_DCGM_NAME,
     BY_KEY,
-    HPC_JOB_LABEL,
     PROMETHEUS_ALERTS,
     PROMETHEUS_ALERTS_FOR_STATE,
-    Profile,
     Signal,
 )
 from gpudash.check.prometheus_api import QUERY_TIMEOUT_S, PrometheusClient, QueryError, TimeRange, series_count
 from gpudash.check.queries import ALERT, VARIABLE, CheckQuery, Group, Interpolation, unresolved
-from gpudash.promql.builders import JOB_RECORDINGS, RECORDING_BY_NAME
+from gpudash.promql.query import PromQL
+from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
 from gpudash.promql.scanner import Selector, filters, offsets, selectors, widened, windows, without_offsets
 
 
@@ -77,15 +76,15 @@ _QUERY_RESULT = re.compile(r"^\s*query_result\((?P<expr>.+)\)\s*$", re.S)
 
 
 class Checker:
-    """Runs queries for one profile against one server, all at the same moment `window.end`."""
+    """Runs queries against one server, all at the same moment `window.end`, and judges each answer by the
+    site's query builder: its metric profile and its job label."""
 
-    def __init__(self, prometheus: PrometheusClient, profile: Profile, window: TimeRange,
-                 job_label: str = HPC_JOB_LABEL) -> None:
+    def __init__(self, prometheus: PrometheusClient, q: PromQL, window: TimeRange) -> None:
         self.prometheus = prometheus
-        self.profile = profile
+        self.profile = q.profile
         self.window = window
-        self.job_label = job_label
-        self._by_name = {ref.name: BY_KEY[key] for key, ref in profile.metrics.items()}
+        self.job_label = q.job_label
+        self._by_name = {ref.name: BY_KEY[key] for key, ref in q.profile.metrics.items()}
         self._exists: dict[str, bool] = {}
 
     def run_group(self, group: Group) -> GroupResult:
@@ -243,16 +242,16 @@ _RULES_LOADED = RECORDING_BY_NAME["cluster:gpu_count:count"].record
 _ALERT_SERIES = frozenset((PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE))
 
 
-def run_check(url: str, groups: Sequence[Group], metric_profile: Profile, timeout: float = QUERY_TIMEOUT_S,
-              scrape_interval_s: int = 15, job_label: str = HPC_JOB_LABEL) -> list[GroupResult]:
-    """Run every query of every group; raise RemoteError (one line) when the server cannot be reached."""
+def run_check(url: str, groups: Sequence[Group], q: PromQL, timeout: float = QUERY_TIMEOUT_S) -> list[GroupResult]:
+    """Run every query of every group, judged by the site's query builder `q` (metric profile, job label, and its
+    rule interval: the scrape interval); raise RemoteError (one line) when the server cannot be reached."""
     server = PrometheusClient(url, timeout)
     try:
         server.probe()
         now = server.now()
         longest = max((g.range_s for g in groups), default=3600) or 3600
-        step = Interpolation(longest, scrape_interval_s).interval_s
-        checker = Checker(server, metric_profile, TimeRange(now, longest, step), job_label)
+        step = Interpolation(longest, q.rule_interval.seconds).interval_s
+        checker = Checker(server, q, TimeRange(now, longest, step))
         return [checker.run_group(group) for group in groups]
     finally:
         server.close()

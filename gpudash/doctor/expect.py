@@ -14,7 +14,7 @@ import yaml
 from gpudash.catalog import Profile
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import Settings
-from gpudash.promql.builders import signals_in
+from gpudash.promql.recordings import signals_in
 from gpudash.promql.scanner import selectors, windows
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.generated_files import render_all

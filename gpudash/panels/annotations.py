@@ -7,7 +7,7 @@ from typing import Any
 from grafanalib import core as G
 
 from gpudash.panels.grafanalib_fixups import DATASOURCE
-from gpudash.promql.builders import ALERTS, PromQL
+from gpudash.promql.query import ALERTS, PromQL
 
 
 def prometheus_annotation(name: str, expr: str, colour: str, title: str, text: str, tags: str) -> dict[str, Any]:

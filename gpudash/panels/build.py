@@ -25,7 +25,8 @@ from gpudash.config.loading import Settings
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import Outcome, stale_owned, write_owned
 from gpudash.panels.grafanalib_fixups import modernize
-from gpudash.promql.builders import Matcher, PromQL, Scope, dashboard_scope
+from gpudash.promql.for_settings import promql_for
+from gpudash.promql.query import Matcher, PromQL, Scope, dashboard_scope
 from gpudash.repository import DEFINITIONS_DIR, GRAFANA_UID, TAG
 
 
@@ -46,8 +47,7 @@ class BuildContext:
 
     def promql(self, level: str) -> PromQL:
         scope = self.job_scope() if level == "job" else dashboard_scope(self.profile, level)
-        return PromQL(self.profile, self.settings.thresholds, scope, self.recorded, self.job_label,
-                      self.settings.site.scrape_interval)
+        return promql_for(self.settings, scope, recorded=self.recorded, profile=self.profile)
 
     def job_scope(self) -> Scope:
         """The job dashboard's matchers: $cluster, $job, and only series that carry a job at all."""

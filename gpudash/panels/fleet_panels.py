@@ -21,7 +21,7 @@ from gpudash.panels.visualizations import (
     table,
     timeseries,
 )
-from gpudash.promql.builders import UP, PromQL
+from gpudash.promql.query import UP, PromQL
 
 # On a dcgm-exporter, these come from the counters CSV; say where the data comes from in each description.
 BUNDLED_ONLY = "stock dcgm-exporter does not publish it"

@@ -19,7 +19,7 @@ from gpudash.panels.visualizations import (
     timeseries,
     utilization_steps,
 )
-from gpudash.promql.builders import PromQL, Scope
+from gpudash.promql.query import PromQL, Scope
 
 
 def aggregate(q: PromQL, level: str, what: str) -> str | None:

@@ -15,7 +15,7 @@ from gpudash.escape import re2_any
 from gpudash.health.xid import ACTIONS
 from gpudash.panels.job_panels import node_link
 from gpudash.panels.visualizations import GREEN, PanelGrid, Query, color_steps, stat, table, timeseries
-from gpudash.promql.builders import Matcher, PromQL
+from gpudash.promql.query import Matcher, PromQL
 
 # Worst first: the order of the stat row, and each action's colour once a GPU needs it.
 ACTION_COLOURS: tuple[tuple[str, str], ...] = (

@@ -19,7 +19,7 @@ from gpudash.health.xid import ACTIONS, XID_TABLE, action_for
 from gpudash.panels.health_actions import cost
 from gpudash.panels.job_panels import node_link
 from gpudash.panels.visualizations import PanelGrid, Query, table
-from gpudash.promql.builders import Matcher, PromQL, Scope
+from gpudash.promql.query import Matcher, PromQL, Scope
 
 WINDOW = "$ledger"
 TOP = 50

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpudash.config.durations import Duration
 from gpudash.panels.visualizations import PanelGrid, Query, table
-from gpudash.promql.builders import PromQL
+from gpudash.promql.query import PromQL
 from gpudash.repository import JOB_UID, NODE_UID
 
 

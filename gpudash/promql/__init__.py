@@ -1,1 +1,2 @@
-"""PromQL: the query builders, the recording-rule registry and the expression scanner."""
+"""PromQL: the query builder (query.py), bound to a site by for_settings.py; the recording rules
+(recordings.py); the one expression scanner (scanner.py)."""

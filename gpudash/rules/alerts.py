@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.catalog import profile as catalog_profile
 from gpudash.config.durations import Duration
 from gpudash.config.loading import Settings
 from gpudash.escape import go_template_text
-from gpudash.promql.builders import PromQL
+from gpudash.promql.for_settings import promql_for
 from gpudash.rules.alert_rule import AlertRule
 from gpudash.rules.expressions import AlertExpressions
 from gpudash.rules.health_alerts import HEALTH_ALERT_NAMES, health_rules, temperature_rules
@@ -40,8 +39,7 @@ _WHERE = "GPU {{ $labels.%s }} on {{ $labels.instance }} ({{ $labels.cluster }})
 
 def alert_rules(settings: Settings) -> list[AlertRule]:
     """Every alerting rule the site's metric profile can evaluate, in a stable order."""
-    prof = catalog_profile(settings.site.profile)
-    q = PromQL(prof, settings.thresholds, job_label=settings.site.job_label)
+    q = promql_for(settings)
     x = AlertExpressions(q, settings.site)
     t, a = settings.thresholds, settings.thresholds.alerts
     where = _WHERE % q.gpu

@@ -15,7 +15,7 @@ from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.durations import duration_text
 from gpudash.config.site import Site
 from gpudash.escape import promql_matcher
-from gpudash.promql.builders import THROTTLE_REASONS, PromQL
+from gpudash.promql.query import THROTTLE_REASONS, PromQL
 
 NODE_LOAD1 = "node_load1"
 NODE_CPU_SECONDS = "node_cpu_seconds_total"

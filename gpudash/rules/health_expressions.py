@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from gpudash.config.durations import Duration
 from gpudash.escape import re2_any
 from gpudash.health.xid import XidClass
-from gpudash.promql.builders import Matcher
+from gpudash.promql.query import Matcher
 from gpudash.rules.expressions import NL, AlertExpressions
 
 # The bundled exporter's per-link NVLink error kinds (the `error` label of the nvlink_link_errors signal).

@@ -1,11 +1,10 @@
-"""The recording rule file, rendered from the registry in gpudash.promql.builders that the dashboards read too."""
+"""The recording rule file, rendered from the registry in gpudash.promql.query that the dashboards read too."""
 
 from __future__ import annotations
 
-from gpudash.catalog import profile as catalog_profile
 from gpudash.config.loading import Settings
 from gpudash.escape import yaml_scalar
-from gpudash.promql.builders import recording_rules
+from gpudash.promql.for_settings import recording_rules
 from gpudash.yamltext import dump
 
 GROUP_NAME = "gpudash-gpu-recording"
@@ -14,7 +13,7 @@ GROUP_NAME = "gpudash-gpu-recording"
 def recording_rule_file(settings: Settings) -> str:
     """The rule file text; each rule is preceded by a comment with its help line."""
     site = settings.site
-    rules = recording_rules(catalog_profile(site.profile), settings.thresholds, site.job_label, site.scrape_interval)
+    rules = recording_rules(settings)
     # The interval is explicit: the GPU-seconds and XID-event recordings are built for it, whatever
     # evaluation_interval the Prometheus that loads them has.
     lines = ["groups:", f"  - name: {yaml_scalar(GROUP_NAME)}", f"    interval: {site.scrape_interval}", "    rules:"]

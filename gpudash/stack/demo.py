@@ -28,7 +28,6 @@ from typing import Any
 import click
 
 from gpudash.catalog import EXPORTER_PENDING, SIGNALS
-from gpudash.catalog import profile as catalog_profile
 from gpudash.check.judge import GroupResult, Status, failures, run_check
 from gpudash.check.queries import dashboard_groups, load_dashboards, rule_groups
 from gpudash.check.tables import summary
@@ -38,7 +37,8 @@ from gpudash.config.options import config_options
 from gpudash.config.site import Site
 from gpudash.errors import CheckFailed, GpudashError, OutputError, RemoteError
 from gpudash.escape import promql_matcher
-from gpudash.promql.builders import JOB_RECORDINGS, RECORDING_BY_NAME, recording_rules
+from gpudash.promql.for_settings import promql_for, recording_rules
+from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
 from gpudash.repository import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
 from gpudash.stack.demo_report import alert_line, fleet_summary, notification_line, render_brief
 from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
@@ -206,8 +206,7 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
         for counter in COUNTERS:  # rate() and increase() need two samples of a counter
             if prometheus.query(f"{counter}{scraped}"):
                 prometheus.wait_for(f"count_over_time({counter}{scraped}[5m]) > 1", timeout=left())
-        for rule, expr in recording_rules(catalog_profile(demo.settings.site.profile), demo.settings.thresholds,
-                                         demo.settings.site.job_label, demo.settings.site.scrape_interval):
+        for rule, expr in recording_rules(demo.settings):
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
                 prometheus.wait_for(rule.record, timeout=left())
         # The job dashboard's energy sums a recording over a subquery at the site's scrape interval: it answers
@@ -251,8 +250,7 @@ def check_demo(demo: DemoStack) -> list[GroupResult]:
     settings = demo.settings
     groups = dashboard_groups(load_dashboards([DASHBOARDS_JSON_DIR]), INTERVAL_S)
     groups += rule_groups([demo.rules_dir / Path(RECORDING_FILE).parent])
-    return run_check(demo.prometheus.url, groups, catalog_profile(settings.site.profile),
-                     scrape_interval_s=INTERVAL_S)
+    return run_check(demo.prometheus.url, groups, promql_for(settings, rule_interval=parse_duration(INTERVAL)))
 
 
 def push_or_explain(prometheus_url: str, env: dict[str, str], settings: Settings) -> None:

@@ -6,12 +6,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from gpudash.catalog import profile as catalog_profile
 from gpudash.check.judge import GroupResult, Status
 from gpudash.check.tables import render_table
 from gpudash.config.loading import Settings
 from gpudash.errors import RemoteError
-from gpudash.promql.builders import PromQL
+from gpudash.promql.for_settings import promql_for
 from gpudash.stack.process import PrometheusProcess
 from gpudash.stack.servers import WebhookReceiver
 
@@ -59,8 +58,8 @@ def _alerts(prometheus: PrometheusProcess, expr: str, gpu_label: str) -> list[st
 def fleet_summary(prometheus: PrometheusProcess, settings: Settings, receiver: WebhookReceiver | None = None,
                   one_line: bool = False) -> str:
     """GPUs, utilization, memory, power, the hottest GPU and the alerts, from the recording rules."""
-    prof = catalog_profile(settings.site.profile)
-    q = PromQL(prof, settings.thresholds, job_label=settings.site.job_label)
+    q = promql_for(settings)
+    prof = q.profile
     count = f"sum({q.use('cluster:gpu_count:count')})"
     gpus = _value(prometheus, count)
     idle = _value(prometheus, f"sum({q.use('cluster:gpu_idle:count')})")

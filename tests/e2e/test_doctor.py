@@ -24,10 +24,9 @@ from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml
 from support.paths import ROOT
 from support.waiting import eventually
 
-from gpudash.catalog import DCGM
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
-from gpudash.promql.builders import recording_rules
+from gpudash.promql.for_settings import recording_rules
 from gpudash.repository import ALERTMANAGER_FILE
 from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
 from gpudash.stack.servers import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
@@ -183,7 +182,7 @@ def test_rules_from_an_older_thresholds_file(stack: Stack, servers: Servers) -> 
                            "(quantile_over_time(0.5, DCGM_FI_DEV_GPU_TEMP[2m])) >= on (cluster, instan"), line
     assert "GPUHighTemperature (none, gpu, warning): expr" in line and "for 10m loaded, 3m generated" in line, line
     assert "why: Prometheus holds rule files rendered from another thresholds.yaml" in line
-    recordings = len(recording_rules(DCGM, load_settings().thresholds))
+    recordings = len(recording_rules(load_settings()))
     assert f"ok    rules     gpudash-gpu-recording: {recordings} rules loaded as generated" in ran.out
 
 

@@ -17,11 +17,11 @@ import pytest
 from support.cli import gpudash
 from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
+from support.site_query import site_promql
 
-from gpudash.catalog import profile
 from gpudash.check.judge import GroupResult, Status, run_check
 from gpudash.check.queries import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
-from gpudash.promql.builders import FLEET_LISTS
+from gpudash.promql.recordings import FLEET_LISTS
 from gpudash.repository import RECORDING_FILE
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 from gpudash.stack.process import PrometheusProcess, free_port
@@ -86,7 +86,7 @@ def _check(stack: Stack, dashboards: list[Path], rules: list[Path] | None = None
     # panel's $__rate_interval is longer than the XID counter has existed.
     groups = dashboard_groups(load_dashboards(dashboards), scrape_interval_s=1, range_s=1800)
     groups += rule_groups(rules or [])
-    return run_check(stack.prometheus.url, groups, profile("dcgm"), scrape_interval_s=1)
+    return run_check(stack.prometheus.url, groups, site_promql("dcgm", 1))
 
 
 # Panels whose answer on a healthy node is empty: every series they read exists, none passes their filter.
@@ -195,7 +195,7 @@ def test_check_without_recording_rules_names_them(stack: Stack, tmp_path: Path) 
     with PrometheusProcess(config) as bare:
         bare.wait_for("DCGM_FI_DEV_GPU_UTIL")
         groups = dashboard_groups(load_dashboards([ROOT / "dashboards" / "json" / "gpudash-fleet.json"]), 1)
-        (result,) = run_check(bare.url, groups, profile("dcgm"), scrape_interval_s=1)
+        (result,) = run_check(bare.url, groups, site_promql("dcgm", 1))
     failed = {r.query.item: r.detail for r in result.failures}
     assert "GPUs reporting" in failed
     assert "recording rules are not loaded" in failed["GPUs reporting"]

@@ -18,12 +18,13 @@ import pytest
 import yaml
 from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, statuses, unexplained
 from support.paths import REFERENCE, ROOT
+from support.site_query import site_promql
 
 from gpudash.catalog import Publisher, profile
 from gpudash.check.judge import GroupResult, Status, run_check
 from gpudash.check.queries import VARIABLE, built_dashboards, dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.loading import load_settings
-from gpudash.promql.builders import FLEET_LISTS, signals_in
+from gpudash.promql.recordings import FLEET_LISTS, signals_in
 from gpudash.repository import RECORDING_FILE
 from gpudash.stack.process import PrometheusProcess
 from gpudash.stack.servers import prometheus_config, scrape_jobs
@@ -71,7 +72,7 @@ def _renamed_group(text: str) -> str:
 
 def _check(url: str, dashboards: list[tuple[dict, str]], cluster: str, metric_profile: str) -> list[GroupResult]:
     groups = dashboard_groups(dashboards, scrape_interval_s=1, variables={"cluster": cluster}, range_s=1800)
-    return run_check(url, groups, profile(metric_profile), scrape_interval_s=1)
+    return run_check(url, groups, site_promql(metric_profile, 1))
 
 
 def test_dcgm_exporter_output_both_host_label_spellings(prometheus: PrometheusProcess) -> None:
@@ -118,7 +119,7 @@ def test_recording_rules_of_both_profiles_evaluate(prometheus: PrometheusProcess
         files = gpudash_rules(tmp_path / name, site)
         path = tmp_path / name / RECORDING_FILE
         assert path.read_text() == files[RECORDING_FILE]
-        results = run_check(prometheus.url, rule_groups([path]), profile(metric_profile), scrape_interval_s=1)
+        results = run_check(prometheus.url, rule_groups([path]), site_promql(metric_profile, 1))
         rows = [r for g in results for r in g.results]
         assert len(rows) >= 12
         # every rule has data, but those on a signal this exporter does not publish, reported as optional, the

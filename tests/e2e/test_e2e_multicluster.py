@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import pytest
 from support.e2e import gpudash_rules, site_yaml, unexplained
 from support.paths import ROOT
+from support.site_query import site_promql
 from support.waiting import eventually
 
-from gpudash.catalog import profile
 from gpudash.check.judge import Status, run_check
 from gpudash.check.prometheus_api import PrometheusClient as Client
 from gpudash.check.prometheus_api import TimeRange
@@ -88,7 +88,7 @@ def _until(client: Client, expr: str, value: float) -> None:
 
 def test_cluster_variable_lists_both_clusters_from_the_global_store(fleet: Fleet) -> None:
     groups = dashboard_groups(load_dashboards([ROOT / "dashboards" / "json"]), 1, range_s=RANGE_S)
-    results = run_check(fleet.store.url, groups, profile("dcgm"), scrape_interval_s=1)
+    results = run_check(fleet.store.url, groups, site_promql("dcgm", 1))
     variables = {(g.group.title, r.query.item): r for g in results for r in g.results if r.query.kind == VARIABLE}
     cluster = variables[("GPU fleet", "$cluster")]
     assert cluster.status is Status.OK and cluster.series == 2
@@ -100,7 +100,7 @@ def test_cluster_variable_lists_both_clusters_from_the_global_store(fleet: Fleet
 @pytest.mark.parametrize("cluster", sorted(CLUSTERS))
 def test_every_panel_returns_that_clusters_data_from_the_global_store(fleet: Fleet, cluster: str) -> None:
     groups = dashboard_groups(load_dashboards([ROOT / "dashboards" / "json"]), 1, {"cluster": cluster}, RANGE_S)
-    results = run_check(fleet.store.url, groups, profile("dcgm"), scrape_interval_s=1)
+    results = run_check(fleet.store.url, groups, site_promql("dcgm", 1))
     assert unexplained(results) == []
     panels = [r for g in results for r in g.results if r.query.kind == PANEL]
     # everything has data but the comparison with yesterday, which this store has no history for; the lists

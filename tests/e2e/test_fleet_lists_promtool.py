@@ -18,7 +18,9 @@ from test_rules_promtool import ROOT, run, tool
 from gpudash.catalog import DCGM
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
-from gpudash.promql.builders import FLEET_LISTS, NO_SCOPE, PromQL, recording_rules
+from gpudash.promql.for_settings import promql_for, recording_rules
+from gpudash.promql.query import PromQL
+from gpudash.promql.recordings import FLEET_LISTS
 
 INTERVAL = parse_duration("1m")
 WANTED = {rec.record for rec in FLEET_LISTS} | {"cluster_job:gpu_held_seconds:interval",
@@ -28,7 +30,7 @@ WANTED = {rec.record for rec in FLEET_LISTS} | {"cluster_job:gpu_held_seconds:in
 def run_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str, Any]]) -> None:
     settings = load_settings(ROOT / "thresholds.yaml")
     rules = [{"record": rec.record, "expr": expr}
-             for rec, expr in recording_rules(DCGM, settings.thresholds, interval=INTERVAL) if rec.record in WANTED]
+             for rec, expr in recording_rules(settings, profile=DCGM, rule_interval=INTERVAL) if rec.record in WANTED]
     assert {r["record"] for r in rules} == WANTED
     (tmp_path / "lists.rules.yml").write_text(yaml.safe_dump(
         {"groups": [{"name": "lists", "interval": str(INTERVAL), "rules": rules}]}, sort_keys=False))
@@ -40,7 +42,7 @@ def run_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str,
 
 
 def fleet() -> PromQL:
-    return PromQL(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds, NO_SCOPE, rule_interval=INTERVAL)
+    return promql_for(load_settings(ROOT / "thresholds.yaml"), profile=DCGM, rule_interval=INTERVAL)
 
 
 def test_the_xid_recording_notes_each_new_code_once_with_its_code(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from bench import fleet_tsdb, fleetgen, grafana_load
 from gpudash.catalog import DCGM, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all
-from gpudash.promql.builders import recording_rules
+from gpudash.promql.for_settings import recording_rules
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -53,7 +53,7 @@ def opened(tmp_path_factory: pytest.TempPathFactory) -> Opened:
     # The last 35 minutes and the same minutes a day earlier (the comparison row), nothing in between.
     timeline = fleetgen.dashboard_timeline(END, range_s=1800, margin_s=300, coarse_s=86400)
     pool = fleet_tsdb.simulate_pool(1, timeline, keys, workers=2, nodes=2)
-    rules = [(rec.record, expr) for rec, expr in recording_rules(DCGM, settings.thresholds)]
+    rules = [(rec.record, expr) for rec, expr in recording_rules(settings, profile=DCGM)]
     out: Opened = {}
     for gpus in (SMALL, LARGE):
         home = tmp_path_factory.mktemp(f"fleet-{gpus}")

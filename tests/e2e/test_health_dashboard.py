@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from support.paths import ROOT
+from support.site_query import site_promql
 
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
@@ -135,7 +136,7 @@ def test_every_panel_answers_or_is_rightly_empty(prometheus: SeededPrometheus) -
     for ledger in ("30d", "90d"):
         (dashboard, origin), = load_dashboards([JSON])
         groups = dashboard_groups([(dashboard, origin)], 15, {"ledger": ledger})
-        results = [r for g in run_check(prometheus.url, groups, DCGM) for r in g.results]
+        results = [r for g in run_check(prometheus.url, groups, site_promql()) for r in g.results]
         assert not [f"{r.query.item}: {r.status.value} {r.detail}" for r in results if r.status.failed]
         ok = {r.query.item for r in results if r.status is Status.OK}
         assert {"RMA", "Reset GPU", "Firing health alerts, costliest action first", "GPUs down / expected",

@@ -19,8 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from click.testing import CliRunner
 from support.paths import ROOT
+from support.site_query import site_promql
 
-from gpudash.catalog import profile
 from gpudash.check.cli import check
 from gpudash.check.judge import Status, run_check
 from gpudash.check.prometheus_api import PrometheusClient, QueryError
@@ -126,7 +126,7 @@ def _group(*exprs: str) -> Group:
 
 
 def test_a_slow_query_fails_alone_and_the_run_goes_on(server: Misbehaving) -> None:
-    (result,) = run_check(server.url, [_group(STALL, "up")], profile("dcgm"), timeout=0.5)
+    (result,) = run_check(server.url, [_group(STALL, "up")], site_promql(), timeout=0.5)
     stalled, fine = result.results
     assert stalled.status is Status.ERROR and stalled.detail.startswith("timed out after 0.5 s")
     assert fine.status is Status.OK
@@ -175,7 +175,7 @@ def test_an_answer_of_the_wrong_shape_is_that_querys_one_line_error(server: Misb
 def test_a_probe_answered_in_the_wrong_shape_is_one_remote_error_line(server: Misbehaving, body: str) -> None:
     server.answers["vector(1)"] = (200, body)
     with pytest.raises(RemoteError) as caught:
-        run_check(server.url, [_group("up")], profile("dcgm"))
+        run_check(server.url, [_group("up")], site_promql())
     assert caught.value.format_message().startswith(
         f"{server.url} does not answer like Prometheus: answered HTTP 200 with ")
     assert "\n" not in caught.value.message

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from support.e2e import StaticMetrics, gpudash_rules, site_yaml
 from support.paths import ROOT
+from support.site_query import site_promql
 
 from gpudash.catalog import DCGM
 from gpudash.check.judge import GroupResult, Status, run_check
@@ -94,7 +95,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def _check(stack: Stack, dashboards: list[tuple[dict[str, Any], str]], variables: dict[str, str] | None = None,
            job_label: str = "hpc_job") -> list[GroupResult]:
     groups = dashboard_groups(dashboards, scrape_interval_s=1, variables=variables, range_s=RANGE_S)
-    return run_check(stack.prometheus.url, groups, DCGM, scrape_interval_s=1, job_label=job_label)
+    return run_check(stack.prometheus.url, groups, site_promql("dcgm", 1, job_label))
 
 
 def _not_ok(results: list[GroupResult]) -> list[str]:

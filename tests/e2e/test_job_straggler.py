@@ -17,8 +17,8 @@ import pytest
 import yaml
 from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
+from support.site_query import site_promql
 
-from gpudash.catalog import DCGM
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import dashboard_groups, load_dashboards
 from gpudash.repository import JOB_UID
@@ -90,7 +90,7 @@ def test_the_job_recordings_see_the_whole_job(job_stack: JobStack) -> None:
 def test_every_panel_of_the_job_dashboard_answers_for_this_job(job_stack: JobStack) -> None:
     dashboards = load_dashboards([ROOT / "dashboards" / "json" / f"{JOB_UID}.json"])
     groups = dashboard_groups(dashboards, scrape_interval_s=1, variables={"job": JOB}, range_s=600)
-    results = run_check(job_stack.prometheus.url, groups, DCGM, scrape_interval_s=1)
+    results = run_check(job_stack.prometheus.url, groups, site_promql("dcgm", 1))
     rows = panel_results(results)
     assert len(rows) > 20
     # data, or rightly nothing: no GPU of this job is idle, throttled or shared with another job's process

@@ -15,7 +15,8 @@ from test_rules_promtool import ROOT, run, tool
 
 from gpudash.catalog import DCGM
 from gpudash.config.loading import load_settings
-from gpudash.promql.builders import BANDS, NO_SCOPE, PromQL
+from gpudash.promql.for_settings import promql_for
+from gpudash.promql.query import BANDS, PromQL
 
 NODE = {"cluster": "a", "instance": "n1:9400"}
 
@@ -33,7 +34,7 @@ def promtool_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict
 
 
 def promql(recorded: bool = True) -> PromQL:
-    return PromQL(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds, NO_SCOPE, recorded=recorded)
+    return promql_for(load_settings(ROOT / "thresholds.yaml"), recorded=recorded, profile=DCGM)
 
 
 def xid_inputs() -> list[dict[str, str]]:

@@ -17,7 +17,7 @@ from gpudash.catalog import PROMETHEUS_ALERTS, Publisher, profile
 from gpudash.check.judge import GroupResult, Result, Status
 from gpudash.check.queries import PANEL, VARIABLE
 from gpudash.config.loading import Settings
-from gpudash.promql.builders import RECORDING_BY_NAME, signals_in
+from gpudash.promql.recordings import RECORDING_BY_NAME, signals_in
 from gpudash.promql.scanner import filters, metric_names, offsets
 from gpudash.stack.loopback import LoopbackHTTPServer
 from support.cli import gpudash

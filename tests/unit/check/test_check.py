@@ -15,6 +15,7 @@ import pytest
 import yaml
 from support.cli import gpudash
 from support.paths import ROOT
+from support.site_query import site_promql
 
 from gpudash.check.judge import GroupResult, Result, Status
 from gpudash.check.queries import (
@@ -200,12 +201,11 @@ class _Answers:
 
 
 def test_a_missing_job_recording_is_no_job_yet_and_a_missing_gpu_recording_is_a_failure() -> None:
-    from gpudash.catalog import profile
     from gpudash.check.judge import Checker
     from gpudash.check.prometheus_api import PrometheusClient, TimeRange
 
     prometheus = cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL"))
-    checker = Checker(prometheus, profile("dcgm"), TimeRange(0, 60, 15))
+    checker = Checker(prometheus, site_promql(), TimeRange(0, 60, 15))
     job = checker.run(CheckQuery("rules", "GPUJobStraggler", ALERT, "cluster_job:gpu_count:count >= 4"))
     assert job.status is Status.NO_JOBS and "no GPU series carries the job label" in job.detail
     fleet = checker.run(CheckQuery("rules", "Fleet", ALERT, "cluster:gpu_count:count > 0"))
@@ -213,11 +213,10 @@ def test_a_missing_job_recording_is_no_job_yet_and_a_missing_gpu_recording_is_a_
 
 
 def test_no_active_alert_is_not_firing_and_a_missing_gpu_series_still_fails() -> None:
-    from gpudash.catalog import profile
     from gpudash.check.judge import Checker
     from gpudash.check.prometheus_api import PrometheusClient, TimeRange
 
-    checker = Checker(cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL")), profile("dcgm"), TimeRange(0, 60, 15))
+    checker = Checker(cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL")), site_promql(), TimeRange(0, 60, 15))
     stat = checker.run(CheckQuery("GPU health", "RMA", PANEL, 'count(ALERTS{alertstate="firing",action="rma"})'))
     assert stat.status is Status.NOT_FIRING and "no such alert active now" in stat.detail
     since = checker.run(CheckQuery("GPU health", "since", PANEL, 'ALERTS_FOR_STATE{action!=""} * 1000'))

@@ -14,7 +14,8 @@ from support.paths import ROOT
 from gpudash.catalog import PROFILES, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all, check_all
-from gpudash.promql.builders import RECORDING_BY_NAME, UP
+from gpudash.promql.query import UP
+from gpudash.promql.recordings import RECORDING_BY_NAME
 from gpudash.promql.scanner import metric_names
 
 

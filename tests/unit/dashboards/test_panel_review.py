@@ -13,7 +13,9 @@ from gpudash.catalog import DCGM, Publisher
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all
 from gpudash.panels.visualizations import UTILIZATION_SCHEME
-from gpudash.promql.builders import BANDS, recording_rules, signals_in
+from gpudash.promql.for_settings import recording_rules
+from gpudash.promql.query import BANDS
+from gpudash.promql.recordings import signals_in
 
 Panel = dict[str, Any]
 
@@ -36,7 +38,7 @@ def inlined() -> dict[str, Any]:
 
 def recorded(record: str) -> str:
     """A recording rule's expression as the rule file has it."""
-    rules = {rec.record: e for rec, e in recording_rules(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds)}
+    rules = {rec.record: e for rec, e in recording_rules(load_settings(ROOT / "thresholds.yaml"))}
     return rules[record]
 
 

@@ -23,7 +23,7 @@ from support.paths import ROOT
 from gpudash.catalog import ATTRIBUTION_LABELS, PROFILES
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all
-from gpudash.promql.builders import recording_rules
+from gpudash.promql.for_settings import recording_rules
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\{[^}]*\}|\[[^\]]*\]|[A-Za-z_:][A-Za-z0-9_:]*|[()]|\S')
 AGGREGATIONS = frozenset({"sum", "min", "max", "avg", "count", "quantile", "stddev", "stdvar", "count_values",
@@ -185,8 +185,8 @@ def _per_gpu_series(name: str, profile_name: str) -> bool:
         return True
     if not name.startswith("cluster_instance_gpu"):
         return False
-    thresholds = load_settings(ROOT / "thresholds.yaml").thresholds
-    rule = {rec.record: expr for rec, expr in recording_rules(profile, thresholds)}[name]
+    settings = load_settings(ROOT / "thresholds.yaml")
+    rule = {rec.record: expr for rec, expr in recording_rules(settings, profile=profile)}[name]
     return not all(identity_kept(read, profile_name) for read in reads(rule) if read.name in raw)
 
 

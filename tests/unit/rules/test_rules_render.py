@@ -20,7 +20,7 @@ from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
 from gpudash.files import write_text_tree as write_files
 from gpudash.health.xid import ACTIONS
-from gpudash.promql.builders import RECORDINGS
+from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import SECRETS_DIR, STRAGGLER_CAUSES
 from gpudash.rules.alerts import ALERT_NAMES
@@ -437,12 +437,12 @@ def test_hostile_site_strings_reach_the_scrape_config_unchanged(tmp_path: Path) 
 def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
     from support.paths import ROOT
 
-    from gpudash.catalog import DCGM
     from gpudash.config.loading import load_settings
-    from gpudash.promql.builders import JOB_RECORDINGS, recording_rules
+    from gpudash.promql.for_settings import recording_rules
+    from gpudash.promql.recordings import JOB_RECORDINGS
 
     job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio"}
-    for rec, expr in recording_rules(DCGM, load_settings(ROOT / "thresholds.yaml").thresholds):
+    for rec, expr in recording_rules(load_settings(ROOT / "thresholds.yaml")):
         if rec.record not in job_level:  # per cluster or per node: every GPU signal merged per GPU first
             merged = re.findall(r"max by \(cluster, instance, gpu[\w, ]*\) \((?:\w+\()?(?:DCGM_|gpudash_)", expr)
             assert merged, (rec.record, expr)

@@ -1,0 +1,241 @@
+"""The recording rules, declared once: what each records, what it reads, and how to build it.
+
+The rule files render each one with an empty scope (`recording_rules`); a dashboard's `PromQL.use` reads the
+recorded series, or inlines the same expression with its own scope. Each name follows Prometheus's
+level:metric:operations convention.
+"""
+
+from __future__ import annotations
+
+from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
+from gpudash.promql.query import BAND_WIDTH, BANDS, PromQL, Recording, Scope
+from gpudash.promql.scanner import metric_names
+
+# rate() window of the NVLink counter in its recording: several scrapes at the usual 15-60 s intervals.
+NVLINK_RATE_WINDOW = "5m"
+
+
+def _by(*labels: str) -> str:
+    return f"by ({', '.join(labels)})"
+
+
+def _fleet_bands(q: PromQL) -> str:
+    band = f"clamp_max(floor({q.gpu_once('gpu_util')} / {BAND_WIDTH}) * {BAND_WIDTH}, {BANDS[-1]})"
+    return f'count_values {_by("cluster")} ("band", {band})'
+
+
+def _per_job(record: str, key: str, how: str, help_: str) -> Recording:
+    """A job-level recording: `how` (count, sum, median, min, max) of one signal over each job's GPUs."""
+
+    def build(q: PromQL) -> str:
+        by = _by("cluster", q.job_label)
+        if how == "median":
+            return f"quantile {by} (0.5, {q.in_job(key)})"
+        return f"{how} {by} ({q.in_job(key)})"
+
+    return Recording(record, (key,), build, help_)
+
+
+def _job_idle(q: PromQL) -> str:
+    level = q.thresholds.alerts.allocated_idle.util_below_percent
+    return f"sum {_by('cluster', q.job_label)} ({q.in_job('gpu_util')} < bool {level:g})"
+
+
+def _from_job_median(q: PromQL, key: str, record: str) -> str:
+    """One signal per GPU of a job minus the job's median of it (recorded), both averaged over the window.
+
+    Reading the recorded median keeps this cheap (a subquery of the median cost about three times as
+    much at a 1,024-GPU job); the price is that a backfill (promtool tsdb create-blocks-from rules) must
+    write the job medians before this rule, in a second pass.
+    """
+    w = q.thresholds.alerts.job_straggler.window
+    return (f"  {q.in_job_over_time('avg', key, w)}\n  - on ({q.job}) group_left ()\n"
+            f"  {q.recorded_over_time('avg', record, w)}\n")
+
+
+# The fleet dashboard's lists, recorded: each rule keeps only the GPUs that pass the list's test, so the dashboard
+# reads a handful of series at any fleet size instead of testing every GPU's series on every load. Prometheus
+# pays the same test once per rule interval (as the alert rules already do theirs).
+
+# How far back the XID-event recording looks for the code a GPU showed before: an exporter that restarts within
+# this long does not count its GPUs' standing codes as new events.
+XID_SEEN_LOOKBACK = "15m"
+
+
+def _fb_hours_to_full(q: PromQL) -> str:
+    """Hours until the framebuffer is full at its growth over the growth window, for GPUs over the memory
+    warning level that grew (now against one window ago: two readings per GPU, where deriv() would read every
+    sample of the window)."""
+    t = q.thresholds
+    window = t.alerts.memory_pressure.growth_window
+    on = f"on (cluster, instance, {q.gpu})"
+    before = q.with_scope(Scope(q.scope.matchers, str(window)))
+    used_now, used_before = q.per_gpu(q.metric("fb_used")), q.per_gpu(before.metric("fb_used"))
+    growth = f"({used_now} - {used_before}) * {3600 / window.seconds:g} > 0"
+    full = f"{q.per_gpu(q.fb_used_ratio())} > {t.memory.warning:g}"
+    return f"{q.per_gpu(q.metric('fb_free'))} / {on} ({growth}) and {on} ({full})"
+
+
+def _sm_clock_throttled(q: PromQL) -> str:
+    """SM clock / max SM clock of busy GPUs under 1 - throttle_drop_ratio of their max."""
+    t = q.thresholds
+    on = f"on (cluster, instance, {q.gpu})"
+    ratio = f"{q.per_gpu(q.metric('sm_clock'))} / {on} {q.per_gpu(q.metric('sm_clock_max'))}"
+    busy = f"{q.per_gpu(q.metric('gpu_util'))} >= {t.utilization.idle_below_percent:g}"
+    return f"{ratio} < {1 - t.throttle_drop_ratio:g} and {on} ({busy})"
+
+
+def _throttle_reasons_set(q: PromQL) -> str:
+    reasons = q.throttle_reasons()
+    assert reasons is not None, "built only where the profile has a clock-event signal (Recording.possible)"
+    return f"sum by (cluster, instance, {q.gpu}) ({reasons}) > 0"
+
+
+def _xid_new(q: PromQL) -> str:
+    """1 per GPU and code (`xid`) at each evaluation where the last-XID gauge shows a code it did not show one
+    rule interval before: a new XID event. The code comes from dcgm-exporter's err_code label, else from the
+    gauge's value. A return to 0 is no event; a job or pod label that changes on the GPU is none either."""
+    by = f"max by (cluster, instance, {q.gpu}, err_code)"
+    now = f"{by} ({q.metric('xid_last')})"
+    before = f"{by} (last_over_time({q.raw_range('xid_last', XID_SEEN_LOOKBACK)} offset {q.rule_interval}))"
+    new = f"({now} > 0) unless ({now} == {before})"
+    coded = f'count_values by (cluster, instance, {q.gpu}, err_code) ("xid", {new})'
+    return q.per_gpu(f'label_replace({coded}, "xid", "$1", "err_code", "(.+)")', "xid")
+
+
+FLEET_LISTS: tuple[Recording, ...] = (
+    Recording("cluster_instance_gpu:gpu_fb_hours_to_full:growing", ("fb_used", "fb_free"), _fb_hours_to_full,
+              "Per GPU over memory.warning_ratio whose framebuffer grew over "
+              "alerts.memory_pressure.growth_window: hours until full at that growth (only such GPUs).",
+              filtered=True),
+    Recording("cluster_instance_gpu:gpu_sm_clock_to_max:throttled", ("sm_clock", "sm_clock_max", "gpu_util"),
+              _sm_clock_throttled,
+              "Per busy GPU whose SM clock is under 1 - clocks.throttle_drop_ratio of its max: SM clock / max "
+              "(only such GPUs).", filtered=True),
+    Recording("cluster_instance_gpu:gpu_throttle_reasons:count", ("clock_event_active", "clock_events_count"),
+              _throttle_reasons_set,
+              "Per GPU with a thermal or power-brake clock event reason set now (bundled exporter) or counted in "
+              "dcgm-exporter's window: how many (only such GPUs).", filtered=True, any_need=True),
+    Recording("cluster_instance_gpu:gpu_reporting:stopped", ("fb_used",),
+              lambda q: q.silent_gpus("fb_used", q.thresholds.alerts.exporter_down.lookback),
+              "Per GPU that reported within alerts.exporter_down.lookback and reports nothing now: 1 (only such "
+              "GPUs).", filtered=True),
+    Recording("cluster_instance_gpu_xid:gpu_xid_errors:new", ("xid_last",), _xid_new,
+              "Per GPU and XID code (xid): 1 at each evaluation where the last-XID gauge shows a code it did not "
+              "show one rule interval before (a new XID event); sum_over_time counts the events of a range.",
+              filtered=True),
+)
+
+
+def _job_departure(q: PromQL) -> str:
+    # SM activity where a GPU publishes it; `or` adds the utilization departure only for GPUs without it
+    by_util = f"(\n{_from_job_median(q, 'gpu_util', 'cluster_job:gpu_utilization:median')})"
+    if not q.has("sm_active"):
+        return by_util
+    return f"100 * (\n{_from_job_median(q, 'sm_active', 'cluster_job:gpu_sm_active:median')})\nor\n{by_util}"
+
+
+# Per job (the site's job label, gpudash.yaml jobs.label): what the job dashboard and the job alerts read, so
+# a 1,024-GPU job costs one series per statistic, not 1,024.
+JOB_RECORDINGS: tuple[Recording, ...] = (
+    _per_job("cluster_job:gpu_count:count", "gpu_util", "count", "GPUs a job holds (its size), per job."),
+    *(_per_job(f"cluster_job:gpu_utilization:{how}", "gpu_util", how, f"The {word} GPU utilization (%) of a job.")
+      for how, word in (("median", "median"), ("min", "lowest"), ("max", "highest"))),
+    *(_per_job(f"cluster_job:gpu_sm_active:{how}", "sm_active", how, f"The {word} SM activity (ratio) of a job.")
+      for how, word in (("median", "median"), ("min", "lowest"), ("max", "highest"))),
+    _per_job("cluster_job:gpu_tensor_active:median", "tensor_active", "median",
+             "The median tensor-core activity (ratio) of a job."),
+    _per_job("cluster_job:gpu_sm_clock_mhz:median", "sm_clock", "median", "The median SM clock (MHz) of a job."),
+    _per_job("cluster_job:gpu_power_watts:sum", "power", "sum", "Power draw (W) of a job's GPUs."),
+    Recording("cluster_job:gpu_idle:count", ("gpu_util",), _job_idle,
+              "A job's GPUs under alerts.allocated_idle.util_below_percent utilization (held idle)."),
+    # GPU-seconds per evaluation: sum_over_time of these over any range is the GPU-seconds of that range, exact to
+    # one evaluation whatever the group's interval, and reads one sample per evaluation (a subquery of the GPU
+    # count would look every series up again at every step).
+    Recording("cluster_job:gpu_held_seconds:interval", ("gpu_util",),
+              lambda q: f"count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}) * {q.rule_interval.seconds:g}",
+              "GPU-seconds a job held over one rule interval (its GPU count x the interval): GPU-hours over a range "
+              "are sum_over_time / 3600."),
+    Recording("cluster_job:gpu_idle_seconds:interval", ("gpu_util",),
+              lambda q: f"{_job_idle(q)} * {q.rule_interval.seconds:g}",
+              "GPU-seconds a job held idle over one rule interval (cluster_job:gpu_idle:count x the interval)."),
+    # Per GPU of a job, after the job medians it reads: GPUJobStraggler's value, and the job's odd GPUs out.
+    Recording("cluster_instance_gpu_job:gpu_activity_departure:points", ("gpu_util",), _job_departure,
+              "Per GPU of a job: its SM activity x100 (utilization where it has none) minus the job's median, "
+              "both averaged over alerts.job_straggler.window, in points (+ = busier than its peers)."),
+)
+
+RECORDINGS: tuple[Recording, ...] = (
+    Recording("cluster_instance_gpu:gpu_fb_used:ratio", ("fb_used", "fb_free"),
+              lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU."),
+    Recording("cluster:gpu_count:count", ("gpu_util",),
+              lambda q: f"count {_by('cluster')} ({q.gpu_once('gpu_util')})", "GPUs reporting, per cluster."),
+    Recording("cluster:gpu_utilization:sum", ("gpu_util",),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_util')})",
+              "Sum of GPU utilization (%), per cluster; divide by the count for the mean."),
+    Recording("cluster:gpu_idle:count", ("gpu_util",),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_util')} < bool "
+                        f"{q.thresholds.utilization.idle_below_percent:g})",
+              "GPUs under the idle utilization level, per cluster."),
+    Recording("cluster:gpu_utilization_band:count", ("gpu_util",), _fleet_bands,
+              "GPUs per 10 % utilization band, per cluster (the fleet heatmap)."),
+    Recording("cluster:gpu_fb_used_mib:sum", ("fb_used",),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('fb_used')})", "Framebuffer used (MiB), per cluster."),
+    Recording("cluster:gpu_fb_total_mib:sum", ("fb_used", "fb_free"),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('fb_used')} + {q.gpu_once('fb_free')})",
+              "Framebuffer used + free (MiB), per cluster."),
+    Recording("cluster:gpu_power_watts:sum", ("power",),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('power')})", "Power draw (W), per cluster."),
+    Recording("cluster:gpu_temperature_celsius:max", ("gpu_temp",),
+              lambda q: f"max {_by('cluster')} ({q.gpu_once('gpu_temp')})", "Hottest GPU (C), per cluster."),
+    Recording("cluster:gpu_sm_clock_mhz:avg", ("sm_clock",),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('sm_clock')})", "Mean SM clock (MHz), per cluster."),
+    # Read by fleet panels that would otherwise read every GPU's series over the whole range at each load.
+    Recording("cluster:gpu_temperature_celsius:sum", ("gpu_temp",),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_temp')})",
+              "Sum of GPU temperatures (C), per cluster; divide by the GPU count for the mean."),
+    Recording("cluster:gpu_pcie_rx_bytes_per_second:sum", ("pcie_rx",),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('pcie_rx')})",
+              "PCIe receive throughput (B/s), per cluster."),
+    Recording("cluster:gpu_pcie_tx_bytes_per_second:sum", ("pcie_tx",),
+              lambda q: f"sum {_by('cluster')} ({q.gpu_once('pcie_tx')})",
+              "PCIe transmit throughput (B/s), per cluster."),
+    # The fleet's real work (dcgm-exporter's default profiling counters) and its NVLink traffic, per cluster.
+    Recording("cluster:gpu_tensor_active:avg", ("tensor_active",),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('tensor_active')})",
+              "Mean tensor-pipe activity (ratio), per cluster."),
+    Recording("cluster:gpu_sm_active:avg", ("sm_active",),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('sm_active')})", "Mean SM activity (ratio), per cluster."),
+    Recording("cluster:gpu_gr_engine_active:avg", ("gr_engine_active",),
+              lambda q: f"avg {_by('cluster')} ({q.gpu_once('gr_engine_active')})",
+              "Mean graphics-engine activity (ratio), per cluster: SM activity where a GPU does not publish it."),
+    Recording("cluster:gpu_nvlink_bytes_per_second:sum", ("nvlink_bandwidth",),
+              lambda q: f"sum {_by('cluster')} "
+                        f"({q.per_gpu(q.rate('nvlink_bandwidth', NVLINK_RATE_WINDOW))}) * 1024",
+              "NVLink traffic (B/s, both directions, every link), per cluster; the counter is in KiB."),
+    Recording("cluster_instance:gpu_utilization:avg", ("gpu_util",),
+              lambda q: f"avg {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
+              "Mean GPU utilization (%), per node."),
+    Recording("cluster_instance:gpu_power_watts:sum", ("power",),
+              lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
+    *JOB_RECORDINGS,
+    *FLEET_LISTS,
+)
+
+RECORDING_BY_NAME: dict[str, Recording] = {r.record: r for r in RECORDINGS}
+
+
+def signals_in(expr: str, profile: Profile) -> set[Signal]:
+    """The catalog signals an expression reads, directly or through a recorded series."""
+    names = metric_names(expr)
+    by_profile_name = {ref.name: key for key, ref in profile.metrics.items()}
+    found: set[Signal] = set()
+    for name in names:
+        if name in by_profile_name:
+            found.add(BY_KEY[by_profile_name[name]])
+        elif name in RECORDING_BY_NAME:
+            found.update(BY_KEY[k] for k in RECORDING_BY_NAME[name].needs)
+        elif name in BY_DCGM_NAME:
+            found.add(BY_DCGM_NAME[name])
+    return found
+
