@@ -14,7 +14,7 @@ links (an H200 SXM) and reports the H200's limits (GPU max operating 87 C, memor
   recovery action 1 (GPU reset).
 - ``nvlink-crc-storm[:RATE]``: one link (chosen by the seed) counts RATE (default 300) flow-control CRC errors
   a second, a third as many data CRC errors and a replay every 100 CRC errors, until DURATION ends.
-- ``fell-off-bus``: as ``lost`` (gpudash.exporter.sim.fleet): XID 79, then the GPU reads up=0.
+- ``fell-off-bus``: as ``lost`` (docs/simulation.md): XID 79, then the GPU reads up=0.
 """
 
 from __future__ import annotations

@@ -1,75 +1,8 @@
-"""A simulated GPU node: H200s running realistic workloads, with faults injected per GPU.
+"""A simulated GPU node: ``Fleet``, H200s running realistic workloads with faults injected per GPU, and
+``fleet_from_specs``, which builds one from the exporter's ``--workload``/``--fault`` strings.
 
-Every reading is a pure function of (seed, configuration, t): nothing sleeps, nothing depends on call
-order, so hours of 15 s samples can be generated in a loop and come out identical on every run.
-
-API
----
-``Fleet(gpus=8, seed=0, workloads={}, faults={}, epoch=0.0)`` is one node. ``t`` is seconds since the
-fleet's epoch (its job start); ``epoch`` is the Unix time of ``t = 0`` and only shows in XID timestamps.
-
-- ``fleet.identities``: one ``GpuIdentity`` per GPU (UUID, PCI bus id, model name), stable for a seed.
-- ``fleet.sample(t) -> list[GpuReading]``: every GPU at ``t``; ``fleet.sample_gpu(i, t)`` one of them.
-  ``GpuReading.values`` maps catalog keys (``gpudash.catalog``) to numbers in DCGM units; counters
-  (``energy`` in mJ, ``nvlink_bandwidth``) are integrals of the simulated rates, so ``rate()`` of them is
-  consistent with the gauges. A lost GPU reads ``up=False`` with no values.
-- ``fleet.xid_events(i) -> list[(t, code)]``: the XID errors a GPU will raise, for scenario authors.
-- ``SimulatedSource(fleet)`` (gpudash.exporter.sim.simulated) serves the fleet through the exporter's ``Source``
-  interface, reading the wall clock minus ``fleet.epoch`` as ``t``.
-- ``fleet_from_specs(n, seed, workloads=["3=idle"], faults=["2=leak"])`` builds one from CLI strings
-  (``epoch=None``: now); ``parse_fault``/``parse_workload`` (gpudash.exporter.sim.spec) parse one each.
-
-Counters are integrated from t = 0 (gpudash.exporter.sim.counters), so sample within 400 days of the
-epoch; a first read far from it costs about a second per simulated day. XID timestamps, the last XID
-code (held 5 minutes, as the exporter does) and per-code counts are in ``GpuReading.xid``.
-
-Workloads (``IDX=NAME``; default ``train`` on every GPU)
-- ``train``: one data-parallel job on all its GPUs. Warm-up ramp over the first 2-3 minutes (weights load,
-  utilization climbs), then 93-99 % utilization near the power cap with a sawtooth in framebuffer use (the
-  allocator grows over 2 minutes, then releases), data-loader stalls (10-40 s dips to 5-25 % at random,
-  seeded, about one every 10 minutes) and a checkpoint save every 30 minutes (45-75 s at a few percent
-  with PCIe TX at ~10 GB/s). Stalls and checkpoints hit all ``train`` GPUs of the node together.
-- ``inference``: model load to 97 % of memory over the first minute, then flat (a pre-allocated KV
-  cache); utilization follows an hourly request wave between roughly 20 and 70 %.
-- ``idle``: no process, ~0 MiB used, ~75 W, idle clocks with the ``gpu_idle`` clock event.
-
-Faults (``IDX=KIND[:ARG][@START][+DURATION]``, times as ``90``, ``90s``, ``5m``, ``1h30m``; START
-defaults to 60 s, DURATION to "until the end"; several per GPU allowed)
-- ``leak[:TIME_TO_OOM]``: framebuffer use grows linearly until memory is full (default 20m), then the job
-  dies with an out-of-memory error: memory drops to ~0, utilization to 0, the process is gone.
-- ``thermal[:PEAK_C]``: temperature climbs to PEAK (default 91 C) over ~3 minutes; above 87 C the
-  ``sw_thermal_slowdown`` event is on, above the 89 C slowdown threshold ``hw_thermal_slowdown`` and
-  ``hw_slowdown`` too, and the SM clock drops up to ~35 % with power. Cools down after DURATION.
-- ``stall``: the job hangs: memory stays allocated, utilization, tensor activity and power fall to idle.
-- ``xid[:CODE]``: XID CODE (default 13) once at START, and every minute while DURATION lasts.
-- ``lost`` (or ``fell-off-bus``): XID 79, then the GPU falls off the bus (``up=False``); after DURATION it
-  comes back reset and idle (its job died with it).
-- health faults ``dbe-burst``, ``remap-pending``, ``remap-failure``, ``nvlink-crc-storm``: ECC, row
-  remapping and NVLink counters as gpudash.exporter.sim.faults_health documents.
-
-A node of a simulated cluster (``node``, ``layout``: gpudash.exporter.sim.jobs; built by
-gpudash.exporter.sim.cluster_node) runs the jobs the layout gives its GPUs instead of ``workloads``: a GPU no job
-holds is ``idle``; a job's GPUs run its kind (``train``, ``inference``, or ``idle``: held, a process and a
-little memory, ~0 %) from the job's start, ramping up as above, and a training job's stalls, checkpoints
-(every 20-40 minutes, its own pace) and evaluations (2-4 minutes at ~50 % once an hour) come from the job's
-id and the cluster's seed, so all its GPUs on every node dip together. The node's UUIDs and noise come from
-(seed, node). Faults may name their node (``node-02/5=straggler``); a node keeps its own and feels the
-others' through the jobs it shares with them.
-
-Job faults (gpudash.exporter.sim.jobphysics has the physics; without a layout the node's ``train`` GPUs are
-the job)
-- ``straggler[:PCT]``: a throttled GPU (``sw_power_cap``) whose SM clock runs PCT % lower (default 20-40,
-  seeded): it stays busy, utilization and SM activity a little higher than before, while every other GPU of
-  its job, on any node, waits in collectives: utilization still high, SM and tensor activity and power down
-  by the share of the step it waits.
-- ``starved``: the GPU's whole node is starved of input (IDX names any GPU of it): its busy GPUs fall to
-  about a third of their utilization, activity and power; the other nodes of their jobs wait for them in
-  collectives, SM activity down as much, utilization only by about a tenth.
-- ``idle-holder``: the GPU's job keeps it allocated and idle: a process with its context (1.5-4.5 GiB),
-  0 % utilization and activity, idle clocks.
-- ``foreign[:JOBID]``: another job's process (JOBID, default another job of the layout) appears on the GPU
-  with 9-24 GiB and a share of its time; the GPU becomes a shared straggler of its own job (20-30 % slower,
-  clock unchanged). ``process_jobs`` says which job each process belongs to.
+Every reading is a pure function of (seed, configuration, t). docs/simulation.md is the manual: how to run
+the simulated exporter, what each workload, fault and job fault does, and this module's API.
 """
 
 from __future__ import annotations
@@ -137,7 +70,7 @@ _HGX_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 
 @dataclass
 class Fleet:
-    """One simulated node of ``gpus`` GPUs; see the module docstring."""
+    """One simulated node of ``gpus`` GPUs; docs/simulation.md says what it simulates and how."""
 
     gpus: int = 8
     seed: int = 0

@@ -3,7 +3,7 @@
 Every node of a simulated cluster is its own exporter process, and they never talk to each other; so the
 layout is a pure function of (seed, spec), and every node evaluates it for itself: it knows its own name
 (the exporter's ``--hostname``), finds its GPUs in the layout, and learns from it which GPUs on other nodes
-share a job with its own (a straggler on node-02 slows the job's GPUs on node-01 too; gpudash.exporter.sim.fleet
+share a job with its own (a straggler on node-02 slows the job's GPUs on node-01 too; docs/simulation.md
 says how).
 
 A job spec (``--sim-job``), times as in ``--fault`` (``90``, ``90s``, ``10m``, ``1h30m``)::

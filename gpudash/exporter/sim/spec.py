@@ -1,6 +1,6 @@
 """The simulated node's spec strings: ``--workload IDX=NAME`` and ``--fault [NODE/]IDX=KIND[:ARG][@START][+DURATION]``.
 
-gpudash.exporter.sim.fleet documents what each workload and fault does; this module only parses them. A
+docs/simulation.md documents what each workload and fault does; this module only parses them. A
 fault may name the node it is on (``node-02/5=straggler``): each node of a simulated cluster is given every
 fault, keeps its own, and feels the others' through the jobs they share (gpudash.exporter.sim.jobs).
 """

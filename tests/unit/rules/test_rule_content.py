@@ -1,0 +1,215 @@
+"""What the alert and recording rules say: every alert with its labels and annotations, runbook links, the
+recording rules the alerts use, thresholds and site settings moving the expressions, the nvidia_smi profile."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.paths import ROOT
+from support.rule_files import alerts_named, rules_of, site_file
+
+from gpudash.catalog import SIGNALS
+from gpudash.config.loading import Settings, load_settings
+from gpudash.health.xid import ACTIONS
+from gpudash.promql.recordings import RECORDINGS
+from gpudash.repository import ALERTS_FILE, RECORDING_FILE
+from gpudash.rules.alerts import ALERT_NAMES
+from gpudash.rules.generated_files import render_all
+
+JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
+LEVELS = ("critical", "warning", "info")
+
+
+def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Settings) -> None:
+    files = render_all(settings)
+    rules = rules_of(files)
+    assert {r["alert"] for r in rules} == set(ALERT_NAMES)
+    for rule in rules:
+        per_job = rule["alert"] in JOB_ALERTS
+        severity, action = rule["labels"]["severity"], rule["labels"]["action"]
+        assert severity in LEVELS and action in ACTIONS, rule["alert"]
+        # info never pages: an idle job, or an XID whose table action is none
+        assert (severity == "info") == (rule["alert"] == "GPUAllocatedIdle" or
+                                        (rule["alert"] == "GPUXidError" and action == "none")), rule["alert"]
+        notes = rule["annotations"]
+        assert set(notes) == {"summary", "description", "runbook"}  # no runbook_base_url: the repository's section
+        assert notes["runbook"] == "docs/alerts.md#" + rule["alert"].lower()
+        text = notes["summary"] + notes["description"]
+        assert ("$labels.instance" in text) != (rule["alert"] == "GPUAllocatedIdle"), rule["alert"]
+        assert ("$labels.hpc_job" in text) == per_job, rule["alert"]
+        shown = "$value" in notes["description"] or "$labels.xid" in notes["description"]
+        flags = ("GPUExporterDown", "GPURowRemapPending", "GPURowRemapFailure")  # the value is only 0/1
+        assert shown or rule["alert"] in flags, f"{rule['alert']}: description shows no value"
+        # one GPU's labels (one job's for a job alert), whatever else the exporter attaches (UUID, modelName, pod ...)
+        outer = {"GPUJobStraggler": "max by (cluster, instance, gpu, hpc_job) (",
+                 "GPUAllocatedIdle": "count by (cluster, hpc_job) ("}.get(rule["alert"])
+        assert rule["expr"].startswith(outer) if outer else "by (cluster, instance" in rule["expr"], rule["alert"]
+    severities = {(r["alert"], r["labels"]["severity"]) for r in rules}
+    for alert in ("GPUHighTemperature", "GPUMemoryPressure", "GPUXidError"):
+        assert {(alert, "warning"), (alert, "critical")} <= severities
+
+
+def test_runbook_links_point_at_a_section_of_docs_alerts(settings: Settings) -> None:
+    # GitHub's anchor for a heading: lower case, spaces to dashes, punctuation dropped
+    headings = {re.sub(r"[^a-z0-9 _-]", "", line[3:].strip().lower()).replace(" ", "-")
+                for line in (ROOT / "docs" / "alerts.md").read_text().splitlines() if line.startswith("## ")}
+    assert {name.lower() for name in ALERT_NAMES} <= headings
+    for rule in rules_of(render_all(settings)):
+        page, anchor = rule["annotations"]["runbook"].split("#")
+        assert (ROOT / page).is_file()
+        assert anchor == rule["alert"].lower() and anchor in headings
+
+
+def test_no_metric_name_is_typed_in_the_rules_package() -> None:
+    names = {s.dcgm_name for s in SIGNALS}
+    for path in (ROOT / "gpudash" / "rules").glob("*.py"):
+        text = path.read_text()
+        typed = [n for n in names if n in text]
+        assert not typed, f"{path.name} types {typed}: read names from gpudash.catalog"
+
+
+def test_recording_rules_come_from_the_shared_registry_and_alerts_use_them(settings: Settings) -> None:
+    files = render_all(settings)
+    recorded = [r["record"] for r in rules_of(files, RECORDING_FILE)]
+    assert recorded == [r.record for r in RECORDINGS]
+    for name in recorded:
+        assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z_]+", name), name
+    memory = alerts_named(files, "GPUMemoryPressure") + alerts_named(files, "GPUMemoryLeakPredicted")
+    assert all("cluster_instance_gpu:gpu_fb_used:ratio" in r["expr"] for r in memory)
+    assert "DCGM_FI_DEV_FB_TOTAL" not in files[ALERTS_FILE] + files[RECORDING_FILE]
+
+
+def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
+    expr = {r["record"]: r["expr"] for r in rules_of(render_all(settings), RECORDING_FILE)}
+    assert expr["cluster_instance_gpu:gpu_fb_used:ratio"] == (
+        "DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)")
+
+
+@pytest.mark.parametrize(("path", "value", "alert", "expected"), [
+    (("memory", "warning_ratio"), 0.8, "GPUMemoryPressure", "> 0.8\n"),
+    (("temperature", "hbm_critical_celsius"), 97, "GPUHighTemperature", "[2m])) > 97"),
+    (("alerts", "temperature", "window"), "90s", "GPUHighTemperature", "DCGM_FI_DEV_GPU_TEMP[90s]"),
+    (("alerts", "memory_leak", "horizon"), "6h", "GPUMemoryLeakPredicted", "[1h], 21600)"),
+    (("alerts", "job_stalled", "util_below_percent"), 2, "GPUJobStalled", ")) < 2\n"),
+    (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75,"),
+    (("alerts", "xid", "overrides"), {777: "rma"}, "GPUXidError", 'xid=~"777"'),
+    (("temperature", "gpu_margin_celsius"), 7, "GPUHighTemperature", "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
+    (("temperature", "hbm_margin_celsius"), 3, "GPUHighTemperature", "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
+    (("alerts", "nvlink", "crc_per_second_critical"), 50, "GPUNVLinkErrors", "[5m]) >= 50)"),
+    (("alerts", "memory_errors", "window"), "30m", "GPUEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[30m]"),
+    (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
+    (("alerts", "exporter_down", "lookback"), "3h", "GPUExporterDown", "DCGM_FI_DEV_FB_USED[3h]"),
+    (("alerts", "job_straggler", "min_gpus"), 8, "GPUJobStraggler", "cluster_job:gpu_count:count >= 8\n"),
+    (("alerts", "job_straggler", "busy_above_percent"), 70, "GPUJobStraggler", "median[5m]) > 70\n"),
+    (("alerts", "job_straggler", "clock_below_ratio"), 0.2, "GPUJobStraggler",
+     "0.8 * avg_over_time(cluster_job:gpu_sm_clock_mhz:median[5m])"),
+    (("alerts", "job_straggler", "activity_points"), 30, "GPUJobStraggler", ":points) > 30\n"),
+    (("alerts", "job_straggler", "window"), "7m", "GPUJobStraggler", "cluster_job:gpu_count:count offset 7m"),
+    (("alerts", "allocated_idle", "util_below_percent"), 2, "GPUAllocatedIdle", "[1h])) < 2\n"),
+    (("alerts", "allocated_idle", "window"), "3h", "GPUAllocatedIdle", 'hpc_job!=""} offset 3h)'),
+])
+def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path, path: tuple[str, ...], value: object, alert: str,
+                                              expected: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = render_all(load_settings(ROOT / "thresholds.yaml"))
+    after = render_all(load_settings(thresholds_copy((path, value))))
+    exprs = "\n".join(r["expr"] + "\n" for r in alerts_named(after, alert))
+    assert expected in exprs
+    assert expected not in "\n".join(r["expr"] + "\n" for r in alerts_named(before, alert))
+
+
+@pytest.mark.parametrize(("path", "value", "alert", "expected", "scale"), [
+    (("memory", "warning_ratio"), 0.8, "GPUMemoryPressure", "> 0.8", (1, 100)),
+    (("temperature", "gpu_warning_celsius"), 75, "GPUHighTemperature", "> 75", (1,)),
+])
+def test_a_threshold_change_moves_rules_and_dashboard_steps_together(
+        thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        path: tuple[str, ...], value: float, alert: str, expected: str, scale: tuple[int, ...]) -> None:
+    build_all = pytest.importorskip("gpudash.panels.build").build_all
+    monkeypatch.chdir(tmp_path)
+
+    def steps(settings: Settings) -> set[float]:
+        text = json.dumps(build_all(settings, ROOT / "dashboards"))
+        return {float(v) for v in re.findall(r'"color": "[a-z]+", "value": ([0-9.]+)', text)}
+
+    changed = load_settings(thresholds_copy((path, value)))
+    assert any(expected in r["expr"] for r in alerts_named(render_all(changed), alert))
+    before, after = steps(load_settings(ROOT / "thresholds.yaml")), steps(changed)
+    assert any(value * s in after and value * s not in before for s in scale), (sorted(before), sorted(after))
+
+
+def test_nvidia_smi_profile_leaves_out_what_it_cannot_evaluate(tmp_path: Path) -> None:
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"profile": "nvidia_smi"})))
+    names = {r["alert"] for r in rules_of(files)}
+    assert "GPUXidError" not in names  # nvidia_gpu_exporter publishes no XID series
+    assert {"GPUHighTemperature", "GPUMemoryPressure", "GPUJobStalled"} <= names
+    text = files[ALERTS_FILE] + files[RECORDING_FILE]
+    assert "DCGM_FI_" not in text and "by (cluster, instance, uuid)" in text
+    assert "(nvidia_smi_utilization_gpu_ratio[" in text  # ranges on the raw series, converted after
+
+
+def test_job_alerts_read_the_sites_job_label(tmp_path: Path) -> None:
+    label = "training_kubeflow_org_job_name"
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"jobs": {"label": label}})))
+    for alert in JOB_ALERTS:
+        (rule,) = alerts_named(files, alert)
+        assert "hpc_job" not in rule["expr"] + json.dumps(rule["annotations"]), alert
+        assert f'{label}!=""' in rule["expr"] and f"$labels.{label}" in rule["annotations"]["summary"], alert
+    straggler = alerts_named(files, "GPUJobStraggler")[0]["expr"]
+    assert f"on (cluster, {label}) group_left ()" in straggler
+    assert f"max by (cluster, instance, gpu, {label})" in straggler
+    assert "cluster_instance_gpu_job:gpu_activity_departure:points" in straggler
+    assert f"count by (cluster, {label})" in alerts_named(files, "GPUAllocatedIdle")[0]["expr"]
+    recorded = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}
+    expected = f'count by (cluster, {label}) (DCGM_FI_DEV_GPU_UTIL{{{label}!=""}})'
+    assert recorded["cluster_job:gpu_count:count"] == expected
+
+
+def test_straggler_judges_sm_activity_first_then_utilization_and_the_clock(settings: Settings) -> None:
+    files = render_all(settings)
+    recorded = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}
+    departure = recorded["cluster_instance_gpu_job:gpu_activity_departure:points"]
+    # SM activity on the left of `or`: a GPU that has it is never judged on utilization too
+    assert departure.index("DCGM_FI_PROF_SM_ACTIVE") < departure.index("\nor\n") < departure.index("GPU_UTIL")
+    records = [r["record"] for r in rules_of(files, RECORDING_FILE)]
+    for median in ("cluster_job:gpu_sm_active:median", "cluster_job:gpu_utilization:median"):
+        assert f"avg_over_time({median}[5m])" in departure
+        assert records.index(median) < records.index("cluster_instance_gpu_job:gpu_activity_departure:points")
+    (rule,) = alerts_named(files, "GPUJobStraggler")
+    expr = rule["expr"]
+    assert "abs(cluster_instance_gpu_job:gpu_activity_departure:points) > 20" in expr
+    assert "DCGM_FI_DEV_SM_CLOCK" in expr and "0.9 * avg_over_time(cluster_job:gpu_sm_clock_mhz:median[5m])" in expr
+    # the job must keep its size over the window and have existed a window ago
+    assert "min_over_time(cluster_job:gpu_count:count[5m]) == max_over_time(cluster_job:gpu_count:count[5m])" in expr
+    assert "cluster_job:gpu_count:count offset 5m" in expr
+    assert rule["for"] == "10m" and rule["labels"] == {"severity": "warning", "action": "none"}
+
+
+def test_nvidia_smi_profile_judges_stragglers_on_utilization_and_clock(tmp_path: Path) -> None:
+    files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"profile": "nvidia_smi"})))
+    (rule,) = alerts_named(files, "GPUJobStraggler")
+    departure = {r["record"]: r["expr"] for r in rules_of(files, RECORDING_FILE)}[
+        "cluster_instance_gpu_job:gpu_activity_departure:points"]
+    assert "sm_active" not in departure + rule["expr"] and "(nvidia_smi_utilization_gpu_ratio{hpc_job" in departure
+    assert "nvidia_smi_clocks_current_sm_clock_hz{hpc_job" in rule["expr"]
+    assert "its activity (utilization)" in rule["annotations"]["description"]
+    assert alerts_named(files, "GPUAllocatedIdle")
+
+
+def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
+    from support.paths import ROOT
+
+    from gpudash.config.loading import load_settings
+    from gpudash.promql.for_settings import recording_rules
+    from gpudash.promql.recordings import JOB_RECORDINGS
+
+    job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio"}
+    for rec, expr in recording_rules(load_settings(ROOT / "thresholds.yaml")):
+        if rec.record not in job_level:  # per cluster or per node: every GPU signal merged per GPU first
+            merged = re.findall(r"max by \(cluster, instance, gpu[\w, ]*\) \((?:\w+\()?(?:DCGM_|gpudash_)", expr)
+            assert merged, (rec.record, expr)
