@@ -133,7 +133,7 @@ def doctor(stack: Stack, *args: str, thresholds: Path | None = None, env: dict[s
     extra = ["--thresholds", str(thresholds)] if thresholds else []
     quiet: dict[str, str | None] = {name: None for name in GRAFANA_ENV}
     ran = gpudash("doctor", "--site", str(stack.site), *extra, *args, cwd=ROOT, env={**quiet, **(env or {})})
-    print(ran.out)  # the lines the README's troubleshooting section shows (pytest -s)
+    print(ran.out)  # the lines docs/doctor.md shows (pytest -s)
     return ran
 
 
