@@ -22,6 +22,7 @@ from grafanalib._gen import DashboardEncoder
 
 from gpudash.catalog import Profile, profile
 from gpudash.config.loading import Settings
+from gpudash.config.thresholds import Thresholds
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import Outcome, stale_owned, write_owned
 from gpudash.panels.grafanalib_fixups import modernize
@@ -37,7 +38,7 @@ class BuildContext:
     recorded: bool = True
 
     @property
-    def thresholds(self) -> Any:
+    def thresholds(self) -> Thresholds:
         return self.settings.thresholds
 
     @property
@@ -78,7 +79,7 @@ class BuildContext:
             ))
         return G.Templating(templates)
 
-    def dashboard(self, uid: str, title: str, description: str, level: str, panels: list[Any],
+    def dashboard(self, uid: str, title: str, description: str, level: str, panels: list[G.Panel],
                   links: list[G.DashboardLink]) -> G.Dashboard:
         knobs = self.settings.thresholds.dashboards
         return G.Dashboard(

@@ -260,7 +260,7 @@ def state_timeline(title: str, query: Query, description: str, steps: list[G.Thr
 class PanelGrid:
     """Places panels left to right in rows of 24 grid units; a section starts a collapsible row."""
 
-    panels: list[Any] = field(default_factory=list)
+    panels: list[G.Panel] = field(default_factory=list)
     _x: int = 0
     _y: int = 0
     _row_height: int = 0
@@ -271,7 +271,7 @@ class PanelGrid:
                                                                                         y=self._y)))
         self._y += 1
 
-    def add(self, panel: Any | None, w: int, h: int = 8) -> None:
+    def add(self, panel: G.Panel | None, w: int, h: int = 8) -> None:
         if panel is None:
             return
         if self._x + w > FULL_WIDTH:
