@@ -3,7 +3,7 @@
 A `PromQL` is bound to a metric profile, the thresholds, the site's job label and rule interval, the
 recording rules (gpudash.promql.recordings) and a *scope*: the label matchers a panel adds
 (`cluster=~"$cluster"` on the fleet dashboard, and `instance`, `gpu` on the node dashboard; none in rule
-files). Names come from the catalog only. Make one from a site's settings with `gpudash.promql.promql_for`.
+files). Names come from the catalog only. Make one from a site's settings with `gpudash.promql.for_settings.promql_for`.
 
 A dashboard either reads a recorded series (`recorded=True`, the default) or inlines the expression the
 recording rule records, with its own scope (`recorded=False`, used to measure what the rules save).
