@@ -132,8 +132,9 @@ def write_markdown(path: Path, results: Results, keys: list[str], machine: str, 
         "- gpudash_clock_event_active is generated for the four thermal and power-brake reasons that panels "
         "select, not all nine; the other five sit under label values no query reaches.",
         "- Raw series: OpenMetrics text per (2 h block, group of nodes), `promtool tsdb create-blocks-from "
-        "openmetrics`, on both cores. Recording rules: gpudash's registry (gpudash.promql.query.recording_rules), "
-        "`promtool tsdb create-blocks-from rules` at a 15 s interval over the two 15 s windows. Then Prometheus "
+        "openmetrics`, on both cores. Recording rules: gpudash's registry "
+        "(gpudash.promql.for_settings.recording_rules), `promtool tsdb create-blocks-from rules` at a 15 s interval "
+        "over the two 15 s windows. Then Prometheus "
         "compacts the blocks as it would its own (2 h, 6 h, 18 h ranges, the newest block left alone).",
         "- Queries as Grafana sends them (bench/grafana_load.py): variables first (label values over the range, "
         "All = allValue or every value regex-escaped), then each panel: range = the dashboard default, step = "

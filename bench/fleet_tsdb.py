@@ -5,7 +5,7 @@
    `promtool tsdb create-blocks-from openmetrics`, on every core at once. A piece holds one block's
    time range only, so promtool reads its file twice (bounds, then samples) instead of once per block.
 2. Recording rules: `promtool tsdb create-blocks-from rules` evaluates gpudash's recording rules
-   (gpudash.promql.query.recording_rules) against a Prometheus serving the raw blocks, over the detail windows.
+   (gpudash.promql.for_settings.recording_rules) against a Prometheus serving the raw blocks, over the detail windows.
 3. Compaction: Prometheus itself merges the overlapping pieces and compacts 2 h blocks into 6 h and 18 h
    ones, as it would have done to data it scraped; `compact` waits until it has.
 """

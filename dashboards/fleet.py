@@ -4,7 +4,7 @@ Stays fast at thousands of GPUs: every panel reads cluster-level recording rules
 that pass a test (throttled, under memory pressure, silent, with a new XID) or a topk/bottomk of per-GPU
 series, so no panel draws more than `dashboards.fleet_topk` GPUs or one series per cluster.
 Per-GPU detail lives on the node dashboard, one click away; per-job detail on the job dashboard. A GPU
-whose job or pod labels change stays one GPU (gpu_panels.per_gpu).
+whose job or pod labels change stays one GPU (PromQL.per_gpu).
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""What sync, review and preview share: a dashboard's canonical form, Grafana's rewrites undone, the readable diff."""
+"""What sync and review share: a dashboard's canonical form, Grafana's rewrites undone, the readable diff."""

@@ -1,4 +1,4 @@
-"""The recording rule file, rendered from the registry in gpudash.promql.query that the dashboards read too."""
+"""The recording rule file, rendered from the registry in gpudash.promql.recordings that the dashboards read too."""
 
 from __future__ import annotations
 
