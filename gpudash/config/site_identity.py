@@ -28,7 +28,7 @@ from gpudash.yamlfile import YamlError, parse_yaml
 RANDOM_HEX = 8  # 32 bits: two sites meet one id once in about four billion pairs
 _SLUG_LENGTH = 21  # slug + "-" + 8 hex stays within site_id's 30 characters
 WRITTEN_NOTE = "# written by gpudash on first use: this site's identity in Grafana; commit it with this file"
-NEW_FILE_HEADER = "# gpudash site config (docs/thresholds.md); every other key is optional and at its default\n"
+NEW_FILE_HEADER = "# gpudash site config (gpudash's docs/thresholds.md); every other key is optional, at its default\n"
 
 
 def slug(name: str) -> str:
