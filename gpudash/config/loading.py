@@ -24,6 +24,7 @@ class Settings:
     thresholds: Thresholds
     site: Site
     thresholds_path: Path
+    site_path: Path = DEFAULT_SITE  # the site config read; with none, where gpudash writes the site's id
 
 
 def _read_yaml(path: Path) -> Any:
@@ -61,4 +62,5 @@ def load_settings(thresholds: Path | None = None, site: Path | None = None) -> S
     site_path = site or (Path(os.environ["GPUDASH_SITE"]) if os.environ.get("GPUDASH_SITE") else None)
     if site_path is None and DEFAULT_SITE.exists():
         site_path = DEFAULT_SITE
-    return Settings(load_thresholds(thresholds_path), load_site(site_path), thresholds_path)
+    return Settings(load_thresholds(thresholds_path), load_site(site_path), thresholds_path,
+                    site_path or DEFAULT_SITE)

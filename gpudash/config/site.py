@@ -4,11 +4,9 @@ job, clusters and their targets, Alertmanager receivers; as typed immutable data
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpudash.catalog import DCGM, HPC_JOB_LABEL, PROFILES
@@ -48,17 +46,10 @@ SITE_ID_TEXT = r"[a-z0-9][a-z0-9-]{0,29}"  # also how version messages name the 
 SITE_ID = re.compile(SITE_ID_TEXT)
 
 
-def derived_site_id(clusters: tuple[Cluster, ...]) -> str:
-    """A stable id from the clusters: their names as a slug, then 6 hex of a hash of (name, address) pairs."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", "-".join(c.name for c in clusters).lower())[:20].strip("-")
-    pairs = sorted((c.name, t.address) for c in clusters for t in c.targets)
-    digest = hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:6]
-    return f"{slug or 'site'}-{digest}"
-
-
 @dataclass(frozen=True)
 class Site:
-    """The site config. An empty `site_id` or `grafana_folder_uid` is derived from the clusters."""
+    """The site config. `site_id` is "" while the config names none: gpudash.sync.identity settles it (and
+    writes it into the config) before anything is pushed. An empty `grafana_folder_uid` is `gpudash-<site_id>`."""
 
     profile: str = DCGM.name
     site_id: str = ""
@@ -82,11 +73,17 @@ class Site:
     kubernetes: KubeSite = field(default_factory=KubeSite)  # the Prometheus Operator resources
 
     def __post_init__(self) -> None:
-        # Frozen: the derived values are set once here, so Site() and a parsed site agree.
-        if not self.site_id:
-            object.__setattr__(self, "site_id", derived_site_id(self.clusters))
-        if not self.grafana_folder_uid:
+        # Frozen: the derived value is set once here, so Site(site_id=...) and a parsed site agree.
+        if self.site_id and not self.grafana_folder_uid:
             object.__setattr__(self, "grafana_folder_uid", f"gpudash-{self.site_id}"[:40])
+
+    def identified(self, site_id: str) -> Site:
+        """This site as `site_id`, its default folder following the id; a config's own site_id never changes."""
+        if self.site_id:
+            if self.site_id != site_id:
+                raise ValueError(f"site {self.site_id!r} cannot become {site_id!r}")
+            return self
+        return replace(self, site_id=site_id)
 
 
 _Check = Callable[[FieldReader, str], str]

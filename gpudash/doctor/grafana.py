@@ -15,9 +15,10 @@ from urllib.parse import urlsplit
 
 from gpudash.doctor.expect import Expectations
 from gpudash.doctor.findings import Finding, Link, fail, hint, listed, ok
-from gpudash.errors import GpudashError
+from gpudash.errors import ConfigError, GpudashError
 from gpudash.sync.apply import Target, read_plan
 from gpudash.sync.grafana_api import Connection, Grafana, connection_from
+from gpudash.sync.identity import site_from_grafana
 from gpudash.sync.plan import Action
 from gpudash.sync.remote import GrafanaRemote
 
@@ -34,18 +35,26 @@ class GrafanaView:
     datasources: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # uid -> its JSON, or None
     prometheus_sources: tuple[tuple[str, str, str], ...] = ()  # (uid, name, url) of each Prometheus source
     dashboards: tuple[tuple[str, str, Action, str], ...] = ()  # (uid, title, verdict, reason)
+    unsettled: str = ""  # why gpudash cannot tell which site this is (gpudash.sync.identity)
+
+
+def _quiet(_: str) -> None:
+    """Doctor prints findings only."""
 
 
 def read_grafana(connection: Connection, expect: Expectations) -> GrafanaView:
     remote = GrafanaRemote(Grafana(connection))
-    site = expect.settings.site
+    version = ""
     try:
         version = remote.probe()
         sources = {uid: remote.datasource(uid) for uid in expect.datasource_uids}
         g = remote.grafana
         listing = g.call("data sources", "GET", "/api/datasources", lambda: g.api.datasource.list_datasources())
-        target = Target.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
-        plan = read_plan(remote, [dict(d) for d in expect.dashboards], target)
+        local = [dict(d) for d in expect.dashboards]
+        target = Target.for_site(site_from_grafana(remote, expect.settings, local, persist=False, echo=_quiet))
+        plan = read_plan(remote, local, target)
+    except ConfigError as exc:  # no site_id, and Grafana holds dashboards that may be this site's from before
+        return GrafanaView(connection.url, version=version, unsettled=exc.format_message())
     except GpudashError as exc:
         return GrafanaView(connection.url, error=exc.format_message())
     prometheus = tuple((str(d.get("uid")), str(d.get("name")), str(d.get("url", "")))
@@ -67,6 +76,11 @@ def grafana_findings(view: GrafanaView, expect: Expectations, prometheus_url: st
     if view.error:
         return [fail(Link.GRAFANA, subject, f"cannot ask Grafana: {view.error}",
                      fix="check --grafana URL (GRAFANA_URL) and GRAFANA_TOKEN (a service-account token)")]
+    if view.unsettled:
+        return [fail(Link.GRAFANA, f"Grafana {view.version}".strip(), view.unsettled,
+                     why="a push or sync would stop there: the site config names no site_id, and Grafana holds "
+                         "dashboards that may be this site's from before",
+                     fix="add the site_id the line names to the site config")]
     findings = [_source(uid, body, view, expect, prometheus_url) for uid, body in view.datasources.items()]
     findings.append(_dashboards(view, len(expect.dashboards)))
     return findings

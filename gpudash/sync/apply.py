@@ -17,6 +17,7 @@ from typing import Any
 
 from gpudash.compare import diffing
 from gpudash.compare.content import marked, read_marker, same_content
+from gpudash.config.site import Site
 from gpudash.errors import GpudashError
 from gpudash.repository import TAG
 from gpudash.sync.grafana_api import ChangedMeanwhile, GrafanaFailure
@@ -49,6 +50,13 @@ class Target:
     def from_site(cls, folder_uid: str, folder_title: str, site_id: str) -> Target:
         root = folder_uid.strip().lower() in ("", "general")
         return cls("" if root else folder_uid.strip(), folder_title, site_id)
+
+    @classmethod
+    def for_site(cls, site: Site) -> Target:
+        """The site's folder and id; the id must be settled first (gpudash.sync.identity), or the folder is unknown."""
+        if not site.site_id:
+            raise ValueError("the site has no id yet: settle it with gpudash.sync.identity first")
+        return cls.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
 
 
 @dataclass

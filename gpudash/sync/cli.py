@@ -16,19 +16,18 @@ from gpudash.compare import diffing
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import UsageError
-from gpudash.files import write_text_tree
 from gpudash.redaction import redact
 from gpudash.repository import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
-from gpudash.sync.apply import Target, read_plan
+from gpudash.sync.apply import read_plan
 from gpudash.sync.grafana_api import Connection, connection_from
 from gpudash.sync.local import load_local
 from gpudash.sync.plan import Action
 from gpudash.sync.provision import (
     DEFAULT_DASHBOARDS_PATH,
-    PROVISION_MARK,
+    ProvisioningFiles,
     datasource_spec,
+    provision_files,
     provision_grafana,
-    provisioning_files,
 )
 from gpudash.sync.session import Session, open_session, write_plan
 from gpudash.sync.watch import regenerate, watch
@@ -101,11 +100,12 @@ def connection_options(command: F) -> F:
     return command
 
 
-def _open(kwargs: dict[str, Any]) -> tuple[Session, list[dict[str, Any]]]:
-    """Connection settings first (the most likely thing a new user lacks), then files, then one probe."""
+def _open(kwargs: dict[str, Any], persist: bool) -> tuple[Session, list[dict[str, Any]]]:
+    """Connection settings first (the most likely thing a new user lacks), then files, then one probe.
+    `persist`: a command that writes to Grafana writes a new site_id into the site config, if it needs one."""
     connection, verbose = _connect(kwargs)
     settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
-    return open_session(connection, settings, kwargs.pop("directory"), verbose, _echo)
+    return open_session(connection, settings, kwargs.pop("directory"), verbose, _echo, persist=persist)
 
 
 def _connect(kwargs: dict[str, Any]) -> tuple[Connection, int]:
@@ -136,7 +136,7 @@ def push(dry_run: bool, force: bool, **kwargs: Any) -> None:
       GRAFANA_URL=https://grafana.example.com GRAFANA_TOKEN=glsa_... gpudash push
       gpudash push --dry-run
     """
-    session, local = _open(kwargs)
+    session, local = _open(kwargs, persist=not dry_run)
     write_plan("push", session, local, force=force, prune=False, dry_run=dry_run, show_drift=False)
 
 
@@ -171,7 +171,7 @@ def diff(git_ref: str | None, git_to: str | None, textconv_file: Path | None, pa
     if textconv_file is not None or git_ref is not None or git_to is not None or paths:
         _offline_diff(git_ref, git_to, textconv_file, paths, kwargs["directory"])
         return
-    session, local = _open(kwargs)
+    session, local = _open(kwargs, persist=False)
     plan = read_plan(session.remote, local, session.target, prune=True)
     differ = 0
     for step in plan.steps:
@@ -248,7 +248,7 @@ def sync(dry_run: bool, force: bool, prune: bool, watching: bool, definitions: P
       gpudash sync --watch            # edit thresholds.yaml, see Grafana follow
     """
     thresholds, site, directory = kwargs["thresholds"], kwargs["site"], kwargs["directory"]
-    session, local = _open(kwargs)
+    session, local = _open(kwargs, persist=not dry_run)
     if not watching:
         write_plan("sync", session, local, force=force, prune=prune, dry_run=dry_run, show_drift=True)
         return
@@ -295,15 +295,11 @@ def provision(prometheus_url: str | None, files_dir: Path, no_files: bool, files
         raise UsageError("no Prometheus URL: pass --prometheus-url or set PROMETHEUS_URL (the URL Grafana uses "
                          "to reach Prometheus, e.g. http://prometheus:9090)")
     settings = load_settings(kwargs.pop("thresholds"), kwargs.pop("site"))
-    site = settings.site
-    spec = datasource_spec(site, prometheus_url)
-    target = Target.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
-    if not no_files and not dry_run:
-        for path in write_text_tree(files_dir, provisioning_files(spec, target, dashboards_path),
-                                    PROVISION_MARK):
-            click.echo(f"wrote {path}")
-    if files_only:
+    spec = datasource_spec(settings.site, prometheus_url)
+    files = None if no_files else ProvisioningFiles(files_dir, dashboards_path)
+    if files is not None and files_only:
+        provision_files(settings, spec, files, dry_run=dry_run, echo=_echo)
         return
     connection, verbose = _connect(kwargs)
     provision_grafana(connection, settings, spec, kwargs.pop("directory"), dry_run=dry_run, verbose=verbose,
-                      echo=_echo)
+                      echo=_echo, files=files)

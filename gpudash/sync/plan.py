@@ -187,11 +187,12 @@ def _not_ours(claim: Claim, site: str) -> str:
     if claim.owner is Owner.OTHER_SITE:
         return f"pushed by gpudash for site {claim.detail!r}, not this site ({site!r}), says {claim.evidence}"
     if claim.owner is Owner.COPY:
-        return f"a copy made in Grafana: {claim.evidence} was written for uid {claim.detail}"
+        return f"a copy made in Grafana, no site's under this uid: {claim.evidence} was written for uid {claim.detail}"
     if claim.owner is Owner.LEGACY:
         return ("marked by an older gpudash without a site identity: cannot tell which site pushed it; "
                 "delete it in Grafana if it is yours")
-    return f"no gpudash marker and no version gpudash wrote for site {site!r} in its history"
+    return (f"no site's as far as Grafana shows: no gpudash marker and no version gpudash wrote for site {site!r} "
+            "in its history")
 
 
 def _conflict_reason(remote: RemoteDashboard, claim: Claim, site: str) -> str:
@@ -251,7 +252,7 @@ def plan_prune(candidate: RemoteDashboard, site: str, force: bool = False) -> St
     if force:
         return Step(Action.PRUNE, uid, title, None, candidate,
                     f"no longer defined locally; deleting although {edited}", forced=True)
-    return Step(Action.KEEP, uid, title, None, candidate, f"{edited}; use --force to delete")
+    return Step(Action.KEEP, uid, title, None, candidate, f"this site's ({site!r}), {edited}; use --force to delete")
 
 
 def vanished(uid: str, title: str) -> Step:

@@ -15,9 +15,12 @@ import yaml
 
 from gpudash.config.loading import Settings
 from gpudash.config.site import Site
+from gpudash.config.site_identity import legacy_site_id
 from gpudash.errors import ConfigError
+from gpudash.files import write_text_tree
 from gpudash.sync.apply import Echo, Target
 from gpudash.sync.grafana_api import Connection, GrafanaFailure
+from gpudash.sync.identity import Sighting, settle
 from gpudash.sync.remote import GrafanaRemote
 from gpudash.sync.session import open_session, write_plan
 
@@ -51,10 +54,22 @@ def datasource_spec(site: Site, prometheus_url: str) -> DatasourceSpec:
     return DatasourceSpec(site.datasource_uid, site.datasource_name, prometheus_url, str(site.scrape_interval))
 
 
+@dataclass(frozen=True)
+class ProvisioningFiles:
+    """Where Grafana's provisioning YAML goes, and where the provider reads the dashboards on the server."""
+
+    out: Path
+    dashboards_path: str = DEFAULT_DASHBOARDS_PATH
+
+
 def provision_grafana(connection: Connection, settings: Settings, spec: DatasourceSpec, directory: Path, *,
-                      dry_run: bool, verbose: int, echo: Echo) -> None:
-    """The data source, the folder, then every dashboard in `directory`, over Grafana's API."""
-    session, local = open_session(connection, settings, directory, verbose, echo)
+                      dry_run: bool, verbose: int, echo: Echo, files: ProvisioningFiles | None = None) -> None:
+    """Which site this is, the provisioning YAML (`files`), then the data source, the folder and every
+    dashboard in `directory`, over Grafana's API."""
+    seen = files_sightings(files.out, settings.site) if files is not None else []
+    session, local = open_session(connection, settings, directory, verbose, echo, persist=not dry_run, seen=seen)
+    if files is not None and not dry_run:
+        _write_files(files, spec, session.target, echo)
     ensure_datasource(session.remote, spec, dry_run, echo)
     write_plan("provision", session, local, force=False, prune=False, dry_run=dry_run, show_drift=False)
 
@@ -106,6 +121,38 @@ def ensure_datasource(remote: GrafanaRemote, spec: DatasourceSpec, dry_run: bool
 
 
 PROVISION_MARK = "# Written by `gpudash provision"  # how every file it writes begins (older ones too)
+
+
+def files_sightings(out: Path, site: Site) -> list[Sighting]:
+    """The provisioning files gpudash wrote for the id it derived from the clusters before (an install from
+    then), when the site config names no site_id."""
+    if site.site_id:
+        return []
+    legacy = legacy_site_id(site.clusters)
+    paths = [out / kind / f"gpudash-{legacy}.yaml" for kind in ("datasources", "dashboards")]
+    return [Sighting(str(path), "", legacy) for path in paths if _written_by_gpudash(path)]
+
+
+def _written_by_gpudash(path: Path) -> bool:
+    try:
+        with path.open("rb") as stream:
+            return stream.read(len(PROVISION_MARK)) == PROVISION_MARK.encode("utf-8")
+    except OSError:
+        return False
+
+
+def _write_files(files: ProvisioningFiles, spec: DatasourceSpec, target: Target, echo: Echo) -> None:
+    for path in write_text_tree(files.out, provisioning_files(spec, target, files.dashboards_path), PROVISION_MARK):
+        echo(f"wrote {path}")
+
+
+def provision_files(settings: Settings, spec: DatasourceSpec, files: ProvisioningFiles, *, dry_run: bool,
+                    echo: Echo) -> None:
+    """`provision --files-only`: which site this is (from the site config and the files already there), then
+    the provisioning YAML named for it; with `dry_run`, nothing."""
+    site = settle(settings, files_sightings(files.out, settings.site), persist=not dry_run, echo=echo)
+    if not dry_run:
+        _write_files(files, spec, Target.for_site(site), echo)
 
 
 def provisioning_files(spec: DatasourceSpec, target: Target, dashboards_path: str,

@@ -7,6 +7,7 @@ options on top. What it prints goes through `echo`; what went wrong is raised, o
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from gpudash.config.loading import Settings
 from gpudash.errors import DriftError
 from gpudash.sync.apply import Applier, Echo, Outcome, Target, ensure_folder, read_plan
 from gpudash.sync.grafana_api import ChangedMeanwhile, Connection, Grafana, GrafanaFailure
+from gpudash.sync.identity import Sighting, site_from_grafana
 from gpudash.sync.local import load_local, version_message
 from gpudash.sync.plan import Action, Plan
 from gpudash.sync.remote import GrafanaRemote
@@ -39,15 +41,16 @@ class Session:
         return f"{requests} requests, {self.grafana.writes} writes, {time.monotonic() - self.started:.2f} s"
 
 
-def open_session(connection: Connection, settings: Settings, directory: Path, verbose: int,
-                 echo: Echo) -> tuple[Session, list[dict[str, Any]]]:
-    """The local dashboards first, then one probe of Grafana; says where they will go."""
+def open_session(connection: Connection, settings: Settings, directory: Path, verbose: int, echo: Echo, *,
+                 persist: bool, seen: Sequence[Sighting] = ()) -> tuple[Session, list[dict[str, Any]]]:
+    """The local dashboards first, then one probe of Grafana, then which site this is (a site config without
+    site_id gets one, written into it when `persist`; `seen`: what else may show an identity from before);
+    says where they will go."""
     local = load_local(directory)
-    site = settings.site
-    target = Target.from_site(site.grafana_folder_uid, site.grafana_folder, site.site_id)
     remote = GrafanaRemote(Grafana(connection))
     started = time.monotonic()
     version = remote.probe()
+    target = Target.for_site(site_from_grafana(remote, settings, local, persist=persist, echo=echo, seen=seen))
     folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
     echo(f"Grafana {version} at {connection.url} ({remote.api_name}): {len(local)} dashboards from {directory} "
          f"-> {folder}, as site {target.site_id}")

@@ -18,6 +18,7 @@ from grafana_standin import StandIn
 from support.paths import ROOT
 from support.waiting import eventually
 
+from gpudash.config.loading import load_site
 from gpudash.stack.demo import GPUS, nvml_gpu_count
 
 # Fleet panels that may be empty in the demo's first minute: nobody stopped reporting, no GPU is over 90 % and
@@ -70,10 +71,13 @@ def test_make_demo_once_as_the_readme_says(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # every temporary directory removed
 
 
-def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path,
+                                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+    site = tmp_path_factory.mktemp("site") / "gpudash.yaml"  # the checkout's own gpudash.yaml is left alone
+    site.write_text("# no site_id yet: the demo's push writes one\n")
     with StandIn("11.6.0") as grafana:
         env = {**os.environ, "TMPDIR": str(tmp_path), "GRAFANA_URL": grafana.url, "GRAFANA_TOKEN": grafana.token,
-               "PYTHONUNBUFFERED": "1"}
+               "PYTHONUNBUFFERED": "1", "GPUDASH_SITE": str(site)}
         # its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it
         proc = subprocess.Popen([sys.executable, "-m", "gpudash", "demo"], cwd=ROOT, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -100,8 +104,11 @@ def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path) -> N
         assert prometheus is not None
         assert urllib.request.urlopen(f"{prometheus.group(1)}/-/ready", timeout=5).status == 200
 
-        # pushed: the data source points at the demo's Prometheus, and both dashboards are there
+        # pushed: the data source points at the demo's Prometheus, and both dashboards are there, as a site of
+        # its own whose id the push wrote into the site config
         assert {"gpudash-fleet", "gpudash-node"} <= set(grafana.store.dashboards)
+        site_id = load_site(site).site_id
+        assert site_id and f"site: wrote `site_id: {site_id}` into {site}" in out
         assert [d.url for d in grafana.store.datasources.values()] == [prometheus.group(1)]
 
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does

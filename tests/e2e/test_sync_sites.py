@@ -56,7 +56,7 @@ class Site:
 
 
 def make_site(grafana: GrafanaUnderTest, name: str, address: str, folder: str = "") -> Site:
-    """A site whose id is derived from its cluster (no site_id:), with three dashboards of its own."""
+    """A site whose gpudash.yaml names no site_id (its first push writes one), with three dashboards of its own."""
     root = grafana.workdir / name
     root.mkdir()
     grafana_section = f"  folder: GPU {name}\n" + (f"  folder_uid: {folder}\n" if folder else "")
@@ -87,10 +87,10 @@ def test_two_sites_sharing_one_grafana_never_touch_each_other(standin: GrafanaUn
     folder = f"{standin.prefix}-shared" if shared_folder else ""
     alpha = make_site(standin, "alpha", "10.0.0.1:9400", folder)
     beta = make_site(standin, "beta", "10.0.9.1:9400", folder)
-    assert alpha.site_id != beta.site_id
     for site in (alpha, beta):
         pushed = site.gpudash("push")
         assert pushed.code == 0, pushed.text
+    assert alpha.site_id and beta.site_id and alpha.site_id != beta.site_id
     for site in (alpha, beta):
         edited, kept, gone = site.uids
         standin.ui_edit(edited, rename_panel(f"Renamed by the {site.name} team"))
@@ -223,6 +223,10 @@ def test_the_same_uid_from_another_site_is_refused_even_forced(standin: GrafanaU
     other.dashboards = [make_dashboard(uid, "beta's own dashboard", threshold=95.0)]
     write_set(other.local_dir, other.dashboards)
     before = stored(standin, [uid])
+    asked = other.gpudash("push")  # no site_id yet, and its uid holds a site's dashboard: which site is it?
+    assert asked.code == 2 and f"site {standin.site_id!r}: {uid} " in asked.err, asked.text
+    assert stored(standin, [uid]) == before and other.site_id == ""
+    other.site_file.write_text(other.site_file.read_text() + "site_id: beta-0a1b2c3d\n")  # not that site, as told
 
     for args in (("push",), ("push", "--force"), ("sync", "--force")):
         refused = other.gpudash(*args)

@@ -79,9 +79,9 @@ class Result:
         return int(found[-1])
 
 
-def run_gpudash(args: list[str], env: dict[str, str | None]) -> Result:
-    """`gpudash ARGS` in-process through gpudash.cli.main, exactly as the console script runs it."""
-    ran = gpudash(*(str(a) for a in args), env=env)
+def run_gpudash(args: list[str], env: dict[str, str | None], cwd: Path | None = None) -> Result:
+    """`gpudash ARGS` in-process through gpudash.cli.main, exactly as the console script runs it (in `cwd`)."""
+    ran = gpudash(*(str(a) for a in args), env=env, cwd=cwd)
     return Result(ran.code, ran.out, ran.err)
 
 

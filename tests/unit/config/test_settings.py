@@ -171,22 +171,6 @@ def test_environment_points_at_another_thresholds_file(
     assert load_settings().thresholds.memory.warning == 0.8
 
 
-def test_site_id_is_derived_from_the_clusters(tmp_path: Path) -> None:
-    default = load_site(None)
-    assert re.fullmatch(r"demo-[0-9a-f]{6}", default.site_id)
-    assert default.grafana_folder_uid == f"gpudash-{default.site_id}"
-    site = tmp_path / "gpudash.yaml"
-    site.write_text("clusters:\n  - {name: West_1, targets: [{address: 'h:9400'}]}\n"
-                    "  - {name: East, targets: [{address: 'g:9400'}]}\n")
-    first = load_site(site).site_id
-    assert re.fullmatch(r"west-1-east-[0-9a-f]{6}", first)
-    site.write_text("clusters:\n  - {name: West_1, targets: [{address: 'h:9401'}]}\n"
-                    "  - {name: East, targets: [{address: 'g:9400'}]}\n")
-    assert load_site(site).site_id != first  # another address is another site
-    site.write_text("clusters:\n  - {name: 'a-very-long-cluster-name-indeed', targets: [{address: 'h:9400'}]}\n")
-    assert re.fullmatch(r"a-very-long-cluster-[0-9a-f]{6}", load_site(site).site_id)
-
-
 def test_site_id_and_folder_uid_given_explicitly(tmp_path: Path) -> None:
     site = tmp_path / "gpudash.yaml"
     site.write_text("site_id: lab-7\n")

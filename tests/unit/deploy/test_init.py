@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,17 @@ def test_the_commented_site_config_loads(tmp_path: Path) -> None:
     settings = load_settings(tmp_path / "thresholds.yaml", tmp_path / "gpudash.yaml")
     assert [c.name for c in settings.site.clusters] == ["prod-a"]
     assert settings.site.kubernetes.dashboard_label == ("grafana_dashboard", "1")
+
+
+def test_each_new_site_gets_an_id_of_its_own_named_for_its_folder(tmp_path: Path) -> None:
+    ids = []
+    for folder in ("gpu-monitoring", "other", "Third Site"):
+        assert gpudash("init", str(tmp_path / folder)).code == 0
+        site = load_settings(tmp_path / folder / "thresholds.yaml", tmp_path / folder / "gpudash.yaml").site
+        ids.append(site.site_id)
+        assert re.fullmatch(rf"{folder.lower().replace(' ', '-')}-[0-9a-f]{{8}}", site.site_id), site.site_id
+        assert site.grafana_folder_uid == f"gpudash-{site.site_id}"
+    assert len(set(ids)) == 3 and "@GPUDASH_SITE_ID@" not in (tmp_path / "other" / "gpudash.yaml").read_text()
 
 
 def test_the_new_site_generates_and_checks_in_its_own_folder(tmp_path: Path) -> None:

@@ -143,6 +143,12 @@ def test_grafana_out_of_reach(expect: Expectations) -> None:
     assert finding.link is Link.GRAFANA and finding.verdict is Verdict.FAIL
 
 
+def test_grafana_holding_what_may_be_the_sites_from_before_is_the_one_finding(expect: Expectations) -> None:
+    line = "gpudash.yaml: no site_id yet, and what gpudash wrote before may be this repository's: site 'demo-48e2e2'"
+    (finding,) = grafana_findings(grafana(unsettled=line), expect, None)
+    assert finding.verdict is Verdict.FAIL and finding.what == line and "site_id" in finding.fix
+
+
 # ------------------------------------------------------------------------------------------------ physics
 
 

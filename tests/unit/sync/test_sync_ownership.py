@@ -112,13 +112,19 @@ def test_prune_keeps_what_is_not_this_sites_and_says_why(force: bool) -> None:
     old = make_dashboard("old", "Old")
     kept = {
         "theirs": (remote(marked(old, "c", THEIRS)), f"pushed by gpudash for site {THEIRS!r}, not this site"),
-        "copy": (remote(marked(old, "c", OURS), uid="copy"), "marker was written for uid old"),
+        "copy": (remote(marked(old, "c", OURS), uid="copy"), "a copy made in Grafana, no site's under this uid: "
+                                                             "its gpudash marker was written for uid old"),
         "legacy": (remote(legacy(old)), "marked by an older gpudash without a site identity: cannot tell which "
                                         "site pushed it; delete it in Grafana if it is yours"),
-        "by hand": (remote(old, history=History()), "no gpudash marker and no version gpudash wrote"),
+        "by hand": (remote(old, history=History()), "no site's as far as Grafana shows: no gpudash marker and no "
+                                                    "version gpudash wrote"),
         "their UI save": (remote(old, history=History(sites=(THEIRS,))), f"site {THEIRS!r}"),
+        "our UI save": (remote(old, history=History(sites=(OURS,))), f"this site's ({OURS!r}), changed in Grafana "
+                                                                     "since gpudash pushed it"),
     }
     for name, (candidate, why) in kept.items():
+        if force and name == "our UI save":
+            continue  # this site's own: --force deletes it (below)
         step = plan_prune(candidate, OURS, force=force)
         assert step.action is Action.KEEP, name
         assert why in step.reason, name

@@ -8,7 +8,9 @@ import pytest
 import yaml
 from grafana_standin.testkit import THRESHOLDS, run_gpudash
 
+from gpudash.config.loading import load_site
 from gpudash.config.site import Site
+from gpudash.config.site_identity import legacy_site_id
 from gpudash.files import write_text_tree
 from gpudash.sync.apply import Target
 from gpudash.sync.provision import PROVISION_MARK, DatasourceSpec, provisioning_files
@@ -19,24 +21,55 @@ PROM = "http://prometheus:9090"
 
 
 def test_files_only_needs_no_grafana(tmp_path: Path) -> None:
-    result = run_gpudash(["provision", "--files-only", "--prometheus-url", PROM, "--files-dir", tmp_path,
+    out = tmp_path / "provisioning"
+    result = run_gpudash(["provision", "--files-only", "--prometheus-url", PROM, "--files-dir", out,
                           "--thresholds", THRESHOLDS, "--dashboards-path", "/srv/dash"],
-                         {"GRAFANA_URL": None, "GRAFANA_TOKEN": None, "GPUDASH_SITE": None})
+                         {"GRAFANA_URL": None, "GRAFANA_TOKEN": None, "GPUDASH_SITE": None}, cwd=tmp_path)
     assert result.code == 0, result.text
-    name = f"gpudash-{Site().site_id}.yaml"  # named for the site: another site's files sit beside these
-    sources = yaml.safe_load((tmp_path / "datasources" / name).read_text())
-    providers = yaml.safe_load((tmp_path / "dashboards" / name).read_text())
+    site = load_site(tmp_path / "gpudash.yaml")  # no site config: one written, holding the new id
+    assert f"site: wrote `site_id: {site.site_id}` into gpudash.yaml" in result.out
+    name = f"gpudash-{site.site_id}.yaml"  # named for the site: another site's files sit beside these
+    sources = yaml.safe_load((out / "datasources" / name).read_text())
+    providers = yaml.safe_load((out / "dashboards" / name).read_text())
     assert sources["apiVersion"] == 1
     assert sources["datasources"] == [{"uid": "gpudash-prometheus", "name": "Prometheus (gpudash)",
                                        "type": "prometheus", "access": "proxy", "url": PROM, "orgId": 1,
                                        "isDefault": False, "editable": False,
                                        "jsonData": {"httpMethod": "POST", "timeInterval": "15s"}}]
     (provider,) = providers["providers"]
-    assert provider["folder"] == "GPU" and provider["folderUid"] == Site().grafana_folder_uid
+    assert provider["folder"] == "GPU" and provider["folderUid"] == f"gpudash-{site.site_id}"
     assert provider["type"] == "file"
     assert provider["options"] == {"path": "/srv/dash", "foldersFromFilesStructure": False}
     assert provider["allowUiUpdates"] is False and provider["disableDeletion"] is False
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_files_only_in_two_repositories_names_two_sites_and_a_rerun_the_same(tmp_path: Path) -> None:
+    names = []
+    for repository in ("one", "two", "one"):
+        (tmp_path / repository).mkdir(exist_ok=True)
+        result = run_gpudash(["provision", "--files-only", "--prometheus-url", PROM, "--files-dir", tmp_path / "prov",
+                              "--thresholds", THRESHOLDS], {"GPUDASH_SITE": None}, cwd=tmp_path / repository)
+        assert result.code == 0, result.text
+        names.append(sorted(p.name for p in (tmp_path / "prov" / "dashboards").iterdir()))
+    assert len(names[1]) == 2 and names[2] == names[1]  # two sites' files side by side; the rerun replaced its own
+
+
+def test_files_only_stops_at_files_written_for_the_id_derived_before(tmp_path: Path) -> None:
+    legacy = legacy_site_id(Site().clusters)
+    out = tmp_path / "prov"
+    old = out / "dashboards" / f"gpudash-{legacy}.yaml"
+    old.parent.mkdir(parents=True)
+    old.write_text(f"{PROVISION_MARK}`. Grafana reads it at start-up.\napiVersion: 1\n")
+    args = ["provision", "--files-only", "--prometheus-url", PROM, "--files-dir", out, "--thresholds", THRESHOLDS]
+    result = run_gpudash(args, {"GPUDASH_SITE": None}, cwd=tmp_path)
+    assert result.code == 2 and result.err.count("\n") == 1, result.text
+    assert f"gpudash.yaml: no site_id yet, and what gpudash wrote before may be this repository's: site {legacy!r}" \
+        in result.err and str(old) in result.err and f"add `site_id: {legacy}` to gpudash.yaml" in result.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prov"] and list(out.rglob("*.yaml")) == [old]
+    (tmp_path / "gpudash.yaml").write_text(f"site_id: {legacy}\n")  # kept, as the line says
+    assert run_gpudash(args, {"GPUDASH_SITE": None}, cwd=tmp_path).code == 0
+    assert sorted(p.name for p in out.rglob("*.yaml")) == [f"gpudash-{legacy}.yaml"] * 2
 
 
 def test_two_sites_provision_one_folder_side_by_side(tmp_path: Path) -> None:
