@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gpudash.errors import ExporterError
+from gpudash.exporter.basicauth import AuthBusy
 from gpudash.exporter.early_ends import EarlyEnds, kind_of
 from gpudash.exporter.exposition import CONTENT_TYPE, Exposition
 from gpudash.exporter.webconfig import WebConfig
@@ -124,7 +125,13 @@ class _Handler(BaseHTTPRequestHandler):
             log.debug("connection from %s ended early: %s: %s", self.client_address[0], type(exc).__name__, exc)
 
     def do_GET(self) -> None:
-        if not self._authorized():
+        try:
+            authorized = self._authorized()
+        except AuthBusy:
+            self._send(503, b"Too many authentication attempts, try again.\n", "text/plain; charset=utf-8",
+                       {"Retry-After": "1"})
+            return
+        if not authorized:
             challenge = {"WWW-Authenticate": 'Basic realm="gpudash"'}
             self._send(401, b"Unauthorized\n", "text/plain; charset=utf-8", challenge)
             return
@@ -154,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
             user, sep, password = base64.b64decode(encoded.strip(), validate=True).partition(b":")
         except ValueError:  # binascii.Error, or a character outside ASCII
             return False
-        return bool(sep) and auth.check(user, password)
+        return bool(sep) and auth.check(user, password, client=str(self.client_address[0]))
 
     def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)
