@@ -24,7 +24,7 @@ from pathlib import Path
 from gpudash.escape import log_quote
 
 MAX_FILE_BYTES = 64 * 1024  # dcgm-exporter's bufio.Scanner fails the scrape past 64 KiB; here the file is ignored
-MAX_JOBS_PER_GPU = 16  # copies of one GPU's series a file may ask for: 8 GPUs x 16 jobs is ~5 MB of /metrics
+MAX_JOBS_PER_GPU = 16  # copies of a GPU's series one file may ask for: 8 H200s x 16 jobs, 4.6-6.8 MB of /metrics
 MAX_JOB_ID = 128  # characters of one hpc_job value (Slurm's ids, 48213_7 or 48213+1, are far shorter)
 QUOTE_CHARS = 30  # of a bad line, quoted in the warning (three kinds of problem: under 100 characters in all)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
