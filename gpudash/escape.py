@@ -10,6 +10,8 @@ function below turns arbitrary text into a token of its language that reads back
 - `am_matcher`: an Alertmanager matcher `label="value"` (0.25's parser; also valid for the 0.27+ parser).
 - `label_value`: a label value inside double quotes in the exposition format and in Alertmanager matchers.
 - `go_template_text`: text inside a Go template (Prometheus annotations, Alertmanager notifier fields).
+
+And one for the log: `log_quote`, untrusted text (a file's name or content) in a log line, escaped and cut short.
 """
 
 from __future__ import annotations
@@ -101,6 +103,19 @@ def go_template_text(text: str) -> str:
     if "{" not in text:
         return text
     return "{{ " + go_string(text) + " }}"
+
+
+def log_quote(value: str | bytes, limit: int = 100) -> str:
+    """`value` as Python's repr writes it (control characters, escape sequences and undecodable bytes escaped,
+    so it cannot forge a log line or drive a terminal), at most `limit` characters, then `...` if cut."""
+    quoted = repr(value)
+    if len(quoted) <= limit:
+        return quoted
+    low, high = 0, min(len(value), limit)  # the longest start whose repr fits: an escape spans up to 10 characters
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if len(repr(value[:middle])) <= limit - 3 else (low, middle - 1)
+    return repr(value[:low]) + "..."
 
 
 # YAML 1.1 line breaks besides \n: PyYAML writes them raw outside double quotes, and reads them back as a space.

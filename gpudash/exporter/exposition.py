@@ -228,45 +228,49 @@ def _clock_events_window(signal: Signal, gpus: Sequence[tuple[GpuView, str]], sn
         yield from _windowed(signal, labels, named, "clock_event", snap)
 
 
-def _link_error_lines(name: str, labels: str, links: tuple[LinkHealth, ...]) -> str:
-    return "".join(f'{name}{{{labels},link="{link.link}",error="{kind}"}} {number(link.errors[kind])}\n'
-                   for link in links for kind, _key in NVLINK_ERROR_KINDS if kind in link.errors)
+def _link_error_tails(links: tuple[LinkHealth, ...]) -> tuple[str, ...]:
+    return tuple(f',link="{link.link}",error="{kind}"}} {number(link.errors[kind])}\n'
+                 for link in links for kind, _key in NVLINK_ERROR_KINDS if kind in link.errors)
 
 
-def _link_up_lines(name: str, labels: str, links: tuple[LinkHealth, ...]) -> str:
-    return "".join(f'{name}{{{labels},link="{link.link}"}} {1 if link.up else 0}\n' for link in links)
+def _link_up_tails(links: tuple[LinkHealth, ...]) -> tuple[str, ...]:
+    return tuple(f',link="{link.link}"}} {1 if link.up else 0}\n' for link in links)
 
 
 # A GPU's links are read on the slow loop and kept as the same tuple until the next read, so their ~90 lines are
-# formatted once per read rather than every sweep. Keyed by the tuple's identity (it is checked on use), which
-# costs nothing, where hashing 18 links per GPU each sweep cost more than the formatting it saved.
-_LINK_TEXT: dict[tuple[str, str, int], tuple[tuple[LinkHealth, ...], str]] = {}
-_LINK_TEXT_MAX = 8192
+# formatted once per read rather than every sweep: one entry per GPU and family, replaced when its links are
+# (checked by identity, which costs nothing where hashing 18 links per GPU did). It keeps the line ends, and the
+# whole text for the labels it was last drawn with: a GPU with several copies (one per job) rebuilds each from
+# the ends, and no copy's labels outlive the GPU's next render.
+_LINK_TEXT: dict[tuple[str, str], tuple[tuple[LinkHealth, ...], tuple[str, ...], str, str]] = {}
+_LINK_TEXT_MAX = 8192  # GPUs x 2 families in one process; more only when tests make many fleets
 
 
-def _link_text(format_: Callable[[str, str, tuple[LinkHealth, ...]], str], name: str, labels: str,
-               links: tuple[LinkHealth, ...]) -> str:
-    key = (name, labels, id(links))
+def _link_text(tails_of: Callable[[tuple[LinkHealth, ...]], tuple[str, ...]], name: str, view: GpuView,
+               labels: str) -> str:
+    key = (name, view.identity.uuid)
     hit = _LINK_TEXT.get(key)
-    if hit is not None and hit[0] is links:
-        return hit[1]
-    text = format_(name, labels, links)
+    if hit is not None and hit[0] is view.links and hit[2] == labels:
+        return hit[3]
+    tails = hit[1] if hit is not None and hit[0] is view.links else tails_of(view.links)
+    head = f"{name}{{{labels}"
+    text = "".join([head + tail for tail in tails])
     if len(_LINK_TEXT) >= _LINK_TEXT_MAX:
         _LINK_TEXT.clear()
-    _LINK_TEXT[key] = (links, text)
+    _LINK_TEXT[key] = (view.links, tails, labels, text)
     return text
 
 
 def _link_errors(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         if view.up and view.links:
-            yield _link_text(_link_error_lines, signal.dcgm_name, labels, view.links)
+            yield _link_text(_link_error_tails, signal.dcgm_name, view, labels)
 
 
 def _link_up(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         if view.up and view.links:
-            yield _link_text(_link_up_lines, signal.dcgm_name, labels, view.links)
+            yield _link_text(_link_up_tails, signal.dcgm_name, view, labels)
 
 
 def _gpus_expected(signal: Signal, _gpus: Sequence[tuple[GpuView, str]], snap: Snapshot) -> Lines:

@@ -4,22 +4,37 @@ One thread per connection (HTTP/1.1 keep-alive, as Prometheus uses), gzip when a
 per sweep), TLS and basic auth from a web config. The TLS handshake runs in the connection's thread, so a
 slow or hostile client cannot hold up accept(). A connection that fails (handshake, reset, timeout) is
 counted, never logged with a traceback: one summary line per minute says how many (``early_ends``).
+Floods are bounded (``connections``): a deadline for each request's head, a cap on open connections, a
+backoff when accept() runs out of file descriptors; too many password checks at once are answered 503.
 """
 
 from __future__ import annotations
 
 import base64
+import io
 import logging
 import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gpudash.errors import ExporterError
+from gpudash.exporter.basicauth import AuthBusy
+from gpudash.exporter.connections import (
+    HEADER_SECONDS,
+    IDLE_SECONDS,
+    MAX_CONNECTIONS,
+    OUT_OF_RESOURCES,
+    AcceptBackoff,
+    DeadlineReader,
+    Refusals,
+)
 from gpudash.exporter.early_ends import EarlyEnds, kind_of
+from gpudash.exporter.episodes import Episode
 from gpudash.exporter.exposition import CONTENT_TYPE, Exposition
 from gpudash.exporter.webconfig import WebConfig
 
@@ -50,15 +65,36 @@ class _Server(ThreadingHTTPServer):
         exposition: Callable[[], Exposition],
         web: WebConfig | None,
         early_ends: EarlyEnds,
+        max_connections: int = MAX_CONNECTIONS,
+        header_seconds: float = HEADER_SECONDS,
     ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.exposition = exposition
         self.web = web or WebConfig()
         self.early_ends = early_ends
+        self.max_connections = max_connections
+        self.header_seconds = header_seconds
+        self._open = 0  # connections with a thread
+        self._open_lock = threading.Lock()
+        self._backoff = AcceptBackoff()
+        self._refusals = Refusals()
+        self.out_of_files = Episode("cannot accept connections: out of file descriptors or socket memory (see "
+                                    "RLIMIT_NOFILE, LimitNOFILE=); retrying with backoff, up to 1 s",
+                                    "accepting connections again")
+        self.too_many = Episode(f"{max_connections} connections open, the most allowed: new ones are answered 503 "
+                                "and closed", "fewer connections than the limit again")
         super().__init__(address, _Handler)
 
     def get_request(self) -> tuple[Any, Any]:
-        sock, addr = self.socket.accept()
+        try:
+            sock, addr = self.socket.accept()
+        except OSError as exc:
+            if exc.errno in OUT_OF_RESOURCES:  # the connection stays queued and select() wakes at once: wait
+                self.out_of_files.hit()
+                time.sleep(self._backoff.failed())
+            raise  # socketserver drops whatever get_request raises, and selects again
+        self._backoff.worked()
+        self.out_of_files.clear()
         try:
             sock.getpeername()  # fails (ENOTCONN) when the peer reset the connection while it waited in the queue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms Nagle wait on small responses
@@ -70,6 +106,36 @@ class _Server(ThreadingHTTPServer):
             sock = self.web.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return sock, addr
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            full = self._open >= self.max_connections
+            if not full:
+                self._open += 1
+        if full:
+            self.too_many.hit()
+            self._refusals.refuse(request, tls=isinstance(request, ssl.SSLSocket))
+            return
+        self.too_many.clear()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: it will not count itself out
+            self._closed()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._closed()
+
+    def _closed(self) -> None:
+        with self._open_lock:
+            self._open -= 1
+
+    @property
+    def open_connections(self) -> int:
+        return self._open
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver prints a 16-line traceback here for whatever escaped the handler: count it instead
         exc = sys.exc_info()[1]
@@ -78,9 +144,11 @@ class _Server(ThreadingHTTPServer):
 
     def service_actions(self) -> None:
         self.early_ends.flush()  # serve_forever calls this every poll interval
+        self._refusals.reap()
 
     def server_close(self) -> None:
         super().server_close()
+        self._refusals.reap(final=True)
         self.early_ends.flush(final=True)
 
 
@@ -88,17 +156,53 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "gpudash-exporter"
     wbufsize = 1 << 16  # headers and body leave in one write; flushed after each response
-    timeout = 30  # an idle keep-alive connection gives its thread back after this
+    timeout = IDLE_SECONDS  # an idle keep-alive connection gives its thread back after this
+    idle_seconds = IDLE_SECONDS
     server: _Server
 
     def setup(self) -> None:
         self.ended_early: str | None = None  # the kind, once the connection has failed
+        # the first request's head, TLS handshake included, is due this long after the connection came
+        self.header_deadline: float | None = time.monotonic() + self.server.header_seconds
+        self.requests = 0
         super().setup()
+        self.rfile.close()  # the plain reader setup made: reads go through the header deadline instead
+        self.reader = io.BufferedReader(DeadlineReader(self.connection, self))
+        self.rfile = self.reader
         if isinstance(self.connection, ssl.SSLSocket):
             try:
-                self.connection.do_handshake()
+                self.connection.settimeout(max(0.001, self.header_deadline - time.monotonic()))
+                self.connection.do_handshake()  # bounded as a whole: CPython's handshake keeps one deadline
             except OSError as exc:  # SSLError, resets and timeouts alike: counted, not raised to handle_error
                 self._end_early(exc, handshake=True)
+
+    def header_timed_out(self) -> None:
+        """The request's head did not arrive in time: the connection ends, counted as a timeout."""
+        self.close_connection = True
+        if self.ended_early is None:
+            self.ended_early = "timeout"
+            log.debug("connection from %s: no request head within %g s", self.client_address[0],
+                      self.server.header_seconds)
+
+    def handle_one_request(self) -> None:
+        if self.requests:  # kept alive: idle until the next request's first byte, then its head is due
+            self.header_deadline = None
+            try:
+                if not self.reader.peek(1):
+                    self.close_connection = True
+                    return
+            except TimeoutError:
+                self.close_connection = True
+                return
+            self.header_deadline = time.monotonic() + self.server.header_seconds
+        self.requests += 1
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()  # reads the headers
+        finally:
+            self.header_deadline = None
 
     def handle(self) -> None:
         if self.ended_early:
@@ -124,7 +228,13 @@ class _Handler(BaseHTTPRequestHandler):
             log.debug("connection from %s ended early: %s: %s", self.client_address[0], type(exc).__name__, exc)
 
     def do_GET(self) -> None:
-        if not self._authorized():
+        try:
+            authorized = self._authorized()
+        except AuthBusy:
+            self._send(503, b"Too many authentication attempts, try again.\n", "text/plain; charset=utf-8",
+                       {"Retry-After": "1"})
+            return
+        if not authorized:
             challenge = {"WWW-Authenticate": 'Basic realm="gpudash"'}
             self._send(401, b"Unauthorized\n", "text/plain; charset=utf-8", challenge)
             return
@@ -154,7 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
             user, sep, password = base64.b64decode(encoded.strip(), validate=True).partition(b":")
         except ValueError:  # binascii.Error, or a character outside ASCII
             return False
-        return bool(sep) and auth.check(user, password)
+        return bool(sep) and auth.check(user, password, client=str(self.client_address[0]))
 
     def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)
@@ -178,11 +288,16 @@ class MetricsServer:
         listen: str,
         web: WebConfig | None = None,
         early_ends: EarlyEnds | None = None,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        header_seconds: float = HEADER_SECONDS,
     ) -> None:
-        """``early_ends`` counts failed connections (default: one summary line a minute)."""
+        """``early_ends`` counts failed connections (default: one summary line a minute); ``max_connections``
+        and ``header_seconds`` bound floods (``connections``)."""
         host, port = parse_listen(listen)
         try:
-            self._server = _Server((host, port), exposition, web, early_ends or EarlyEnds())
+            self._server = _Server((host, port), exposition, web, early_ends or EarlyEnds(), max_connections,
+                                   header_seconds)
         except OSError as exc:
             raise ExporterError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
         self._thread: threading.Thread | None = None
@@ -191,6 +306,11 @@ class MetricsServer:
     @property
     def port(self) -> int:
         return int(self._server.server_address[1])
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now, each by a thread (at most ``max_connections``)."""
+        return self._server.open_connections
 
     @property
     def url(self) -> str:

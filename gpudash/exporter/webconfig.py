@@ -30,6 +30,7 @@ from typing import Any
 
 from gpudash.errors import ExporterError
 from gpudash.exporter.basicauth import BasicAuth, bcrypt_backend, hash_is_readable, hash_problem
+from gpudash.exporter.exposed_secrets import warn_if_exposed
 from gpudash.yamlfile import YamlError, read_yaml
 
 log = logging.getLogger("gpudash.exporter")
@@ -90,6 +91,7 @@ def _tls(section: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
         context.load_cert_chain(base / cert, base / key)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError; a NUL in a path is a ValueError
         raise ExporterError(f"{where}: cannot load cert_file/key_file: {exc}") from None
+    warn_if_exposed(base / key, "TLS private key (tls_server_config.key_file)")
     for name, attr in (("min_version", "minimum_version"), ("max_version", "maximum_version")):
         value = section.get(name, "TLS12" if name == "min_version" else None)
         if value is None:

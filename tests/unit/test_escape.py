@@ -7,6 +7,7 @@ Go's text/template lexer for text and string-literal actions, and PyYAML for YAM
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -24,6 +25,7 @@ from support.languages import (
 from gpudash.escape import (
     am_matcher,
     go_template_text,
+    log_quote,
     promql_matcher,
     promql_regex,
     promql_string,
@@ -139,3 +141,17 @@ def test_tricky_strings(text: str) -> None:
     assert am_parse_matchers(am_matcher("cluster", text)) == [("cluster", "=", text)]
     assert render_go_template(go_template_text(text), {}) == text
     assert yaml.safe_load(f"k: {yaml_scalar(text)}") == {"k": text}
+
+
+# -- the log ----------------------------------------------------------------------------------------------
+
+@given(st.one_of(st.text(), st.binary()), st.integers(min_value=12, max_value=200))
+@example(bytes(range(256)) * 40, 100)
+@example("\x1b[2J\u202e" * 50, 20)
+def test_log_quote_is_one_printable_line_within_its_limit_and_a_repr_of_the_start(
+        value: str | bytes, limit: int) -> None:
+    quoted = log_quote(value, limit)
+    assert len(quoted) <= limit and quoted.isprintable()
+    shown = quoted.removesuffix("...") if len(repr(value)) > limit else quoted
+    start = ast.literal_eval(shown)
+    assert shown == repr(start) and value.startswith(start)  # the value's start, escaped as repr escapes it

@@ -11,12 +11,17 @@ A prolog writes one file per GPU into the directory (``--hpc-job-mapping-dir``, 
 
 Where this reader deliberately differs from dcgm-exporter (each difference is safer and invisible to a
 dashboard): blank lines and surrounding whitespace (a CR of a CRLF file included) are ignored, an id repeated
-in one file counts once, a line that is not printable UTF-8 or is longer than ``MAX_JOB_ID`` characters is
-skipped with a warning, a file over ``MAX_FILE_BYTES`` is ignored with a warning, a file that vanishes between
-the listing and the read (an epilog racing the sweep) is simply absent, and nothing here ever fails a scrape
-(it runs on the poller's sweep, not on the scrape path). Other names are ignored: a visible one with one
-warning, a hidden one (``.0.tmp``, ``.lock``, ``.sluid/``: what the prolog uses for itself) silently;
-directories are ignored.
+in one file counts once, what one file may contribute is capped and only a regular file with one name is read
+(``mapping_file``: no symbolic link is followed, no FIFO waited on), a file that vanishes between the listing
+and the read (an epilog racing the sweep) is simply absent, and nothing here ever fails a scrape (it runs on
+the poller's sweep, not on the scrape path). Only names that can label a GPU of this node are read: ``<gpu>``
+and at most ``MAX_INSTANCE_FILES`` ``<gpu>.<gi>`` per GPU; other visible names are ignored, hidden ones
+(``.0.tmp``, ``.lock``, ``.sluid/``: what the prolog uses for itself) silently.
+
+Warnings stay few and short, whatever is in the directory: the names ignored in one sweep make one line (a
+count and a few examples); a file's problem is told once until the file changes, at most
+``FILE_WARNINGS_PER_SWEEP`` files a sweep at warning level (the rest at debug level, then one line with their
+count); a name or a line of content is quoted escaped and cut short (``escape.log_quote``).
 
 ``<gpu>.<gi>`` files are parsed and kept (``instance_jobs``) but label nothing today: this exporter
 publishes no MIG-instance series, and dcgm-exporter keys a whole GPU's series by ``<gpu>`` only, so a MIG
@@ -39,24 +44,28 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpudash.catalog import HPC_JOB_LABEL
+from gpudash.escape import log_quote
 from gpudash.exporter.attribution import Labels
+from gpudash.exporter.attribution.mapping_file import NotAMappingFile, parse_mapping, read_capped, refusal
 from gpudash.exporter.source import GpuIdentity
 
 log = logging.getLogger("gpudash.exporter")
 
 # The names dcgm-exporter accepts (its validGPUFile), ASCII digits only.
-GPU_FILE = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+GPU_FILE = re.compile(r"(?P<gpu>[0-9]+)(\.(?P<gi>[0-9]+))?", re.ASCII)
 # Slurm's SLUIDs are short alphanumerics (e.g. s5K1KKYAYG5D00); anything else is never looked up.
 SLUID = re.compile(r"[A-Za-z0-9]{1,64}", re.ASCII)
 SLUID_DIR = ".sluid"
-MAX_FILE_BYTES = 64 * 1024  # dcgm-exporter's bufio.Scanner fails the scrape past 64 KiB; here the file is ignored
-MAX_JOB_ID = 256
+MAX_INSTANCE_FILES = 8  # <gpu>.<gi> files read per GPU: a MIG GPU has at most 7 GPU instances
 RACY_SECONDS = 2.0  # coarser than any file system's timestamp tick that a mapping directory sits on
+NAME_EXAMPLES = 3  # ignored names quoted in the sweep's one line about them
+FILE_WARNINGS_PER_SWEEP = 5  # files whose problem is logged at warning level in one sweep; the rest at debug
 
 
 @dataclass(frozen=True)
@@ -80,34 +89,11 @@ class _Parsed:
 
 
 @dataclass(frozen=True)
-class ParsedFile:
-    """The job ids of one mapping file, in file order, each once, and what was wrong with its lines."""
-
-    jobs: tuple[str, ...]
-    problems: tuple[str, ...] = ()
-
-
-def parse_mapping(data: bytes) -> ParsedFile:
-    """One job id per line; blank lines, surrounding whitespace and repeats dropped; bad lines named."""
-    if len(data) > MAX_FILE_BYTES:
-        return ParsedFile((), (f"larger than {MAX_FILE_BYTES} bytes, ignored",))
-    jobs: dict[str, None] = {}
-    problems: list[str] = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            problems.append(f"line {number} is not UTF-8 text, skipped")
-            continue
-        if not line:
-            continue
-        if len(line) > MAX_JOB_ID:
-            problems.append(f"line {number} is longer than {MAX_JOB_ID} characters, skipped")
-        elif not line.isprintable():
-            problems.append(f"line {number} holds control characters, skipped")
-        else:
-            jobs.setdefault(line, None)
-    return ParsedFile(tuple(jobs), tuple(problems))
+class _Listing:
+    signature: _Signature
+    trusted: bool
+    gpus: frozenset[str]  # the GPU indexes the names were chosen for
+    names: tuple[str, ...]
 
 
 class HpcJobMapping:
@@ -119,22 +105,24 @@ class HpcJobMapping:
         self.directory = directory
         self.label = label
         self._clock_ns = clock_ns
-        self._read = read_bytes or _read_capped
+        self._read = read_bytes or read_capped
         self._state = "unknown"  # ok | missing | unreadable: logged when it changes
-        self._listing: tuple[_Signature, bool, tuple[str, ...]] | None = None  # dir signature, trusted, names
+        self._listing: _Listing | None = None
         self._files: dict[str, _Parsed] = {}
         self._copies: dict[str, tuple[Labels, ...]] = {}
-        self._warned_names: set[str] = set()
-        self._warned_files: dict[str, _Signature] = {}
+        self._ignored: set[str] = set()  # names ignored at the last listing: each is told about once
+        self._warned_files: dict[str, _Signature] = {}  # the file's state its last warning was about
+        self._notes: list[tuple[str, str]] = []  # (name, problem) found in this sweep, logged at its end
         self.parses = 0  # files parsed since start: the proof that an unchanged directory costs only stats
         log.info("HPC job mapping: reading %s on every sweep", directory)
 
     # -- the Attributor protocol -----------------------------------------------------------------
 
     def refresh(self, gpus: Sequence[GpuIdentity], now: float) -> None:
-        names = self._names()
+        names = self._names(frozenset(str(gpu.index) for gpu in gpus))
         if names is None:
             self._files, self._copies = {}, {}  # replaced, not cleared: a render may be reading them
+            self._warned_files, self._ignored = {}, set()  # told again once the directory is back
             return
         files: dict[str, _Parsed] = {}
         for name in names:
@@ -144,6 +132,8 @@ class HpcJobMapping:
         self._files = files
         self._copies = {name: tuple(((self.label, job),) for job in parsed.jobs)
                         for name, parsed in files.items() if parsed.jobs}
+        self._warned_files = {name: sig for name, sig in self._warned_files.items() if name in names}
+        self._report_files()
 
     def gpu_copies(self, gpu: GpuIdentity) -> tuple[Labels, ...]:
         return self._copies.get(str(gpu.index), ())
@@ -178,19 +168,20 @@ class HpcJobMapping:
 
     # -- reading -----------------------------------------------------------------------------------
 
-    def _names(self) -> tuple[str, ...] | None:
+    def _names(self, gpus: frozenset[str]) -> tuple[str, ...] | None:
         """The mapping files' names, listed again only when the directory changed; None when unusable."""
         try:
             st = os.stat(self.directory)
             if not stat.S_ISDIR(st.st_mode):
                 raise NotADirectoryError(f"{self.directory} is not a directory")
             signature = _Signature(st.st_mtime_ns, 0, st.st_ino)
-            if self._listing is not None and self._listing[1] and self._listing[0] == signature:
+            listing = self._listing
+            if listing is not None and listing.trusted and listing.signature == signature and listing.gpus == gpus:
                 self._became("ok")
-                return self._listing[2]
+                return listing.names
             listed_at = self._clock_ns()
-            with os.scandir(self.directory) as listing:
-                names = tuple(self._accepted(listing))
+            with os.scandir(self.directory) as entries:
+                names = self._accepted((entry.name for entry in entries), gpus)
         except FileNotFoundError:
             self._listing = None
             self._became("missing")
@@ -199,40 +190,60 @@ class HpcJobMapping:
             self._listing = None
             self._became("unreadable", exc)
             return None
-        self._listing = (signature, _settled(st.st_mtime_ns, listed_at), names)
+        self._listing = _Listing(signature, _settled(st.st_mtime_ns, listed_at), gpus, names)
         self._became("ok")
         return names
 
-    def _accepted(self, entries: Iterator[os.DirEntry[str]]) -> Iterator[str]:
-        seen: set[str] = set()
-        for entry in entries:
-            if GPU_FILE.fullmatch(entry.name):
-                try:
-                    if entry.is_dir():
-                        continue
-                except OSError:
-                    continue
-                yield entry.name
-            elif not entry.name.startswith("."):
-                seen.add(entry.name)
-                if entry.name not in self._warned_names:
-                    log.warning("HPC job mapping: %s: the name is not a GPU index (<gpu> or <gpu>.<gpu "
-                                "instance>); ignored", self.directory / entry.name)
-        self._warned_names = seen  # a name is warned about once, until it goes away
+    def _accepted(self, listed: Iterable[str], gpus: frozenset[str]) -> tuple[str, ...]:
+        """The names that can label a GPU of this node; the others told about in one line, each name once."""
+        accepted: list[str] = []
+        instances: dict[str, list[tuple[int, str]]] = {}
+        ignored: dict[str, str] = {}  # name -> why
+        for name in listed:
+            if name.startswith("."):
+                continue
+            match = GPU_FILE.fullmatch(name)
+            if match is None:
+                ignored[name] = "not a GPU index (<gpu> or <gpu>.<gpu instance>)"
+            elif match["gpu"] not in gpus:
+                ignored[name] = "no GPU of this node has that index"
+            elif match["gi"] is None:
+                accepted.append(name)
+            else:
+                instances.setdefault(match["gpu"], []).append((int(match["gi"]), name))
+        for found in instances.values():
+            found.sort()
+            accepted += [name for _, name in found[:MAX_INSTANCE_FILES]]
+            ignored.update((name, f"over {MAX_INSTANCE_FILES} MIG instance files for one GPU")
+                           for _, name in found[MAX_INSTANCE_FILES:])
+        new = sorted(name for name in ignored if name not in self._ignored)
+        self._ignored = set(ignored)
+        if new:
+            reasons = Counter(ignored[name] for name in new)
+            log.warning("HPC job mapping: %s: %s ignored: %s (e.g. %s)", self.directory,
+                        f"{len(new):,} name{'s' if len(new) > 1 else ''}",
+                        "; ".join(f"{count:,} {why}" for why, count in reasons.most_common()),
+                        ", ".join(log_quote(name, 40) for name in new[:NAME_EXAMPLES]))
+        return tuple(sorted(accepted))
 
     def _file(self, name: str) -> _Parsed | None:
         path = self.directory / name
         cached = self._files.get(name)
         try:
-            st = os.stat(path)
-            if stat.S_ISDIR(st.st_mode):
-                return None
+            st = os.lstat(path)
             signature = _Signature.of(st)
+            why = refusal(st)
+            if why:
+                self._warn_file(name, signature, f"{why}; ignored")
+                return None
             if cached is not None and cached.trusted and cached.signature == signature:
                 return cached
             read_at = self._clock_ns()
             data = self._read(path)
         except FileNotFoundError:  # removed by an epilog between the listing and now: no job there
+            return None
+        except NotAMappingFile as exc:  # replaced between the lstat and the open
+            self._warn_file(name, None, f"{str(exc).removeprefix(str(path)).strip()}; ignored")
             return None
         except OSError as exc:
             self._warn_file(name, None, f"cannot be read ({exc.strerror or exc}); its GPU goes out unlabelled")
@@ -246,10 +257,20 @@ class HpcJobMapping:
         return _Parsed(signature, parsed.jobs, _settled(st.st_mtime_ns, read_at))
 
     def _warn_file(self, name: str, signature: _Signature | None, what: str) -> None:
+        """Note a file's problem for this sweep's report, unless it was told about and the file is unchanged."""
         key = signature or _Signature(-1, -1, -1)
         if self._warned_files.get(name) != key:
             self._warned_files[name] = key
-            log.warning("HPC job mapping: %s: %s", self.directory / name, what)
+            self._notes.append((name, what))
+
+    def _report_files(self) -> None:
+        notes, self._notes = self._notes, []
+        for number, (name, what) in enumerate(notes):
+            level = logging.WARNING if number < FILE_WARNINGS_PER_SWEEP else logging.DEBUG
+            log.log(level, "HPC job mapping: %s: %s", self.directory / name, what)
+        if len(notes) > FILE_WARNINGS_PER_SWEEP:
+            log.warning("HPC job mapping: %s: %d more files with problems (--log-level debug lists them)",
+                        self.directory, len(notes) - FILE_WARNINGS_PER_SWEEP)
 
     def _became(self, state: str, exc: OSError | None = None) -> None:
         if state == self._state:
@@ -267,15 +288,3 @@ class HpcJobMapping:
 
 def _settled(mtime_ns: int, read_at_ns: int) -> bool:
     return read_at_ns - mtime_ns > RACY_SECONDS * 1e9
-
-
-def _read_capped(path: Path) -> bytes:
-    """At most MAX_FILE_BYTES + 1 bytes (enough to tell an overlong file); a FIFO or device is refused."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)

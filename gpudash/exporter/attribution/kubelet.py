@@ -38,6 +38,7 @@ from gpudash.exporter.attribution.pods import (
     api_access,
     list_node_pods,
 )
+from gpudash.exporter.exposed_secrets import warn_if_exposed
 from gpudash.exporter.source import GpuIdentity
 
 log = logging.getLogger("gpudash.exporter")
@@ -277,4 +278,7 @@ def api_pod_source(config: KubeletConfig) -> PodLister | None:
         log.warning("no Kubernetes API access: %s; series get pod/namespace/container but no pod labels, "
                     "and processes no pod", access)
         return None
+    # inside a pod the projected token is 0644 by Kubernetes' default, in a mount no other pod sees
+    if access.token_file is not None and config.account_dir != SERVICE_ACCOUNT_DIR:
+        warn_if_exposed(access.token_file, "Kubernetes API token")
     return api_pod_lister(access)

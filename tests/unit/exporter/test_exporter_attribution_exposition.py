@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 from support.exposition import parse_exposition
 
+from gpudash.exporter import exposition
 from gpudash.exporter.attribution import Labels, combined
+from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.simulated import SimulatedSource
@@ -106,3 +108,31 @@ def test_a_refresh_that_keeps_failing_is_logged_once(caplog: pytest.LogCaptureFi
     assert sum("attribution (refresh) failed" in r.getMessage() for r in caplog.records) == 1
     # the labels it last knew still go out: a failed refresh is not a failed render
     assert {s.get("hpc_job") for s in _util(poller) if s["gpu"] == "0"} == {"41"}
+
+
+def _strings_in(value: object, depth: int = 4) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif depth and isinstance(value, dict):
+        for pair in value.items():
+            yield from _strings_in(pair, depth - 1)
+    elif depth and isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _strings_in(item, depth - 1)
+
+
+def test_no_job_label_outlives_the_render_that_drew_it() -> None:
+    # the renderer's caches once kept the text of every copy: after a file of thousands of jobs went, the memory
+    # its label sets took stayed
+    jobs = Fixed({0: tuple((("hpc_job", f"job-{n}"),) for n in range(40))})
+    source = SimulatedSource(fleet_from_specs(2, 3, workloads=[], faults=[], epoch=0.0))
+    poller = Poller(source, all_signals().keys, hostname="n1", attributor=jobs)
+    poller.sweep("slow", 600.0)
+    poller.sweep("fast", 600.0)
+    assert poller.exposition.body.count(b'hpc_job="job-39"') > 50  # every family, the links' included
+    jobs.copies = {}
+    poller.sweep("fast", 601.0)
+    assert b"hpc_job" not in poller.exposition.body
+    held = [text for name, value in vars(exposition).items() if not name.startswith("__")
+            for text in _strings_in(value)]
+    assert not [text for text in held if "hpc_job" in text]

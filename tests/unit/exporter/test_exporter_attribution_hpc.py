@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.exporter.attribution.hpc import MAX_FILE_BYTES, HpcJobMapping, parse_mapping
+from gpudash.exporter.attribution.hpc import MAX_INSTANCE_FILES, HpcJobMapping
+from gpudash.exporter.attribution.mapping_file import MAX_FILE_BYTES, MAX_JOB_ID, MAX_JOBS_PER_GPU, parse_mapping
+from gpudash.exporter.collectors import all_signals
+from gpudash.exporter.poller import Poller
+from gpudash.exporter.sim.fleet import fleet_from_specs
+from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.source import GpuIdentity
 
 GPUS = [GpuIdentity(i, f"GPU-{i:08d}", f"00000000:{i + 10:02X}:00.0", "NVIDIA H200", i) for i in range(8)]
@@ -56,7 +61,7 @@ def test_leading_zeros_never_match_and_names_are_ascii_digits_only(tmp_path: Pat
         (tmp_path / name).write_text("99\n")
     mapping = _refreshed(tmp_path)
     assert all(mapping.gpu_copies(g) == () for g in GPUS)
-    assert set(mapping.jobs) == {"07"}  # a valid name (dcgm-exporter's regex), for a gpu label no GPU has
+    assert mapping.jobs == {} and mapping.parses == 0  # 07 is a valid name (dcgm-exporter's), of no GPU here
 
 
 @pytest.mark.parametrize("name", ["foo", "bar.txt", "1.2.3", "-2", "NaN"])
@@ -263,3 +268,130 @@ def test_sluid_files_name_the_job_and_odd_names_are_never_looked_up(tmp_path: Pa
 def test_the_label_name_follows_the_constructor(tmp_path: Path) -> None:
     (tmp_path / "0").write_text("1\n")
     assert _refreshed(tmp_path, label="slurm_job").gpu_copies(GPUS[0]) == ((("slurm_job", "1"),),)
+
+
+# -- a hostile directory: links, odd files, too many ids, too many names -------------------------------------
+
+SHADOW = "root:$6$salt$hash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_symbolic_link_is_never_followed_and_is_told_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    secret = tmp_path / "shadow"
+    secret.write_text(SHADOW)
+    directory = tmp_path / "job-mapping"
+    directory.mkdir()
+    (directory / "0").symlink_to(secret)  # ln -s /etc/shadow DIR/0, with the exporter running as root
+    (directory / "1").symlink_to(directory / "missing")
+    (directory / "2").write_text("48213\n")
+    mapping = _mapping(directory, clock_ns=time.time_ns)  # racy: listed and statted again on every sweep
+    with caplog.at_level(logging.WARNING, "gpudash.exporter"):
+        for _ in range(3):
+            mapping.refresh(GPUS, 0.0)
+    assert mapping.jobs == {"2": ("48213",)}
+    assert mapping.gpu_copies(GPUS[0]) == () and mapping.gpu_copies(GPUS[1]) == ()
+    said = _warnings(caplog)
+    assert sorted(said) == [f"HPC job mapping: {directory / name}: is a symbolic link (not followed), not a regular "
+                            "file; ignored" for name in ("0", "1")]
+
+
+def test_a_hard_link_a_fifo_a_device_and_a_directory_are_refused_each_told_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    secret = tmp_path / "shadow"
+    secret.write_text(SHADOW)
+    directory = tmp_path / "job-mapping"
+    directory.mkdir()
+    os.link(secret, directory / "0")  # a second name of a file outside the directory
+    os.mkfifo(directory / "1")  # opened for reading, a FIFO would block the sweep until a writer comes
+    (directory / "3").mkdir()
+    if os.geteuid() == 0:
+        os.mknod(directory / "2", 0o600 | 0o020000, os.makedev(1, 5))  # a character device (/dev/zero's numbers)
+    (directory / "4").write_text("7\n")
+    mapping = _mapping(directory, clock_ns=time.time_ns)
+    with caplog.at_level(logging.WARNING, "gpudash.exporter"):
+        for _ in range(3):
+            mapping.refresh(GPUS, 0.0)
+    assert mapping.jobs == {"4": ("7",)}
+    said = "\n".join(_warnings(caplog))
+    assert said.count("\n") + 1 == (4 if os.geteuid() == 0 else 3)
+    assert f"{directory / '0'}: has 2 hard links" in said and f"{directory / '1'}: is a FIFO" in said
+    assert f"{directory / '3'}: is a directory" in said
+    assert os.geteuid() != 0 or f"{directory / '2'}: is a character device" in said
+
+
+def test_a_file_of_thousands_of_ids_gives_at_most_the_cap_of_copies(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    ids = [str(100000 + i) for i in range(9285)]  # 65 KB: 334 MB of /metrics when each id was a copy
+    (tmp_path / "0").write_text("\n".join(ids) + "\n")
+    with caplog.at_level(logging.WARNING, "gpudash.exporter"):
+        mapping = _refreshed(tmp_path)
+    assert _jobs(mapping, 0) == ids[:MAX_JOBS_PER_GPU]
+    assert _warnings(caplog) == [f"HPC job mapping: {tmp_path / '0'}: more than {MAX_JOBS_PER_GPU} job ids: only the "
+                                 f"first {MAX_JOBS_PER_GPU} are used"]
+
+
+def test_the_exposition_stays_bounded_whatever_the_files_hold(tmp_path: Path) -> None:
+    for gpu in range(2):
+        (tmp_path / str(gpu)).write_text("".join(f"{i:0{MAX_JOB_ID}d}\n" for i in range(MAX_FILE_BYTES // 200)))
+    plain, mapped = (_poller(attributor) for attributor in (None, _mapping(tmp_path)))
+    assert mapped.attributor is not None and len(mapped.attributor.gpu_copies(mapped.gpus[0])) == MAX_JOBS_PER_GPU
+    body = mapped.exposition.body
+    assert body.count(b'hpc_job="') > 0
+    # each copy repeats the GPU's series once, with one label of at most MAX_JOB_ID characters more per line
+    lines = plain.exposition.body.count(b"\n")
+    assert len(body) <= MAX_JOBS_PER_GPU * (len(plain.exposition.body) + lines * (MAX_JOB_ID + 12))
+
+
+def _poller(attributor: HpcJobMapping | None) -> Poller:
+    source = SimulatedSource(fleet_from_specs(2, 3, workloads=[], faults=[], epoch=0.0))
+    poller = Poller(source, all_signals().keys, hostname="n1", attributor=attributor)
+    poller.sweep("fast", 600.0)
+    return poller
+
+
+def test_thousands_of_bad_names_make_one_short_line_and_no_repeat(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    for i in range(10_000):
+        (tmp_path / f"job{i:05d}").touch()
+    for name in ("8", "07", "0.1\x1b[2J"):  # no GPU 8 or 07 on this node; an escape sequence in a name
+        (tmp_path / name).touch()
+    mapping = _mapping(tmp_path, clock_ns=time.time_ns)  # racy: listed again on every sweep
+    with caplog.at_level(logging.WARNING, "gpudash.exporter"):
+        for _ in range(3):
+            mapping.refresh(GPUS, 0.0)
+        said = _warnings(caplog)
+        assert len(said) == 1 and len(said[0]) < 400 and said[0].isprintable(), said[:3]
+        assert said[0].startswith(f"HPC job mapping: {tmp_path}: 10,003 names ignored: 10,001 not a GPU index")
+        assert "2 no GPU of this node has that index" in said[0] and "e.g. '0.1\\x1b[2J', '07', '8'" in said[0]
+        (tmp_path / "job-new").touch()
+        caplog.clear()
+        mapping.refresh(GPUS, 0.0)
+    assert _warnings(caplog) == [f"HPC job mapping: {tmp_path}: 1 name ignored: 1 not a GPU index (<gpu> or "
+                                 "<gpu>.<gpu instance>) (e.g. 'job-new')"]
+
+
+def test_many_files_with_problems_make_a_few_lines_then_a_count(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    garbage = bytes(range(256)) * 36  # 9 KB of binary: one line of its problems was once 9 KB long
+    for name in [str(i) for i in range(8)] + [f"0.{gi}" for gi in range(1, 5)]:
+        (tmp_path / name).write_bytes(garbage)
+    with caplog.at_level(logging.WARNING, "gpudash.exporter"):
+        mapping = _refreshed(tmp_path)
+        mapping.refresh(GPUS, 0.0)
+    said = _warnings(caplog)
+    assert len(said) == 6 and said[-1] == f"HPC job mapping: {tmp_path}: 7 more files with problems (--log-level " \
+                                          "debug lists them)"
+    assert all(len(line) < 300 and line.isprintable() for line in said), said
+    assert "36 lines not UTF-8 text, skipped (line 2: b'\\x0e\\x0f" in said[0]
+
+
+def test_only_files_that_can_label_a_gpu_here_are_read(tmp_path: Path) -> None:
+    for name in ["8", "99", "12345"] + [f"1.{gi}" for gi in range(20)]:
+        (tmp_path / name).write_text("5\n")
+    mapping = _refreshed(tmp_path)
+    assert sorted(mapping.jobs) == sorted(f"1.{gi}" for gi in range(MAX_INSTANCE_FILES))
+    assert mapping.parses == MAX_INSTANCE_FILES

@@ -3,9 +3,20 @@ for unknown users, failures that refuse instead of raising, a cache only correct
 
 from __future__ import annotations
 
-import pytest
+import threading
 
-from gpudash.exporter.basicauth import KEY_BYTES, BasicAuth, Bcrypt, bcrypt_backend, hash_problem
+import pytest
+from support.waiting import eventually
+
+from gpudash.exporter.basicauth import (
+    KEY_BYTES,
+    AuthBusy,
+    BasicAuth,
+    Bcrypt,
+    bcrypt_backend,
+    hash_cost,
+    hash_problem,
+)
 
 REAL = bcrypt_backend()
 pytestmark = pytest.mark.skipif(REAL is None, reason="neither the bcrypt package nor crypt(3) bcrypt")
@@ -48,14 +59,78 @@ def test_any_failure_inside_bcrypt_is_a_refusal() -> None:
     assert auth.check(b"prometheus", b"s3cret") is False
 
 
-def test_an_unknown_user_costs_one_comparison_against_a_dummy_at_the_highest_cost() -> None:
+def _rounds(checked: list[tuple[bytes, str]]) -> int:
+    """The bcrypt work of these comparisons: 2^cost rounds each."""
+    return sum(2 ** (hash_cost(hashed) or 0) for _, hashed in checked)
+
+
+def test_every_failed_check_does_the_work_of_one_at_the_highest_cost_whoever_it_names() -> None:
+    # a wrong password took 80 ms for a cost-10 user, 296 ms for a cost-12 one and 305 ms for an unknown user
     counting = Counting()
-    auth = BasicAuth({"fast": _hash(b"a", cost=4), "slow": _hash(b"b", cost=5)}, counting.backend)
-    assert auth.dummy_hash.startswith("$2b$05$")
-    assert not auth.check(b"nobody", b"guess")
-    assert counting.checked == [(b"guess", auth.dummy_hash)]
-    assert not auth.check(b"fast", b"guess")  # a known user with a wrong password: one comparison too
-    assert len(counting.checked) == 2 and counting.checked[1][1] != auth.dummy_hash
+    auth = BasicAuth({"cheap": _hash(b"a", cost=4), "middle": _hash(b"b", cost=5), "dear": _hash(b"c", cost=7)},
+                     counting.backend)
+    assert auth.dummy_hash.startswith("$2b$07$")
+    work = {}
+    for user in (b"nobody", b"cheap", b"middle", b"dear", b"cheap\0"):
+        counting.checked.clear()
+        assert not auth.check(user, b"guess")
+        work[user] = _rounds(counting.checked)
+        assert counting.checked[0][1] == auth.work_for(user)[0]
+    assert set(work.values()) == {2**7}, work
+    counting.checked.clear()
+    assert auth.check(b"cheap", b"a")  # a right password answers after its own hash: no one learns from that
+    assert _rounds(counting.checked) == 2**4
+
+
+def test_a_flood_is_refused_at_once_past_its_share_and_never_holds_up_a_verified_scraper() -> None:
+    # one lock for every bcrypt check once made a scrape wait 9.3 s behind 30 threads of guesses
+    assert REAL is not None
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    def stuck(password: bytes, hashed: str) -> bool:
+        entered.release()
+        release.wait(60)
+        return REAL.check(password, hashed)
+
+    auth = BasicAuth({"prometheus": _hash(b"s3cret"), "replica": _hash(b"other")}, Bcrypt(check=stuck, make=REAL.make),
+                     at_once=2, waiting=2, per_client=2)
+    release.set()
+    assert auth.check(b"prometheus", b"s3cret", client="10.0.0.9")  # verified once: remembered
+    assert entered.acquire(timeout=30)
+    release.clear()
+    outcome: dict[str, object] = {}
+
+    def attempt(name: str, client: str, password: bytes, user: bytes = b"prometheus") -> threading.Thread:
+        def run() -> None:
+            try:
+                outcome[name] = auth.check(user, password, client=client)
+            except AuthBusy as exc:
+                outcome[name] = exc
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    flood = [attempt(f"guess {n}", "10.6.6.6", b"guess") for n in range(2)]
+    for _ in flood:
+        assert entered.acquire(timeout=30)  # both running, both stuck
+    late = [attempt("third guess", "10.6.6.6", b"guess"), attempt("verified", "10.0.0.9", b"s3cret")]
+    for thread in late:
+        thread.join(30)  # only a safety net: neither waits for the stuck guesses
+        assert not thread.is_alive()
+    assert isinstance(outcome["third guess"], AuthBusy) and outcome["verified"] is True
+    # another address still finds a place, and waits only for the checks running
+    first_time = attempt("another scraper", "10.0.0.10", b"other", b"replica")
+    other = [attempt("guess from elsewhere", "10.7.7.7", b"guess")]
+    eventually(lambda: auth.checks_in_progress == 4, timeout=30, what="two running and two waiting")
+    refused = attempt("one too many", "10.8.8.8", b"guess")
+    refused.join(30)
+    assert isinstance(outcome["one too many"], AuthBusy)
+    release.set()
+    for thread in [*flood, first_time, *other]:
+        thread.join(30)
+    assert outcome["another scraper"] is True and outcome["guess 0"] is False
+    assert auth.checks_in_progress == 0
 
 
 def test_only_correct_credentials_are_remembered() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import shutil
 from pathlib import Path
 
@@ -144,3 +145,16 @@ TLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
 )
 def test_tls_values_of_the_wrong_type_are_one_line(certs: Path, text: str, message: str) -> None:
     assert _load_error(certs, text).startswith(message)
+
+
+@pytest.mark.parametrize(("mode", "warned"), [(0o644, "readable"), (0o606, "readable and writable"),
+                                              (0o600, None), (0o640, None)])
+def test_a_private_key_every_user_may_read_is_named_once_with_its_mode(
+        certs: Path, caplog: pytest.LogCaptureFixture, mode: int, warned: str | None) -> None:
+    (certs / "server.key").chmod(mode)
+    (certs / "web.yml").write_text(TLS)
+    with caplog.at_level(logging.WARNING, "gpudash.exporter"):
+        assert load_web_config(certs / "web.yml").ssl_context is not None
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ([f"{certs / 'server.key'}: the TLS private key (tls_server_config.key_file) is {warned} by every "
+                     f"user (mode {mode:04o}); make it 0600, or 0640 with the exporter's group"] if warned else [])
