@@ -3,9 +3,11 @@
 Starts the exporter (this machine's GPUs when NVML finds any, else a simulated 8-GPU node with a few
 injected faults), Prometheus with the generated rules and scrape config, Alertmanager with the generated
 routes delivering to a local webhook receiver, and node_exporter beside real GPUs, all on 127.0.0.1 on
-free ports and in temporary directories. A simulated node also gets yesterday's history, so the
-"now against yesterday" panels have something to compare. Then it waits for data, runs `gpudash check`
-on every dashboard and rule, prints a short fleet summary, draws each dashboard as a PNG (gpudash preview,
+free ports and in temporary directories. A simulated node also gets its past (gpudash.stack.demo_node): its jobs
+have trained for 50 minutes, two of its faults have been firing for minutes, and yesterday is there for the
+"now against yesterday" panels. Then it waits for data (and, on a simulated node, for its live fault's page),
+runs `gpudash check` on every dashboard and rule, prints a short fleet summary, the pages delivered and how each
+injected fault shows, draws each dashboard as a PNG (gpudash preview,
 when matplotlib is installed), pushes the dashboards when GRAFANA_URL is set, and ends with `gpudash doctor`
 on its own servers. Ctrl-C (or SIGTERM) stops everything it started and
 removes its data; `--once` does it all once and exits 0 when every query passed, 1 when one failed.
@@ -126,7 +128,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     """Start every server of the demo inside `stack`; they stop when it closes.
 
     The exporter comes last, on an address chosen first: Prometheus is already scraping when the simulated
-    node's first fault fires, as it would be on a real node.
+    node's live fault happens, as it would be on a real node.
     """
     receiver = stack.enter_context(WebhookReceiver(lambda body: echo(notification_line(body))))
     address = f"127.0.0.1:{free_port()}"
