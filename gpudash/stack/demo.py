@@ -3,9 +3,11 @@
 Starts the exporter (this machine's GPUs when NVML finds any, else a simulated 8-GPU node with a few
 injected faults), Prometheus with the generated rules and scrape config, Alertmanager with the generated
 routes delivering to a local webhook receiver, and node_exporter beside real GPUs, all on 127.0.0.1 on
-free ports and in temporary directories. A simulated node also gets yesterday's history, so the
-"now against yesterday" panels have something to compare. Then it waits for data, runs `gpudash check`
-on every dashboard and rule, prints a short fleet summary, draws each dashboard as a PNG (gpudash preview,
+free ports and in temporary directories. A simulated node also gets its past (gpudash.stack.demo_node): its jobs
+have trained for 50 minutes, two of its faults have been firing for minutes, and yesterday is there for the
+"now against yesterday" panels. Then it waits for data (and, on a simulated node, for its live fault's page),
+runs `gpudash check` on every dashboard and rule, prints a short fleet summary, the pages delivered and how each
+injected fault shows, draws each dashboard as a PNG (gpudash preview,
 when matplotlib is installed), pushes the dashboards when GRAFANA_URL is set, and ends with `gpudash doctor`
 on its own servers. Ctrl-C (or SIGTERM) stops everything it started and
 removes its data; `--once` does it all once and exits 0 when every query passed, 1 when one failed.
@@ -40,7 +42,24 @@ from gpudash.escape import promql_matcher
 from gpudash.promql.for_settings import promql_for, recording_rules
 from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
 from gpudash.repository import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
-from gpudash.stack.demo_report import alert_line, fleet_summary, notification_line, render_brief
+from gpudash.stack.demo_node import (
+    GPUS,
+    INJECTED,
+    LEAD,
+    LEAD_S,
+    LIVE_PAGE,
+    exporter_args,
+    prometheus_with_past,
+    story,
+)
+from gpudash.stack.demo_report import (
+    alert_line,
+    fleet_summary,
+    is_page,
+    notification_line,
+    pages_and_faults,
+    render_brief,
+)
 from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
 from gpudash.stack.servers import (
     ExporterProcess,
@@ -56,20 +75,6 @@ from gpudash.stack.servers import (
 CLUSTER = "demo"
 INTERVAL = "2s"  # scrape and rule evaluation: data within seconds, not the production 15 s
 INTERVAL_S = parse_duration(INTERVAL).seconds
-GPUS = 8
-SEED = 7
-WORKLOADS = ("3=idle", "7=inference")  # yesterday's history, before the jobs below
-# Today the node's GPUs are held by jobs (hpc_job, as the Slurm job-mapping files would give them): training on
-# six GPUs, inference on GPU 7, GPU 3 free; they start with the exporter, so the job dashboard has one to show.
-NODE = "gpu-node"
-JOBS = (f"4242={NODE}:0-2,4-6", f"4300/inference={NODE}:7")
-# A fault that pages at once, and two that build up over minutes, as they do on a real node.
-FAULTS = ("6=xid:13@10s", "5=thermal@1m", "2=leak:20m@1m")
-FAULT_STORY = (
-    "jobs warm up over ~3 min; GPU 6 reports XID 13 after 10 s (GPUXidError at once); GPU 5 overheats from "
-    "1 min (GPUHighTemperature, GPUThermalThrottling after several minutes); GPU 2 leaks memory from 1 min "
-    "(GPUMemoryLeakPredicted, then GPUMemoryPressure)"
-)
 SUMMARY_EVERY_S = 30.0
 PREVIEWS_DIR = Path(".demo/previews")  # in the repository, ignored by git: still there after the demo stops
 PREVIEW_RANGE_S = 15 * 60
@@ -123,7 +128,7 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
     """Start every server of the demo inside `stack`; they stop when it closes.
 
     The exporter comes last, on an address chosen first: Prometheus is already scraping when the simulated
-    node's first fault fires, as it would be on a real node.
+    node's live fault happens, as it would be on a real node.
     """
     receiver = stack.enter_context(WebhookReceiver(lambda body: echo(notification_line(body))))
     address = f"127.0.0.1:{free_port()}"
@@ -145,11 +150,12 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
                                alertmanager=alertmanager.address)
     started = time.monotonic()
     if simulate:
-        prometheus = stack.enter_context(_with_yesterday(config, files, address, site.scrape_job, echo))
+        now = time.time()  # the written past ends here; the exporter's clock carries on from it
+        prometheus = stack.enter_context(_with_past(config, files, local, now, address, site.scrape_job, echo))
+        args = exporter_args(now - LEAD_S)
     else:
         prometheus = stack.enter_context(PrometheusProcess(config, rule_files(files)))
-    args = ["--simulate", str(GPUS), "--seed", str(SEED), "--hostname", NODE, "--sim-nodes", NODE,
-            "--sim-epoch", str(time.time()), *_flags("--sim-job", JOBS), *_flags("--fault", FAULTS)] if simulate else []
+        args = []
     exporter = stack.enter_context(ExporterProcess(args, port=int(address.rsplit(":", 1)[1])))
     echo(f"  exporter:      {exporter.url} ({f'{GPUS} simulated H200s' if simulate else 'this machine, NVML'})")
     echo(f"  prometheus:    {prometheus.url} (rules and scrape config from `gpudash rules`, every {INTERVAL})")
@@ -160,24 +166,15 @@ def start(stack: ExitStack, settings: Settings, simulate: bool, echo: Any = clic
 
 
 @contextmanager
-def _with_yesterday(config: str, files: dict[str, str], address: str, job: str,
-                    echo: Any) -> Iterator[PrometheusProcess]:
-    from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
-
-    started = time.monotonic()
-    times = moments(time.time() - DAY, 10 * 60, 30 * 60, 30.0)
+def _with_past(config: str, files: dict[str, str], settings: Settings, now: float, address: str, job: str,
+               echo: Any) -> Iterator[PrometheusProcess]:
+    """Prometheus on the simulated node's past (gpudash.stack.demo_node), up to `now` (Unix time)."""
+    began = time.monotonic()
     target = {"job": job, "instance": address, "cluster": CLUSTER, "rack": "rack-1"}
-    history = simulated_openmetrics(GPUS, SEED, times, target, workloads=WORKLOADS)
-    with yesterday_blocks(history, rule_files(files)[Path(RECORDING_FILE).name], times[0], times[-1],
-                          eval_interval="30s") as blocks:
-        echo(f"  history:       yesterday's {len(times)} samples per series written as blocks "
-             f"({time.monotonic() - started:.1f} s)")
-        with SeededPrometheus(config, rule_files(files), blocks=blocks) as prometheus:
-            yield prometheus
-
-
-def _flags(flag: str, values: tuple[str, ...]) -> list[str]:
-    return [part for value in values for part in (flag, value)]
+    with prometheus_with_past(config, files, settings, now, target, INTERVAL) as prometheus:
+        echo(f"  history:       the node's last {LEAD} (its jobs, its faults, the alerts' state) and the same "
+             f"time yesterday, written as blocks ({time.monotonic() - began:.1f} s)")
+        yield prometheus
 
 
 def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = click.echo) -> float:
@@ -185,8 +182,8 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
 
     In order: the exporter scraped; every field it reads has a value in Prometheus (rates such as PCIe
     throughput and GPM tensor activity need two reads of the exporter's slow loop, 10 s apart by default);
-    on a simulated node, its first fault firing; two samples of every counter the exporter publishes; every
-    recording rule whose inputs exist evaluated.
+    on a simulated node, its live fault firing; two samples of every counter the exporter publishes; every
+    recording rule whose inputs exist evaluated; on a simulated node, the live fault's page delivered.
     A condition that does not hold by `timeout` is said and left to the check to name, so the demo never
     hangs and never hides which queries have no data.
     """
@@ -201,8 +198,8 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
     try:
         prometheus.wait_for(RECORDING_BY_NAME["cluster:gpu_count:count"].record, timeout=left())
         prometheus.wait_for(f"{EXPORTER_PENDING}{scraped} == 0", timeout=left())
-        if demo.simulated:  # and the first injected fault, which pages at once
-            prometheus.wait_for('ALERTS{alertname="GPUXidError",alertstate="firing"}', timeout=left())
+        if demo.simulated:  # and the live injected fault, which pages at once
+            prometheus.wait_for(f'ALERTS{{alertname="{LIVE_PAGE}",alertstate="firing"}}', timeout=left())
         for counter in COUNTERS:  # rate() and increase() need two samples of a counter
             if prometheus.query(f"{counter}{scraped}"):
                 prometheus.wait_for(f"count_over_time({counter}{scraped}[5m]) > 1", timeout=left())
@@ -217,9 +214,12 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
             if prometheus.query(rec.record):
                 prometheus.wait_for(f"min(count_over_time({rec.record}[10m])) * {INTERVAL_S:g} > {span:g}",
                                     timeout=left())
+        if demo.simulated and demo.receiver.wait_for(lambda body: is_page(body, LIVE_PAGE), left()) is None:
+            echo(f"  still waiting after {time.monotonic() - started:.0f} s for the {LIVE_PAGE} page; checking anyway")
     except RemoteError as exc:
         echo(f"  still waiting after {time.monotonic() - started:.0f} s ({exc.format_message()}); checking anyway")
     return time.monotonic() - started
+
 
 
 def not_yet(results: Sequence[GroupResult], age_s: float) -> str:
@@ -340,7 +340,7 @@ def demo(once: bool, simulate: bool | None, verbose: bool, previews: Path, thres
             click.echo("starting (127.0.0.1, free ports, temporary data):")
             demo_stack = start(stack, settings, simulate)
             if simulate:
-                click.echo(f"  injected:      {FAULT_STORY}")
+                click.echo(f"  injected:\n{story()}")
             click.echo(f"waiting for data: {wait_for_data(demo_stack):.1f} s")
             results = check_demo(demo_stack)
             click.echo(render_brief(results, verbose))
@@ -349,6 +349,8 @@ def demo(once: bool, simulate: bool | None, verbose: bool, previews: Path, thres
                 click.echo(not_yet(results, time.monotonic() - demo_stack.started) or "history: every query answered")
             click.echo("")
             click.echo(fleet_summary(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver))
+            click.echo(pages_and_faults(demo_stack.prometheus, demo_stack.settings, demo_stack.receiver.received(),
+                                        INJECTED if simulate else ()))
             preview_demo(demo_stack.prometheus.url, previews)
             push_or_explain(demo_stack.prometheus.url, dict(os.environ), settings)
             doctor_demo(demo_stack, dict(os.environ))

@@ -1,12 +1,13 @@
-"""Yesterday, for a local stack: a simulated fleet's past written as TSDB blocks before Prometheus starts.
+"""A simulated node's past, for a local stack: written as TSDB blocks before Prometheus starts.
 
-The dashboards compare now with the same time yesterday (`offset 1d`), so a Prometheus started a minute
-ago has nothing to show there. This renders the bundled exporter's own /metrics output for a simulated
-node at past moments (the simulation is a pure function of time), turns it into blocks with
-`promtool tsdb create-blocks-from openmetrics`, evaluates the recording rules over that span with
-`promtool tsdb create-blocks-from rules` against a Prometheus holding only those blocks, and gives a
-Prometheus that starts with both in its data directory. Only for simulated fleets: real GPUs have a past
-of their own.
+The dashboards compare now with the same time yesterday (`offset 1d`), and the alert rules look minutes to
+an hour back, so a Prometheus started a minute ago has little to show. This renders the bundled exporter's
+own /metrics output for a simulated node at past moments (the simulation is a pure function of time), turns
+it into blocks with `promtool tsdb create-blocks-from openmetrics`, evaluates the recording rules over each
+span of that past with `promtool tsdb create-blocks-from rules` against a Prometheus holding only those
+blocks (and, when asked, derives more series from that Prometheus: the alerts' state, gpudash.stack.alert_history),
+and gives a Prometheus that starts with all of them in its data directory. Only for simulated fleets: real
+GPUs have a past of their own.
 """
 
 from __future__ import annotations
@@ -14,21 +15,73 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from gpudash.errors import RemoteError
 from gpudash.escape import label_value
+from gpudash.exporter.attribution import Attributor
 from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
-from gpudash.exporter.sim.fleet import fleet_from_specs
+from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
 from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.stack.process import PrometheusProcess
 
 DAY = 86400
+
+
+def node_poller(fleet: Fleet, hostname: str = "gpu-node", attributor: Attributor | None = None) -> Poller:
+    """A poller over a simulated node, publishing every field, as `gpudash exporter --simulate` runs it."""
+    source = SimulatedSource(fleet)
+    return Poller(source, all_signals().keys, slow_keys=source.costly_keys(), hostname=hostname,
+                  attributor=attributor)
+
+
+class OpenMetricsHistory:
+    """Samples gathered as OpenMetrics text: each metric's samples together and in time order.
+
+    Add moments in increasing time; `text()` gives the file promtool reads. No TYPE line: each metric is
+    "unknown", so counters keep their `_total` names as scraped.
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, list[str]] = {}
+
+    def add(self, name: str, labels: str, value: float, moment: float) -> None:
+        """One sample; `labels` the text between the braces (already escaped), '' for none."""
+        self._by_name.setdefault(name, []).append(f"{name}{{{labels}}} {value!r} {moment:.3f}")
+
+    def add_exposition(self, body: str, target: Mapping[str, str], moment: float) -> None:
+        """Every sample of one /metrics body (the bundled exporter's, no timestamps) with the labels a
+        scrape adds (`target`), at `moment`."""
+        extra = ",".join(f'{k}="{label_value(v)}"' for k, v in sorted(target.items()))
+        for line in body.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            series, _, value = line.rpartition(" ")
+            brace = series.find("{")
+            name, inner = (series, "") if brace < 0 else (series[:brace], series[brace + 1:-1])
+            self.add(name, ",".join(part for part in (inner, extra) if part), float(value), moment)
+
+    def __len__(self) -> int:
+        return sum(len(lines) for lines in self._by_name.values())
+
+    def text(self) -> str:
+        lines = [line for name in sorted(self._by_name) for line in self._by_name[name]]
+        return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+def poller_history(poller: Poller, times: Sequence[float], target: Mapping[str, str],
+                   into: OpenMetricsHistory | None = None) -> OpenMetricsHistory:
+    """The poller's output at each of `times` (every loop swept at each), with the labels a scrape adds."""
+    history = OpenMetricsHistory() if into is None else into
+    for moment in times:
+        for loop in ("static", "fast", "slow"):
+            poller.sweep(loop, moment)
+        history.add_exposition(poller.exposition.body.decode("utf-8"), target, moment)
+    return history
 
 
 def simulated_openmetrics(gpus: int, seed: int, times: Sequence[float], target: Mapping[str, str],
@@ -39,22 +92,7 @@ def simulated_openmetrics(gpus: int, seed: int, times: Sequence[float], target: 
     The fleet's job starts an hour before the first moment, so the past shows a node at work.
     """
     fleet = fleet_from_specs(gpus, seed, workloads, faults, epoch=times[0] - 3600.0)
-    source = SimulatedSource(fleet)
-    poller = Poller(source, all_signals().keys, slow_keys=source.costly_keys(), hostname=hostname)
-    by_name: dict[str, list[str]] = {}
-    extra = ",".join(f'{k}="{label_value(v)}"' for k, v in sorted(target.items()))
-    for moment in times:
-        for loop in ("static", "fast", "slow"):
-            poller.sweep(loop, moment)
-        text = poller.exposition.body.decode("utf-8")
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                labels = ",".join(f'{k}="{label_value(v)}"' for k, v in sample.labels.items() if k not in target)
-                joined = ",".join(part for part in (labels, extra) if part)
-                by_name.setdefault(sample.name, []).append(f"{sample.name}{{{joined}}} {sample.value!r} {moment:.3f}")
-    # OpenMetrics wants each metric's samples together and in time order; no TYPE line makes each "unknown".
-    lines = [line for name in sorted(by_name) for line in by_name[name]]
-    return "\n".join([*lines, "# EOF"]) + "\n"
+    return poller_history(node_poller(fleet, hostname), times, target).text()
 
 
 def _promtool(*args: str, cwd: Path | None = None) -> None:
@@ -87,22 +125,50 @@ class SeededPrometheus(PrometheusProcess):
         return super()._args()
 
 
+@dataclass(frozen=True)
+class Span:
+    """A stretch of the past whose recording rules are evaluated every `eval_interval` (a duration)."""
+
+    start: float
+    end: float
+    eval_interval: str = "15s"
+
+
+def _blocks(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
 @contextmanager
-def yesterday_blocks(openmetrics: str, recording_rules: str, start: float, end: float,
-                     eval_interval: str = "15s") -> Iterator[list[Path]]:
-    """Blocks of the raw samples and of the recording rules over [start, end], removed afterwards."""
+def history_blocks(openmetrics: str, recording_rules: str, spans: Sequence[Span],
+                   derive: Callable[[str], OpenMetricsHistory] | None = None) -> Iterator[list[Path]]:
+    """Blocks of the raw samples, of the recording rules over each span, and of what `derive` gives (given the
+    URL of a Prometheus holding the raw samples); removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="gpudash-history-") as tmp:
         root = Path(tmp)
         (root / "history.om").write_text(openmetrics, encoding="utf-8")
         _promtool("openmetrics", str(root / "history.om"), str(root / "raw"))
         (root / "recording.rules.yml").write_text(recording_rules, encoding="utf-8")
-        raw = sorted(p for p in (root / "raw").iterdir() if p.is_dir())
+        raw = _blocks(root / "raw")
+        derived = OpenMetricsHistory()
         with SeededPrometheus("global: {}\n", blocks=raw) as past:
-            _promtool("rules", f"--url={past.url}", f"--start={int(start)}", f"--end={int(end)}",
-                      f"--eval-interval={eval_interval}", f"--output-dir={root / 'recorded'}",
-                      str(root / "recording.rules.yml"))
-        recorded = sorted(p for p in (root / "recorded").iterdir() if p.is_dir())
-        yield raw + recorded
+            for n, span in enumerate(spans):
+                _promtool("rules", f"--url={past.url}", f"--start={int(span.start)}", f"--end={int(span.end)}",
+                          f"--eval-interval={span.eval_interval}", f"--output-dir={root / f'recorded-{n}'}",
+                          str(root / "recording.rules.yml"))
+            if derive is not None:
+                derived = derive(past.url)
+        if derived:
+            (root / "derived.om").write_text(derived.text(), encoding="utf-8")
+            _promtool("openmetrics", str(root / "derived.om"), str(root / "derived"))
+        yield raw + [b for n in range(len(spans)) for b in _blocks(root / f"recorded-{n}")] + _blocks(root / "derived")
+
+
+@contextmanager
+def yesterday_blocks(openmetrics: str, recording_rules: str, start: float, end: float,
+                     eval_interval: str = "15s") -> Iterator[list[Path]]:
+    """Blocks of the raw samples and of the recording rules over [start, end], removed afterwards."""
+    with history_blocks(openmetrics, recording_rules, [Span(start, end, eval_interval)]) as blocks:
+        yield blocks
 
 
 def moments(center: float, before: float, after: float, step: float) -> list[float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
@@ -179,19 +180,31 @@ class WebhookReceiver(LoopbackHTTPServer):
     def __init__(self, on_notification: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.notifications: list[dict[str, Any]] = []
         self.on_notification = on_notification
-        self._lock = threading.Lock()
+        self._arrived = threading.Condition()
 
     @property
     def url(self) -> str:
         return f"{super().url}/alerts"
 
     def received(self) -> list[dict[str, Any]]:
-        with self._lock:
+        with self._arrived:
             return list(self.notifications)
 
+    def wait_for(self, wanted: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any] | None:
+        """The first notification `wanted` accepts, waiting up to `timeout` seconds for it; None if none came."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                found = next((body for body in self.notifications if wanted(body)), None)
+                left = deadline - time.monotonic()
+                if found is not None or left <= 0:
+                    return found
+                self._arrived.wait(left)
+
     def _record(self, body: dict[str, Any]) -> None:
-        with self._lock:
+        with self._arrived:
             self.notifications.append(body)
+            self._arrived.notify_all()
         if self.on_notification is not None:
             self.on_notification(body)
 

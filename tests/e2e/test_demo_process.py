@@ -19,16 +19,16 @@ from support.paths import ROOT
 from support.waiting import eventually
 
 from gpudash.config.loading import load_site
-from gpudash.stack.demo import GPUS, nvml_gpu_count
+from gpudash.stack.demo import nvml_gpu_count
+from gpudash.stack.demo_node import GPUS, INJECTED, LIVE_PAGE
 
-# Fleet panels that may be empty in the demo's first minute: nobody stopped reporting, no GPU is over 90 % and
-# growing yet (growth is against 15 minutes ago), none throttled yet; and the simulated exporter is not
-# dcgm-exporter.
+# Fleet panels that may be empty on the simulated node: nobody stopped reporting, and no GPU is over 90 % and
+# growing (GPU 2's leak is slower).
 DEMO_EMPTY = {("nothing matches now", "Exporters and GPUs that stopped reporting"),
-              ("nothing matches now", "Memory pressure: over 90% and growing (top 10)"),
-              ("needs history", "Memory pressure: over 90% and growing (top 10)"),
-              ("nothing matches now", "Throttled GPUs now (top 10)"),
-              ("optional", "Throttled GPUs now (top 10)")}
+              ("nothing matches now", "Memory pressure: over 90% and growing (top 10)")}
+# The simulated node's jobs have trained for 50 minutes when the demo starts: a realistic floor for them now.
+TRAINING_FLOOR = 85
+FLEET_FLOOR = 60  # six GPUs training, one serving, one free
 
 
 def _make_demo_once() -> list[str]:
@@ -49,16 +49,15 @@ def test_make_demo_once_as_the_readme_says(tmp_path: Path) -> None:
     assert "GPU fleet (" in out and "GPU node (" in out
     if nvml_gpu_count() == 0:
         assert "NVML: no GPUs here, simulating a node" in out
-        # yesterday backfilled and the XID seen arriving: every query of both dashboards has data, but for the
-        # lists of GPUs that pass a test a healthy minute may leave empty, and dcgm-exporter's optional counter
+        # the past backfilled and the XID seen arriving: every query of both dashboards has data, but for the
+        # lists of GPUs that pass a test the node leaves empty
         assert re.search(r"^GPU node \((\d+) queries\): \1 ok$", out, re.M)
         fleet = re.search(r"^GPU fleet \(\d+ queries\): .*\n((?:    .*\n)*)", out, re.M)
         assert fleet, out[-4000:]
         for line in fleet.group(1).splitlines():
             status, rest = line.strip().split(": ", 1)
             assert any(status == s and rest.startswith(f"{item}: ") for s, item in DEMO_EMPTY), line
-        assert f"  GPUs           {GPUS} reporting" in out
-        assert "GPUXidError (warning) on GPU 6" in out  # the injected XID, firing already
+        _assert_a_fleet_at_work_with_its_faults_firing_and_paged(out)
     else:
         assert f"NVML: {nvml_gpu_count()} GPUs, reading them" in out
     assert "Grafana: not pushed (GRAFANA_URL is not set)" in out
@@ -121,3 +120,25 @@ def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path,
         with pytest.raises((urllib.error.URLError, OSError)):
             urllib.request.urlopen(url, timeout=2)
     assert list(tmp_path.iterdir()) == []
+
+
+def _assert_a_fleet_at_work_with_its_faults_firing_and_paged(out: str) -> None:
+    """The summary of the simulated node: jobs busy, every injected fault's alerts firing, and the live one paged."""
+    gpus = re.search(rf"^  GPUs +{GPUS} reporting, (\d+) idle", out, re.M)
+    assert gpus and int(gpus.group(1)) <= 1, out[-4000:]  # GPU 3 is free; every other GPU works
+    util = re.search(r"^  utilization +(\d+) % mean$", out, re.M)
+    assert util and int(util.group(1)) >= FLEET_FLOOR, out[-4000:]
+    job = re.search(r"^  jobs +4242: 6 GPUs, (\d+) % median utilization; 4300: 1 GPU, (\d+) %", out, re.M)
+    assert job and int(job.group(1)) >= TRAINING_FLOOR and int(job.group(2)) > 0, out[-4000:]
+    firing = re.search(r"^  alerts firing +(\d+) critical, (\d+) warning", out, re.M)
+    assert firing and int(firing.group(1)) >= 2, out[-4000:]
+    faults = out.split("injected faults:\n", 1)[1].splitlines()[:len(INJECTED)]
+    for fault, line in zip(INJECTED, faults, strict=True):
+        assert line.startswith(f"  GPU {fault.gpu}, {fault.what}: "), line
+        for alert in fault.alerts:
+            assert f"{alert} firing (" in line, line
+    pages = re.findall(r"^  (\w+) \(critical\): GPU (\d) of gpu-node \(127\.0\.0\.1:\d+\), job (\d+); "
+                       r"action: (\w+)\n    (.+)$", out, re.M)
+    assert any(page[:4] == (LIVE_PAGE, "6", "4242", "reset_gpu") and page[4].startswith("XID 48 on GPU 6 ")
+               for page in pages), out[-4000:]
+    assert all(action != "none" for _, _, _, action, _ in pages)

@@ -6,15 +6,20 @@ The demo itself, servers and all, runs in tests/e2e/test_demo_process.py.
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.paths import ROOT
 
 from gpudash.check.judge import GroupResult, Result, Status
 from gpudash.check.queries import PANEL, CheckQuery, Group
-from gpudash.stack.demo import FAULTS, GPUS, not_yet, nvml_gpu_count
-from gpudash.stack.demo_report import notification_line, render_brief
+from gpudash.config.loading import load_settings
+from gpudash.stack.demo import not_yet, nvml_gpu_count
+from gpudash.stack.demo_node import INJECTED
+from gpudash.stack.demo_report import by_severity, is_page, notification_line, pages_and_faults, render_brief
+from gpudash.stack.servers import WebhookReceiver
 
 # ------------------------------------------------------------------------ what it prints
 
@@ -54,8 +59,75 @@ def test_notification_line() -> None:
                                        "(warning), 2 alerts")
 
 
-def test_every_injected_fault_names_a_gpu_of_the_simulated_node() -> None:
-    assert FAULTS and all(0 <= int(f.split("=")[0]) < GPUS for f in FAULTS)
+PAGE = {"status": "firing", "groupLabels": {"alertname": "GPUXidError", "cluster": "demo", "instance": "h:1"},
+        "commonLabels": {"severity": "critical", "alertname": "GPUXidError"},
+        "alerts": [{"labels": {"alertname": "GPUXidError", "severity": "critical", "action": "reset_gpu",
+                               "cluster": "demo", "instance": "h:1", "gpu": "6", "xid": "48"},
+                    "annotations": {"summary": "XID 48 on GPU 6 on h:1 (demo)"}}]}
+DIGEST = {"status": "firing", "commonLabels": {"severity": "warning", "cluster": "demo"},
+          "alerts": [{"labels": {"alertname": "GPUMemoryLeakPredicted", "severity": "warning", "gpu": "2"}}]}
+
+
+class Answers:
+    """Prometheus's instant queries, answered from a table: the first expression fragment the query contains."""
+
+    def __init__(self, table: dict[str, list[dict[str, Any]]]) -> None:
+        self.table = table
+        self.asked: list[str] = []
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        self.asked.append(expr)
+        return next((found for fragment, found in self.table.items() if fragment in expr), [])
+
+
+def _alert(name: str, severity: str, gpu: str, state: str = "firing") -> dict[str, Any]:
+    return {"metric": {"__name__": "ALERTS", "alertname": name, "severity": severity, "gpu": gpu,
+                       "alertstate": state}, "value": [0, "1"]}
+
+
+def test_a_page_names_its_alert_gpu_host_job_and_action() -> None:
+    gpu_6 = [{"metric": {"hostname": "gpu-node", "hpc_job": "4242"}, "value": [0, "1"]}]
+    prometheus = Answers({'DCGM_FI_DEV_GPU_UTIL{cluster="demo",instance="h:1",gpu="6"}': gpu_6})
+    text = pages_and_faults(prometheus, load_settings(ROOT / "thresholds.yaml"), [DIGEST, PAGE])
+    assert text.splitlines() == [
+        "pages delivered to the webhook:",
+        "  GPUXidError (critical): GPU 6 of gpu-node (h:1), job 4242; action: reset_gpu",
+        "    XID 48 on GPU 6 on h:1 (demo)",
+    ]
+    assert pages_and_faults(Answers({}), load_settings(ROOT / "thresholds.yaml"), [DIGEST]) == (
+        "pages delivered to the webhook: none")
+
+
+def test_a_page_is_a_critical_notification_of_firing_alerts() -> None:
+    assert is_page(PAGE) and is_page(PAGE, "GPUXidError") and not is_page(PAGE, "GPUEccUncorrectable")
+    assert not is_page(DIGEST)
+    assert not is_page({**PAGE, "status": "resolved"})
+
+
+def test_each_injected_fault_says_whether_its_alerts_fire_on_its_gpu() -> None:
+    firing = [_alert("GPUHighTemperature", "critical", "5"), _alert("GPUHighTemperature", "warning", "5"),
+              _alert("GPUXidError", "critical", "6"), _alert("GPUMemoryLeakPredicted", "warning", "3")]
+    pending = [_alert("GPUThermalThrottling", "warning", "5", "pending")]
+    prometheus = Answers({'alertstate="firing"': firing, 'alertstate="pending"': pending})
+    text = pages_and_faults(prometheus, load_settings(ROOT / "thresholds.yaml"), [], INJECTED)
+    faults = text.splitlines()[text.splitlines().index("injected faults:") + 1:]
+    assert [line.split(": ", 1)[1] for line in faults] == [
+        "GPUMemoryLeakPredicted not yet",  # firing on GPU 3 is not the injected leak on GPU 2
+        "GPUHighTemperature firing (critical, warning); GPUThermalThrottling pending",
+        "GPUXidError firing (critical); GPUEccUncorrectable not yet",
+    ]
+    assert by_severity(firing + pending) == "2 critical, 3 warning"
+
+
+def test_the_webhook_receiver_waits_for_the_notification_asked_for() -> None:
+    receiver = WebhookReceiver()
+    assert receiver.wait_for(is_page, timeout=0) is None
+    receiver._record(DIGEST)
+    arrives = threading.Thread(target=receiver._record, args=(PAGE,))
+    arrives.start()
+    assert receiver.wait_for(is_page, timeout=60) == PAGE  # the condition, not the timeout, ends the wait
+    arrives.join()
+    assert receiver.received() == [DIGEST, PAGE]
 
 
 class FakeNvml:
