@@ -111,7 +111,7 @@ def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str
         raise ConfigError(f"{ca_file}: --ca-file: no such file")
     org_text = env.get("GRAFANA_ORG_ID", "")
     if org_id is None and org_text:
-        if not org_text.isdigit():
+        if not (org_text.isascii() and org_text.isdigit()):  # isdigit() alone takes a fullwidth or superscript 2
             raise ConfigError(f"GRAFANA_ORG_ID: expected a whole number, got {org_text!r}")
         org_id = int(org_text)
     namespace = env.get("GRAFANA_NAMESPACE", "").strip()

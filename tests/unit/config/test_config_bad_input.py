@@ -1,0 +1,52 @@
+"""Config text that once gave a wrong file or a traceback: each is now one line naming the file, exit 2,
+nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.cli import gpudash
+from support.paths import ROOT
+
+FULLWIDTH_2 = "\uff12"
+
+
+def replaced(tmp_path: Path, old: str, new: str, name: str = "thresholds.yaml") -> Path:
+    """A copy of the committed thresholds.yaml with the first `old` replaced by `new`."""
+    text = (ROOT / "thresholds.yaml").read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+def one_line_exit_2(tmp_path: Path, *args: str) -> str:
+    """Run `gpudash rules` into a fresh folder; assert exit 2, one line on stderr, nothing written; give the line."""
+    out = tmp_path / "out"
+    ran = gpudash("rules", "--out", str(out), *args)
+    assert ran.code == 2, ran.out + ran.err
+    assert ran.err.count("\n") == 1 and ran.err.startswith("gpudash: "), ran.err
+    assert not out.exists()
+    return ran.err.strip()
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ("    window: 2m ", f"    window: {FULLWIDTH_2}m ", "alerts.temperature.window"),
+    ("    group_wait: 10s", f"    group_wait: 1{FULLWIDTH_2}s", "alertmanager.critical.group_wait"),
+    ("  refresh: 30s", f"  refresh: {FULLWIDTH_2}0s", "dashboards.refresh"),
+])
+def test_a_duration_with_a_fullwidth_digit_is_refused_naming_file_key_and_value(
+        tmp_path: Path, old: str, new: str, key: str) -> None:
+    path = replaced(tmp_path, old, new)
+    line = one_line_exit_2(tmp_path, "--thresholds", str(path))
+    value = new.split(":")[1].strip()
+    assert line == f"gpudash: {path}: {key}: expected a positive duration such as 5m or 1h, got {value!r}"
+
+
+def test_a_scrape_interval_with_a_fullwidth_digit_is_refused(tmp_path: Path) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(f"scrape:\n  interval: 1{FULLWIDTH_2}s\n", encoding="utf-8")
+    line = one_line_exit_2(tmp_path, "--thresholds", str(ROOT / "thresholds.yaml"), "--site", str(site))
+    assert line == (f"gpudash: {site}: scrape.interval: expected a positive duration such as 5m or 1h, "
+                    f"got '1{FULLWIDTH_2}s'")
