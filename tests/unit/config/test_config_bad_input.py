@@ -50,3 +50,40 @@ def test_a_scrape_interval_with_a_fullwidth_digit_is_refused(tmp_path: Path) -> 
     line = one_line_exit_2(tmp_path, "--thresholds", str(ROOT / "thresholds.yaml"), "--site", str(site))
     assert line == (f"gpudash: {site}: scrape.interval: expected a positive duration such as 5m or 1h, "
                     f"got '1{FULLWIDTH_2}s'")
+
+
+def test_a_sexagesimal_topk_is_refused_not_read_as_90(tmp_path: Path) -> None:
+    path = replaced(tmp_path, "fleet_topk: 10 ", "fleet_topk: 1:30 ")
+    line = one_line_exit_2(tmp_path, "--thresholds", str(path))
+    assert line == f"gpudash: {path}: dashboards.fleet_topk: expected a whole number from 1 to 200, got '1:30'"
+
+
+DEEP = "x: " + "[" * 3000 + "]" * 3000 + "\n"
+LONG = "n: " + "9" * 5001 + "\n"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (DEEP, "line 1, column 67: nested more than 64 levels deep"),
+    (LONG, "line 1, column 4: a whole number of 5001 digits; a config file holds at most 100"),
+    ("# padding\n" * 120_000, "1,200,000 bytes; a config file is at most 1,048,576 bytes"),
+])
+@pytest.mark.parametrize("option", ["--thresholds", "--site"])
+def test_a_deep_long_or_huge_config_is_one_line_naming_the_file(
+        tmp_path: Path, text: str, message: str, option: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    args = (option, str(path)) if option == "--thresholds" else ("--site", str(path), "--thresholds",
+                                                                  str(ROOT / "thresholds.yaml"))
+    assert one_line_exit_2(tmp_path, *args) == f"gpudash: {path}: {message}"
+
+
+@pytest.mark.parametrize("text", [DEEP, LONG])
+def test_the_exporter_web_config_is_read_with_the_same_bounds(tmp_path: Path, text: str) -> None:
+    from gpudash.errors import ExporterError
+    from gpudash.exporter.webconfig import load_web_config
+
+    path = tmp_path / "web-config.yml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ExporterError, match=rf"^{path}: line 1, column \d+: ") as info:
+        load_web_config(path)
+    assert "\n" not in info.value.format_message()
