@@ -14,7 +14,9 @@ from gpudash.files import write_text_tree
 from gpudash.journal import recover
 from gpudash.kube.operator import OPERATOR_DIR, operator_files
 from gpudash.repository import DASHBOARDS_JSON_DIR, GENERATED_DIR
+from gpudash.rules.alertmanager import receiver_secret_files
 from gpudash.rules.generated_files import HEADER, MARK, render_all, stale_files
+from gpudash.secret_files import warn_if_readable_by_others
 
 FORMATS = ("plain", "prometheus-operator", "all")
 
@@ -72,7 +74,10 @@ def rules(out: Path, check: bool, fmt: str, dashboards_json: Path, thresholds: P
       gpudash rules --check         # CI: fail if generated/ is out of date
       gpudash rules --format all    # plain files and the Prometheus Operator's resources
     """
-    files = render(load_settings(thresholds, site), fmt, dashboards_json)
+    settings = load_settings(thresholds, site)
+    files = render(settings, fmt, dashboards_json)
+    for secret in receiver_secret_files(settings.site):  # those on this machine (the one Alertmanager runs on, say)
+        warn_if_readable_by_others(secret, "Alertmanager receiver secret")
     if check:
         stale = stale_files(out, files)
         if stale:

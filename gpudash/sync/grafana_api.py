@@ -30,6 +30,7 @@ from gpudash import __version__
 from gpudash.deadline import DeadlineExceeded, within
 from gpudash.errors import ConfigError, DriftError, RemoteError
 from gpudash.redaction import redact, secret_forms, snippet, split_userinfo
+from gpudash.secret_files import warn_if_readable_by_others
 
 log = logging.getLogger("gpudash.sync")
 T = TypeVar("T")
@@ -72,9 +73,11 @@ class Connection:
 
 def _read_secret(path: Path, what: str) -> str:
     try:
-        return path.read_text(encoding="utf-8").strip()
+        secret = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}") from exc
+    warn_if_readable_by_others(path, f"Grafana {what}")
+    return secret
 
 
 def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str | None = None,
