@@ -87,3 +87,12 @@ def test_the_exporter_web_config_is_read_with_the_same_bounds(tmp_path: Path, te
     with pytest.raises(ExporterError, match=rf"^{path}: line 1, column \d+: ") as info:
         load_web_config(path)
     assert "\n" not in info.value.format_message()
+
+
+@pytest.mark.parametrize(("text", "shown"), [("08", "8"), ("1e3", "1000.0"), ("true", "True")])
+def test_a_name_yaml_reads_as_a_number_says_to_quote_it(tmp_path: Path, text: str, shown: str) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text(f"clusters:\n  - name: {text}\n    targets: [{{address: 'h:9400'}}]\n", encoding="utf-8")
+    line = one_line_exit_2(tmp_path, "--thresholds", str(ROOT / "thresholds.yaml"), "--site", str(site))
+    assert line == (f"gpudash: {site}: clusters[0].name: expected a non-empty string, got {shown} "
+                    "(quote it to mean text)")
