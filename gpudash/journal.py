@@ -1,5 +1,5 @@
-"""Replacing several files as one: after a crash at any point (kill -9, a power cut), the next run finds either
-every old file or every new one.
+"""Replacing several files as one: after a crash at any point (kill -9; a power cut, where the file system keeps
+what fsync flushed), the next run finds either every old file or every new one.
 
 A write goes in four steps, and may stop after any of them:
 
@@ -52,8 +52,9 @@ def _staged_name(final: Path, write_id: str) -> str:
 
 
 def _leftover(name: str) -> re.Pattern[str]:
-    """A file staged for `name` and left behind: this naming, or tempfile's (8 of a-z, 0-9, _) of older gpudash."""
-    return re.compile(rf"\.{re.escape(name)}\.(?:{_ID}{re.escape(_SUFFIX)}|[a-z0-9_]{{8}}\.tmp)")
+    """A file staged for `name` by this naming. (Older gpudash staged as `.<name>.<8 random>.tmp`, which a
+    person's `.<name>.original.tmp` matches too: those are left alone.)"""
+    return re.compile(rf"\.{re.escape(name)}\.{_ID}{re.escape(_SUFFIX)}")
 
 
 @dataclass
@@ -299,6 +300,11 @@ def _replace(out: Path, files: Mapping[str, bytes], deletes: Mapping[str, str]) 
                 _write_new(staged, files[rel], _mode(final))
             except OSError as exc:
                 raise OutputError(f"{out / rel}: cannot write: {reason(exc)}") from exc
+        try:  # the staged files' names on disk before the journal says they are there
+            for folder in sorted({staged.parent for staged, _ in journal.writes} | {f.parent for f in journal.made}):
+                _sync(folder)
+        except OSError as exc:
+            raise OutputError(f"{out}: cannot write: {reason(exc)}") from exc
         journal.state = "commit"
         _write_journal(out, journal)
     except BaseException:

@@ -141,9 +141,9 @@ def test_a_link_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
 
 
 def test_files_staged_by_a_run_without_a_journal_are_removed_and_no_others(tmp_path: Path) -> None:
-    leftovers = [".one.yml.x7ab_2c9.tmp", ".one.yml.0123456789abcdef.gpudash.tmp",
-                 f"{JOURNAL}.0123456789abcdef.gpudash.tmp"]
-    theirs = [".one.yml.bak", ".other.yml.x7ab_2c9.tmp", "one.yml.0123456789abcdef.gpudash.tmp"]
+    leftovers = [".one.yml.0123456789abcdef.gpudash.tmp", f"{JOURNAL}.0123456789abcdef.gpudash.tmp"]
+    theirs = [".one.yml.bak", ".one.yml.original.tmp", ".other.yml.0123456789abcdef.gpudash.tmp",
+              "one.yml.0123456789abcdef.gpudash.tmp"]
     for name in leftovers + theirs:
         (tmp_path / name).write_text("x")
     write_tree(tmp_path, {"one.yml": b"1\n"})
