@@ -1,35 +1,32 @@
 """Writing generated files all or nothing, and a record of what gpudash wrote so a clean-up deletes only that.
 
-Every generator (dashboards, rules, provisioning YAML) writes through `write_tree`: each changed file is
-first staged as a temp file beside its target, which is where permission, read-only and disk-full errors
-surface; only when every file is staged are they renamed into place. A folder that gpudash cleans up
-(the dashboard JSON) also holds RECORD, {file name: sha256 of the bytes written}: a file is deleted only
-when it is recorded and still holds exactly those bytes, so files gpudash did not write are never lost.
+Every generator (dashboards, rules, provisioning YAML) writes through `write_tree`, which writes the files that
+changed as one through gpudash.journal: each is staged beside its target, where permission, read-only and
+disk-full errors surface, and only when every file is staged are they renamed into place; a run killed at any
+point is finished or undone by the next one. A folder that gpudash cleans up (the dashboard JSON) also holds
+RECORD, {file name: sha256 of the bytes written}: a file is deleted only when it is recorded and still holds
+exactly those bytes, so files gpudash did not write are never lost; the deletions and the record are part of
+the same write.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from gpudash.errors import OutputError
+from gpudash.journal import locked, reason, recover, replace_files
 
 RECORD = ".gpudash-files"  # not *.json: readers of the folder glob *.json
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)
 
 
 def _current(path: Path) -> bytes | None:
@@ -39,36 +36,7 @@ def _current(path: Path) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        raise OutputError(f"{path}: cannot read: {_reason(exc)}") from exc
-
-
-def _make_folders(folder: Path) -> list[Path]:
-    """Create `folder` and its missing parents; return the ones created, outermost first."""
-    missing = []
-    while not folder.is_dir():
-        if folder.exists() or folder.is_symlink():
-            raise OutputError(f"{folder}: cannot write there: not a directory")
-        missing.append(folder)
-        folder = folder.parent
-    for created in reversed(missing):
-        created.mkdir()
-    return list(reversed(missing))
-
-
-def _stage(target: Path, data: bytes) -> Path:
-    """Write `data` to a temp file in the target's folder and flush it to disk; return the temp path."""
-    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    temp = Path(name)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fchmod(stream.fileno(), 0o644)  # mkstemp creates 0600; generated files are for everyone to read
-            os.fsync(stream.fileno())  # a full disk fails here, before any target is replaced
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return temp
+        raise OutputError(f"{path}: cannot read: {reason(exc)}") from exc
 
 
 def _changed(out: Path, files: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -80,37 +48,19 @@ def write_tree(out: Path, files: Mapping[str, bytes]) -> list[Path]:
     """Write the files (paths relative to `out`) that differ from what is there; return the paths written.
 
     All or nothing: on any error the staged temp files and the folders made for them are removed and
-    OutputError names the path and the reason; nothing under `out` has changed.
+    OutputError names the path and the reason; nothing under `out` has changed. A file that is a symbolic
+    link is written through (the file it points to is replaced; the link stays).
     """
+    _inside(files)
+    with locked(out):
+        recover(out)
+        return replace_files(out, _changed(out, files))
+
+
+def _inside(files: Mapping[str, bytes]) -> None:
     for rel in files:
         if PurePosixPath(rel).is_absolute() or ".." in PurePosixPath(rel).parts:
             raise ValueError(f"{rel!r}: generated files stay inside the output folder")
-    changed = _changed(out, files)
-    made: list[Path] = []
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for rel, data in changed.items():
-            target = out / rel
-            try:
-                made += _make_folders(target.parent)
-                staged.append((_stage(target, data), target))
-            except OSError as exc:
-                raise OutputError(f"{target}: cannot write: {_reason(exc)}") from exc
-        for done, (temp, target) in enumerate(staged):
-            try:
-                os.replace(temp, target)
-            except OSError as exc:
-                # A rename in one folder after its file was staged there: the rare failure left after staging.
-                already = f" ({done} of {len(staged)} files already replaced)" if done else ""
-                raise OutputError(f"{target}: cannot write: {_reason(exc)}{already}") from exc
-    except BaseException:
-        for temp, _ in staged:
-            temp.unlink(missing_ok=True)
-        for folder in reversed(made):
-            with contextlib.suppress(OSError):  # not empty: a file was already replaced into it
-                folder.rmdir()
-        raise
-    return [target for _, target in staged]
 
 
 def write_text_tree(out: Path, files: Mapping[str, str], mark: str) -> list[Path]:
@@ -120,14 +70,16 @@ def write_text_tree(out: Path, files: Mapping[str, str], mark: str) -> list[Path
     replaced only when it starts with `mark` too: another tool's file of the same name is never overwritten
     (OutputError naming it, nothing written).
     """
-    foreign = [out / rel for rel, text in sorted(files.items())
-               if (current := _current(out / rel)) not in (None, text.encode("utf-8"))
-               and not current.startswith(mark.encode("utf-8"))]
-    if foreign:
-        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
-        raise OutputError(f"{foreign[0]}{more}: would be overwritten but was not written by gpudash (it does not "
-                          f"start with {mark!r}); move or delete it, or write elsewhere; nothing written")
-    return write_tree(out, {relative: text.encode("utf-8") for relative, text in files.items()})
+    with locked(out):
+        recover(out)
+        foreign = [out / rel for rel, text in sorted(files.items())
+                   if (current := _current(out / rel)) not in (None, text.encode("utf-8"))
+                   and not current.startswith(mark.encode("utf-8"))]
+        if foreign:
+            more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+            raise OutputError(f"{foreign[0]}{more}: would be overwritten but was not written by gpudash (it does "
+                              f"not start with {mark!r}); move or delete it, or write elsewhere; nothing written")
+        return write_tree(out, {relative: text.encode("utf-8") for relative, text in files.items()})
 
 
 def read_record(folder: Path) -> dict[str, str] | None:
@@ -166,7 +118,7 @@ def _why_kept(path: Path, recorded: str | None) -> str | None:
             return "not written by gpudash"  # gpudash writes regular files, never links
         same = sha256(path.read_bytes()) == recorded
     except OSError as exc:
-        return f"cannot read it: {_reason(exc)}"
+        return f"cannot read it: {reason(exc)}"
     return None if same else "changed since gpudash wrote it"
 
 
@@ -206,31 +158,32 @@ class Outcome:
 
 
 def write_owned(out: Path, files: Mapping[str, bytes], pattern: str, prune: bool = True) -> Outcome:
-    """Write `files` all or nothing, delete the recorded and unchanged files that `files` no longer holds
-    (unless `prune` is False), then write the record. OutputError, nothing written, when a write would replace
-    a file gpudash did not write (a same-named file that is not in the record)."""
-    plan = plan_cleanup(out, files, pattern, prune)
-    if plan.foreign:
-        more = f" (and {len(plan.foreign) - 1} more)" if len(plan.foreign) > 1 else ""
-        raise OutputError(f"{plan.foreign[0]}{more}: would be overwritten but was not written by gpudash (not in "
-                          f"{out / RECORD}); move or delete it, or write elsewhere with --out; nothing written")
-    written = write_tree(out, files)
-    removed, kept, record = [], list(plan.kept), dict(plan.record)
-    for name, digest in plan.remove.items():
-        try:
-            (out / name).unlink()
+    """Write `files`, delete the recorded and unchanged files that `files` no longer holds (unless `prune` is
+    False) and write the record, all as one write. OutputError, nothing written, when a write would replace a
+    file gpudash did not write (a same-named file that is not in the record)."""
+    _inside(files)
+    with locked(out):
+        recover(out)
+        plan = plan_cleanup(out, files, pattern, prune)
+        if plan.foreign:
+            more = f" (and {len(plan.foreign) - 1} more)" if len(plan.foreign) > 1 else ""
+            raise OutputError(f"{plan.foreign[0]}{more}: would be overwritten but was not written by gpudash (not "
+                              f"in {out / RECORD}); move or delete it, or write elsewhere with --out; nothing written")
+        changed = _changed(out, files)
+        changed.update(_changed(out, {RECORD: record_bytes(plan.record)}))  # the record last
+        written = replace_files(out, changed, plan.remove)
+    removed, kept = [], list(plan.kept)
+    for name in plan.remove:
+        if os.path.lexists(out / name):  # refused, or changed in the meantime: it stays, no longer recorded
+            kept.append((out / name, "cannot remove it"))
+        else:
             removed.append(out / name)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            kept.append((out / name, f"cannot remove it: {_reason(exc)}"))
-            record[name] = digest
-    written += write_tree(out, {RECORD: record_bytes(record)})
     return Outcome(written, removed, kept, plan.recorded)
 
 
 def stale_owned(out: Path, files: Mapping[str, bytes], pattern: str) -> list[str]:
     """What `write_owned` would change in `out`: files to write or delete and the record; [] when current."""
+    recover(out)
     stale = [str(out / name) for name in _changed(out, files)]
     plan = plan_cleanup(out, files, pattern)
     stale += [f"{out / name} (no definition)" for name in plan.remove]

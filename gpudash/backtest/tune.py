@@ -8,7 +8,9 @@ history asked, one day per range-query step (so the answer stays small however l
   (plus a margin), so normal work does not page; the critical level stays at least `CRITICAL_GAP` above it.
   thresholds.yaml holds one level for every model, so the hottest model decides, and the reason says which.
 
-Every proposal carries one line of reasoning; a value that needs no change is not proposed.
+Every proposal carries one line of reasoning; a value that needs no change is not proposed. A sample that is not
+a finite number (+Inf, -Inf or NaN, from a broken sensor or an exporter's bad read) says nothing about the
+fleet's temperature and is left out.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def busy_percentile(client: Queries, metric: str, util: str, idle: float, start:
     out: dict[str, float] = {}
     for series in result:
         model = series.get("metric", {}).get(MODEL_LABEL, "") or "all GPUs"
-        values = [float(v) for _, v in series.get("values", []) if not math.isnan(float(v))]
+        values = [float(v) for _, v in series.get("values", []) if math.isfinite(float(v))]
         if values:
             out[model] = max(values)
     return out

@@ -2,19 +2,19 @@
 
 thresholds.yaml is written by hand, with a comment on each knob; loading and dumping it would lose them.
 This edits the text of one `key: value` line at a time (found by its path of indented keys), then the whole
-result is re-read by gpudash.config.loading before it replaces the file, atomically: all or nothing.
+result is parsed as thresholds before it replaces the file, atomically: all or nothing.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gpudash.config.loading import load_thresholds
-from gpudash.errors import ConfigError, OutputError
+from gpudash.config.thresholds import parse_thresholds
+from gpudash.errors import ConfigError
+from gpudash.files import write_tree
+from gpudash.yamlfile import YamlError, parse_yaml
 
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][A-Za-z0-9_]*):(?P<space>[ \t]*)(?P<value>[^#\n]*?)"
                   r"(?P<rest>[ \t]*(?:#.*)?)$")
@@ -54,22 +54,14 @@ def edited(text: str, changes: Mapping[tuple[str, ...], str]) -> str:
 
 
 def write_validated(path: Path, text: str) -> None:
-    """Check that `text` loads as thresholds, then replace `path` with it atomically."""
-    folder = path.resolve().parent
+    """Check that `text` loads as thresholds, then replace `path` with it atomically (gpudash.files.write_tree).
+
+    A `path` that is a symbolic link keeps being one: the file it points to is replaced, in its own folder.
+    """
     try:
-        fd, staged = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".yaml", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{folder}: cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        try:
-            load_thresholds(Path(staged))
-        except ConfigError as exc:
-            raise ConfigError(f"the proposed thresholds do not load, nothing written: {exc}") from None
-        if path.exists():
-            os.chmod(staged, path.stat().st_mode & 0o777)
-        os.replace(staged, path)
-    finally:
-        if os.path.exists(staged):
-            os.unlink(staged)
+        parse_thresholds(str(path), parse_yaml(text))
+    except YamlError as exc:
+        raise ConfigError(f"the proposed thresholds do not load, nothing written: {path}: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"the proposed thresholds do not load, nothing written: {exc}") from None
+    write_tree(path.parent, {path.name: text.encode("utf-8")})

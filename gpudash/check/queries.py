@@ -226,7 +226,8 @@ def rule_groups(paths: list[Path]) -> list[Group]:
                 data = yaml.safe_load(file.read_text(encoding="utf-8"))
             except FileNotFoundError:
                 raise ConfigError(f"{file}: no such rule file (run `gpudash rules` first?)") from None
-            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError, ValueError) as exc:
+                # RecursionError: nesting thousands deep; ValueError: an integer of thousands of digits
                 raise ConfigError(f"{file}: not a readable rule file: {exc}") from None
             queries = []
             for group in (data or {}).get("groups") or []:

@@ -25,14 +25,16 @@ DURATION_EXPECTED = "expected a positive duration such as 5m or 1h"
 
 # Prometheus' units, largest first, as parse_duration reads them and duration_text writes them.
 _PROMETHEUS_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-_PROMETHEUS = re.compile("".join(rf"(?:(\d+){unit})?" for unit, _ in _PROMETHEUS_UNITS))
+# ASCII digits only, as Prometheus reads them: Python's \d (and int()) also take a fullwidth or Arabic-Indic 2,
+# which would be written into a rule file that Prometheus refuses.
+_PROMETHEUS = re.compile("".join(rf"(?:([0-9]+){unit})?" for unit, _ in _PROMETHEUS_UNITS))
 
 # Grafana's interval units in milliseconds (its gtime package: a month is 30 days, a year 365).
 GRAFANA_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
                    "M": 2_592_000_000, "y": 31_536_000_000}
-_GRAFANA = re.compile(r"(\d+)(ms|s|m|h|d|w|M|y)")
+_GRAFANA = re.compile(r"([0-9]+)(ms|s|m|h|d|w|M|y)")
 
-_NUMBER = r"(\d+(?:\.\d+)?)"
+_NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 _SECONDS = re.compile(rf"(?:{_NUMBER}h)?(?:{_NUMBER}m)?(?:{_NUMBER}s?)?")
 _MILLISECONDS = re.compile(rf"{_NUMBER}ms")
 

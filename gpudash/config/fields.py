@@ -115,7 +115,9 @@ class FieldReader:
         """A name: non-empty text without control characters or line breaks (or one of `choices`)."""
         value = self._get(key, REQUIRED if default is None else default)
         if not isinstance(value, str) or not value:
-            self.fail(f"expected a non-empty string, got {show(value)}", key)
+            # YAML reads a plain 08, 1e3 or true as a number or a boolean; quotes make it text
+            quote = " (quote it to mean text)" if isinstance(value, (int, float)) else ""
+            self.fail(f"expected a non-empty string, got {show(value)}{quote}", key)
         if choices and value not in choices:
             self.fail(f"expected one of {', '.join(choices)}, got {value!r}", key)
         return self.checked(key, value, name_problem)

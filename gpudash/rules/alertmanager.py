@@ -12,11 +12,12 @@ written: every secret option becomes a `*_file` field. A secret named by an envi
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
 from gpudash.config.loading import Settings
-from gpudash.config.site import Receiver
+from gpudash.config.site import Receiver, Site
 from gpudash.config.thresholds import NotificationTiming
 from gpudash.escape import am_matcher, go_template_text, re2_any
 
@@ -45,6 +46,13 @@ def _secret_file(receiver: Receiver, key: str) -> str | None:
     if env:
         return f"{SECRETS_DIR}/{env}"
     return None
+
+
+def receiver_secret_files(site: Site) -> list[Path]:
+    """Every file alertmanager.yml reads a secret from (given as `*_file`, or `SECRETS_DIR/<VAR>` for `*_env`)."""
+    found = (_secret_file(r, key) for r in (*site.receivers, *site.rma_receivers)
+             for key in ("url", "api_url", "auth_password"))
+    return sorted({Path(path) for path in found if path})
 
 
 def _notifier(receiver: Receiver) -> tuple[str, dict[str, Any]]:

@@ -11,14 +11,20 @@ from gpudash.config.loading import Settings, load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import ConfigError, StaleOutputError
 from gpudash.files import write_text_tree
+from gpudash.journal import recover
 from gpudash.kube.operator import OPERATOR_DIR, operator_files
 from gpudash.repository import DASHBOARDS_JSON_DIR, GENERATED_DIR
+from gpudash.rules.alertmanager import receiver_secret_files
 from gpudash.rules.generated_files import HEADER, MARK, render_all, stale_files
+from gpudash.secret_files import warn_if_readable_by_others
 
 FORMATS = ("plain", "prometheus-operator", "all")
 
 
 def _dashboard_json(folder: Path) -> dict[str, str]:
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: --dashboards-json: not a directory")
+    recover(folder)
     try:
         found = {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.json"))}
     except (OSError, UnicodeDecodeError) as exc:
@@ -39,14 +45,14 @@ def render(settings: Settings, fmt: str, dashboards_json: Path) -> dict[str, str
 
 
 @click.command("rules")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=GENERATED_DIR,
+@click.option("--out", "out", type=click.Path(path_type=Path), default=GENERATED_DIR,
               show_default=True, help="Folder to write prometheus/ and alertmanager/ (and kubernetes/) into.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 naming every file that is stale.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="plain", show_default=True,
               help="plain: rule files, alertmanager.yml, scrape config. prometheus-operator: "
                    f"{OPERATOR_DIR}/ with PrometheusRule, AlertmanagerConfig, ServiceMonitor and the dashboards "
                    "as ConfigMaps for Grafana's sidecar. all: both.")
-@click.option("--dashboards-json", type=click.Path(file_okay=False, path_type=Path), default=DASHBOARDS_JSON_DIR,
+@click.option("--dashboards-json", type=click.Path(path_type=Path), default=DASHBOARDS_JSON_DIR,
               show_default=True, help="The dashboard JSON the ConfigMaps hold (prometheus-operator format).")
 @config_options()
 def rules(out: Path, check: bool, fmt: str, dashboards_json: Path, thresholds: Path | None,
@@ -68,7 +74,10 @@ def rules(out: Path, check: bool, fmt: str, dashboards_json: Path, thresholds: P
       gpudash rules --check         # CI: fail if generated/ is out of date
       gpudash rules --format all    # plain files and the Prometheus Operator's resources
     """
-    files = render(load_settings(thresholds, site), fmt, dashboards_json)
+    settings = load_settings(thresholds, site)
+    files = render(settings, fmt, dashboards_json)
+    for secret in receiver_secret_files(settings.site):  # those on this machine (the one Alertmanager runs on, say)
+        warn_if_readable_by_others(secret, "Alertmanager receiver secret")
     if check:
         stale = stale_files(out, files)
         if stale:

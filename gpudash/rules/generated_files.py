@@ -2,7 +2,8 @@
 
 Every file is rendered in memory first; only when all of them rendered does anything touch the disk, and
 then gpudash.files.write_tree stages every changed file before replacing any, so a failure never leaves
-half-written output. Rules never delete anything.
+half-written output, and a run killed part-way is finished or undone by the next (gpudash.journal). Rules
+never delete anything.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpudash.config.loading import Settings
+from gpudash.journal import recover
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import alertmanager_config
 from gpudash.rules.alerts import alert_groups
@@ -36,7 +38,9 @@ def render_all(settings: Settings) -> dict[str, str]:
 
 
 def stale_files(out: Path, files: Mapping[str, str]) -> list[str]:
-    """The generated files (relative paths) that are missing under `out` or differ from `files`."""
+    """The generated files (relative paths) that are missing under `out` or differ from `files`, once a write
+    that stopped part-way there is finished or undone."""
+    recover(out)
     stale = []
     for rel, text in sorted(files.items()):
         try:

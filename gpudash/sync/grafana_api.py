@@ -30,6 +30,7 @@ from gpudash import __version__
 from gpudash.deadline import DeadlineExceeded, within
 from gpudash.errors import ConfigError, DriftError, RemoteError
 from gpudash.redaction import redact, secret_forms, snippet, split_userinfo
+from gpudash.secret_files import warn_if_readable_by_others
 
 log = logging.getLogger("gpudash.sync")
 T = TypeVar("T")
@@ -72,9 +73,11 @@ class Connection:
 
 def _read_secret(path: Path, what: str) -> str:
     try:
-        return path.read_text(encoding="utf-8").strip()
+        secret = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}") from exc
+    warn_if_readable_by_others(path, f"Grafana {what}")
+    return secret
 
 
 def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str | None = None,
@@ -111,7 +114,7 @@ def connection_from(env: Mapping[str, str], *, url: str | None = None, user: str
         raise ConfigError(f"{ca_file}: --ca-file: no such file")
     org_text = env.get("GRAFANA_ORG_ID", "")
     if org_id is None and org_text:
-        if not org_text.isdigit():
+        if not (org_text.isascii() and org_text.isdigit()):  # isdigit() alone takes a fullwidth or superscript 2
             raise ConfigError(f"GRAFANA_ORG_ID: expected a whole number, got {org_text!r}")
         org_id = int(org_text)
     namespace = env.get("GRAFANA_NAMESPACE", "").strip()

@@ -6,12 +6,12 @@ import errno
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.paths import ROOT
+from support.staging import fail_staging, oserror
 
 from gpudash.cli import main
 from gpudash.errors import OutputError
@@ -23,63 +23,57 @@ def tree(folder: Path) -> dict[str, bytes | None]:
     return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 
 
-def fail_on_call(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, number: int, error: OSError) -> None:
-    """Make module.name raise `error` on its `number`-th call; earlier calls go through."""
-    real, calls = getattr(module, name), []
-
-    def patched(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == number:
-            raise error
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, patched)
-
-
-def oserror(code: int) -> OSError:
-    return OSError(code, os.strerror(code))
-
-
 def test_a_failure_staging_the_second_file_leaves_the_folder_exactly_as_before(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "one.yml").write_text("old\n")
     before = tree(tmp_path)
-    fail_on_call(monkeypatch, tempfile, "mkstemp", 2, oserror(errno.ENOSPC))
+    fail_staging(monkeypatch, "two.yml", oserror(errno.ENOSPC))
     with pytest.raises(OutputError) as info:
         write_text_tree(tmp_path, {"a/one.yml": "new\n", "b/two.yml": "new\n"}, "old")
     assert info.value.format_message() == f"{tmp_path / 'b' / 'two.yml'}: cannot write: No space left on device"
-    assert tree(tmp_path) == before  # no half-update, no temp file, no folder b/
+    assert tree(tmp_path) == before  # no half-update, no temp file, no journal, no folder b/
 
 
 @pytest.mark.parametrize("error", [errno.EACCES, errno.EROFS])
 def test_a_folder_that_cannot_be_written_is_one_error_and_nothing_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int) -> None:
     # Root ignores chmod, so "unwritable" is simulated where the operating system would refuse.
-    fail_on_call(monkeypatch, tempfile, "mkstemp", 1, oserror(error))
-    with pytest.raises(OutputError, match=rf"one\.yml: cannot write: {os.strerror(error)}$"):
+    fail_staging(monkeypatch, None, oserror(error))
+    with pytest.raises(OutputError, match=rf"^{tmp_path / 'out'}: cannot write: {os.strerror(error)}$"):
         write_tree(tmp_path / "out", {"one.yml": b"1\n", "two.yml": b"2\n"})
     assert tree(tmp_path) == {}
 
 
-def test_a_rename_refused_on_the_first_file_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rename_refused_after_staging_is_finished_by_the_next_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "one.yml").write_text("old\n")
-    fail_on_call(monkeypatch, os, "replace", 1, PermissionError(errno.EACCES, os.strerror(errno.EACCES)))
-    with pytest.raises(OutputError, match=r"one\.yml: cannot write: Permission denied$"):
+    real = os.replace
+
+    def refuse_one(source: Any, target: Any) -> None:
+        if Path(source).name.startswith(".one.yml."):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        real(source, target)
+
+    monkeypatch.setattr(os, "replace", refuse_one)
+    with pytest.raises(OutputError, match=rf"^{tmp_path}: cannot finish the write: Permission denied; the next "
+                                          r"gpudash run that writes or checks .* finishes it$"):
         write_tree(tmp_path, {"one.yml": b"new\n", "two.yml": b"new\n"})
-    assert tree(tmp_path) == {"one.yml": b"old\n"}
+    monkeypatch.undo()
+    assert write_tree(tmp_path, {"one.yml": b"new\n", "two.yml": b"new\n"}) == []  # finished first: nothing left
+    assert tree(tmp_path) == {"one.yml": b"new\n", "two.yml": b"new\n"}
 
 
 def test_the_command_line_shows_one_line_and_exits_2(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     monkeypatch.chdir(ROOT)
-    fail_on_call(monkeypatch, tempfile, "mkstemp", 1, oserror(errno.EROFS))
+    fail_staging(monkeypatch, None, oserror(errno.EROFS))
     out = tmp_path / "dash"
     with pytest.raises(SystemExit) as info:
         main(["dashboards", "--out", str(out)])
     assert info.value.code == 2
     captured = capsys.readouterr()
-    assert captured.err == f"gpudash: {out / 'gpudash-fleet.json'}: cannot write: Read-only file system\n"
+    assert captured.err == f"gpudash: {out}: cannot write: Read-only file system\n"
     assert not out.exists()
 
 

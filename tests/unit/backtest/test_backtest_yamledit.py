@@ -46,3 +46,19 @@ def test_written_only_when_it_loads(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [path]
     write_validated(path, set_value(TEXT, ("temperature", "gpu_warning_celsius"), "82"))
     assert load_thresholds(path).temperature.gpu.warning == 82
+
+
+def test_a_linked_thresholds_file_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "site-config" / "thresholds.yaml"
+    real.parent.mkdir()
+    real.write_text(TEXT, encoding="utf-8")
+    real.chmod(0o600)
+    link = tmp_path / "repo" / "thresholds.yaml"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    write_validated(link, set_value(TEXT, ("temperature", "gpu_warning_celsius"), "82"))
+    assert link.is_symlink() and link.resolve() == real
+    assert load_thresholds(real).temperature.gpu.warning == 82
+    assert oct(real.stat().st_mode & 0o777) == "0o600"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["thresholds.yaml"]
+    assert sorted(p.name for p in link.parent.iterdir()) == ["thresholds.yaml"]

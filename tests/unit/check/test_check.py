@@ -121,6 +121,15 @@ def test_rule_files(tmp_path: Path) -> None:
         rule_groups([tmp_path / "none"])
 
 
+@pytest.mark.parametrize("text", ["groups: " + "[" * 3000 + "]" * 3000 + "\n", "groups: " + "9" * 5001 + "\n"])
+def test_a_rule_file_too_deep_or_with_a_huge_number_is_one_line(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "odd.rules.yml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{path}: not a readable rule file: ") as info:
+        rule_groups([path])
+    assert "\n" not in info.value.format_message()
+
+
 # ------------------------------------------------------------------------ reporting
 
 

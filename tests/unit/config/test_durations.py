@@ -38,6 +38,23 @@ def test_bad_durations_are_rejected(text: str) -> None:
         parse_duration(text)
 
 
+# Python's \d and int() take any Unicode decimal digit; Prometheus, Grafana and promtool take 0-9 only.
+NON_ASCII_DIGITS = ["\uff12m", "1\u0661m", "\u0968h", "5m\uff13\uff10s", "\U0001d7d0s"]  # fullwidth, Arabic-Indic, ...
+
+
+@pytest.mark.parametrize("text", NON_ASCII_DIGITS)
+def test_a_duration_takes_ascii_digits_only(text: str) -> None:
+    with pytest.raises(ValueError, match=rf"^expected a positive duration such as 5m or 1h, got {text!r}$"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", NON_ASCII_DIGITS)
+def test_grafana_intervals_and_seconds_take_ascii_digits_only(text: str) -> None:
+    assert grafana_ms(text) is None
+    with pytest.raises(ValueError):
+        parse_seconds(text, milliseconds=True)
+
+
 def test_the_longest_duration_is_accepted() -> None:
     assert parse_duration("3650d").seconds == MAX_DURATION_SECONDS == 3650 * 86400
     assert parse_duration("0003649d23h59m60s").seconds == 3650 * 86400

@@ -6,14 +6,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.paths import ROOT
+from support.staging import fail_staging, oserror
 
 from gpudash.config.loading import load_settings
 from gpudash.errors import ConfigError, OutputError, StaleOutputError
@@ -139,15 +138,7 @@ def test_a_failure_staging_the_second_dashboard_leaves_the_folder_as_it_was(
         (tmp_path / name).write_text("{}\n")
     (tmp_path / RECORD).write_bytes(record_bytes({name: sha256(b"{}\n") for name in built}))  # gpudash's, edited
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    real, calls = tempfile.mkstemp, []
-
-    def full_disk_on_second(*args: Any, **kwargs: Any) -> tuple[int, str]:
-        calls.append(1)
-        if len(calls) == 2:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(tempfile, "mkstemp", full_disk_on_second)
+    fail_staging(monkeypatch, "gpudash-health.json", oserror(errno.ENOSPC))
     with pytest.raises(OutputError, match=r"gpudash-health\.json: cannot write: No space left on device$"):
         write_all(built, tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -32,6 +32,8 @@ def test_a_folder_gives_its_json_files_sorted_and_not_the_record(tmp_path: Path)
 @pytest.mark.parametrize(("name", "content", "error"), [
     ("bad.json", b"{", "JSONDecodeError"),
     ("latin1.json", b'{"t": "\xe9"}', "UnicodeDecodeError"),
+    ("long.json", b'{"version": ' + b"9" * 5001 + b"}", "ValueError"),
+    ("deep.json", b"[" * 100_000 + b"]" * 100_000, "RecursionError"),
 ])
 def test_an_unreadable_file_goes_to_the_callers_wording(tmp_path: Path, name: str, content: bytes,
                                                          error: str) -> None:

@@ -91,3 +91,19 @@ def test_operator_output_never_replaces_another_teams_resource(settings: Setting
     theirs.unlink()
     assert CliRunner().invoke(cli, args).exit_code == 0
     assert beside.read_text() == "kind: ServiceMonitor\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--out", "{file}"], "{file}: cannot write there: not a directory"),
+    (["--out", "{file}/sub"], "{file}: cannot write there: not a directory"),
+    (["--format", "all", "--dashboards-json", "{file}", "--out", "{folder}"],
+     "{file}: --dashboards-json: not a directory"),
+])
+def test_a_file_where_a_folder_is_meant_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    file, folder = tmp_path / "a-file", tmp_path / "out"
+    file.write_text("mine\n")
+    named = [arg.format(file=file, folder=folder) for arg in args]
+    result = CliRunner().invoke(cli, ["rules", "--thresholds", str(ROOT / "thresholds.yaml"), *named])
+    assert result.exit_code == 2
+    assert result.stderr == f"gpudash: {message.format(file=file)}\n"
+    assert file.read_text() == "mine\n" and not folder.exists()

@@ -55,6 +55,8 @@ def test_percent_encoded_credentials_in_the_url_are_decoded() -> None:
     ({"GRAFANA_URL": "grafana:3000", "GRAFANA_TOKEN": "t"}, "GRAFANA_URL: expected http(s)://host[:port][/path]"),
     ({"GRAFANA_URL": "http://g:port", "GRAFANA_TOKEN": "t"}, "GRAFANA_URL: the port is not a number"),
     ({**ENV, "GRAFANA_ORG_ID": "main"}, "GRAFANA_ORG_ID: expected a whole number, got 'main'"),
+    ({**ENV, "GRAFANA_ORG_ID": "\uff12"}, "GRAFANA_ORG_ID: expected a whole number, got '\uff12'"),  # fullwidth 2
+    ({**ENV, "GRAFANA_ORG_ID": "\u00b2"}, "GRAFANA_ORG_ID: expected a whole number, got '\u00b2'"),  # superscript 2
 ])
 def test_what_to_set(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
