@@ -118,7 +118,8 @@ class Checker:
             match, label = label_values.group("match"), label_values.group("label")
             values = self.prometheus.label_values(label, match.strip() if match else None, window)
             if values:
-                return Result(query, len(values), Status.OK, f"{label}: {_sample(values)}")
+                shown = self.prometheus.secrets.redact(_sample(values))  # the server's own words: no secret in them
+                return Result(query, len(values), Status.OK, f"{label}: {shown}")
             if match and not self._has(match.strip()):
                 return self._missing(query, [_as_selector(match.strip())])
             if label == self.job_label and not self._jobs_here():
