@@ -26,7 +26,7 @@ from urllib3.exceptions import ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from gpudash.answer_size import UnreadableAnswer, answer_hook, prometheus_limit
-from gpudash.deadline import DeadlineExceeded, within
+from gpudash.deadline import Deadline, DeadlineExceeded, within
 from gpudash.errors import RemoteError
 from gpudash.redaction import Secrets, split_userinfo
 
@@ -83,14 +83,17 @@ def _unexpected(response: requests.Response | None, secrets: Secrets) -> str:
 class PrometheusClient:
     """Queries one Prometheus-compatible server; `probe()` first, so an unreachable one is one clear line.
 
-    `timeout` bounds each request as a whole; `read_timeout` (default: the same) each wait for data.
+    `timeout` bounds each request as a whole; `read_timeout` (default: the same) each wait for data; `deadline`,
+    when given, the whole run: a request gets at most what is left of it, and none is sent once it has passed.
     """
 
-    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT_S, read_timeout: float | None = None) -> None:
+    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT_S, read_timeout: float | None = None,
+                 deadline: Deadline | None = None) -> None:
         login = split_userinfo(url.rstrip("/"))
         self.url = login.url
         self.timeout = timeout
         self.read_timeout = timeout if read_timeout is None else read_timeout
+        self.deadline = deadline or Deadline.never()
         self._auth = (login.user, login.password) if login.user or login.password else None
         self.secrets = Secrets.of(login.user, login.password)
         self._last: requests.Response | None = None
@@ -117,7 +120,9 @@ class PrometheusClient:
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, deadline: float | None = None,
               **kwargs: Any) -> list[Any]:
-        seconds = self.timeout if deadline is None else deadline
+        seconds = min(self.timeout if deadline is None else deadline, self.deadline.left())
+        if seconds <= 0:
+            raise QueryError(f"not asked: the run's deadline ({self.deadline.seconds:g} s) passed")
         self._last = None
         try:
             result = within(seconds, partial(fn, *args, **kwargs), name=f"prometheus {what}")

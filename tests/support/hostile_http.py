@@ -38,11 +38,14 @@ class _Quiet(BaseHTTPRequestHandler):
         pass
 
     def send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the client gave up waiting: what a deadline is for
+            pass
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
