@@ -7,6 +7,8 @@ import json
 from urllib.parse import quote, quote_plus
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpudash.redaction import FRAGMENT, MASK, NO_SECRETS, Secrets, snippet, split_userinfo
 
@@ -93,3 +95,13 @@ def test_a_server_word_inside_a_password_is_masked_too() -> None:
     # safe over readable.
     assert Secrets.of("admin", "not-the-password").printable("Invalid username or password") == \
         "Invalid username or ***"
+
+
+_PIECES = [PASSWORD, TOKEN, BASIC, "Basic", "Bearer", "error:", "x", "...", "\n", "  ", "\t", "é", '"', "a" * 50,
+           " " * 300, quote(PASSWORD, safe="")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=300).map(" ".join), st.sampled_from([40, 80, 200, 400]))
+def test_reading_only_the_ends_shows_what_masking_it_all_then_cutting_would(text: str, limit: int) -> None:
+    assert SECRETS.printable(text, limit) == snippet(SECRETS.redact(" ".join(text.split())), limit)
