@@ -136,7 +136,8 @@ class Checker:
             match, label = label_values.group("match"), label_values.group("label")
             values = self.prometheus.label_values(label, match.strip() if match else None, window)
             if values:
-                shown = self.prometheus.secrets.redact(_sample(values))  # the server's own words: no secret in them
+                # Label values are the server's words: a server may echo a secret in them.
+                shown = self.prometheus.secrets.redact(_sample(values))
                 return Result(query, len(values), Status.OK, f"{label}: {shown}")
             if match and not self._has(match.strip()):
                 return self._missing(query, [_as_selector(match.strip())])
