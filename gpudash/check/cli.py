@@ -7,28 +7,55 @@ each alerting and recording rule. It prints one table per dashboard and rule fil
 expression does not parse or a query that should have data has none. Queries on optional signals, ones
 that look back further than the server's history, filters nothing passes, alerts not firing and the
 job dashboard of a site where no series carries the job label ("no jobs") are reported as such, not failed.
+The whole run has a deadline (`--deadline`): past it, the queries not yet checked are listed and it fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gpudash.catalog import PROFILES, profile
-from gpudash.check.judge import failures, run_check
+from gpudash.check.judge import Result, after_deadline, failures, run_check
+from gpudash.check.progress import Progress
 from gpudash.check.prometheus_api import QUERY_TIMEOUT_S
 from gpudash.check.queries import built_dashboards, dashboard_groups, load_dashboards, rule_groups
 from gpudash.check.tables import as_json, item_name, render_table, summary
-from gpudash.config.durations import parse_duration
+from gpudash.config.durations import parse_duration, parse_seconds
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
-from gpudash.errors import CheckFailed, UsageError
+from gpudash.deadline import Deadline
+from gpudash.errors import CheckFailed, RemoteError, UsageError
 from gpudash.promql.for_settings import promql_for
 from gpudash.repository import DASHBOARDS_JSON_DIR, RULES_DIR
 
 DEFAULT_URL = "http://127.0.0.1:9090"
+DEFAULT_DEADLINE = "10m"
+
+
+def _deadline_seconds(ctx: click.Context, param: click.Parameter, text: str) -> float:
+    try:
+        seconds = parse_seconds(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise UsageError(f"--deadline {text!r}: expected a positive duration such as 90, 90s or 10m")
+    return seconds
+
+
+def deadline_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--deadline: how long the whole run may take (`check` and `preview`; a request's own limit is --timeout)."""
+    return click.option("--deadline", "deadline_s", default=DEFAULT_DEADLINE, show_default=True,
+                        callback=_deadline_seconds, metavar="DURATION",
+                        help=f"The whole run: past it no query is sent, {what} and the command fails (exit 4). "
+                             "Seconds, or 90s, 10m, 1h.")
+
+
+def deadline_text(seconds: float) -> str:
+    return f"{seconds:g} s"
 
 
 def parse_vars(pairs: Sequence[str], example: str = "cluster=prod-a") -> dict[str, str]:
@@ -57,13 +84,17 @@ def parse_vars(pairs: Sequence[str], example: str = "cluster=prod-a") -> dict[st
 @click.option("--range", "range_text", default=None, help="Time range instead of each dashboard's own (e.g. 1h).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=QUERY_TIMEOUT_S, show_default=True,
               help="Seconds per query, the whole answer (a slow query fails alone; the run goes on).")
+@deadline_option("the queries not checked are listed")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--wide", is_flag=True, help="Show whole expressions instead of cutting them short.")
 @config_options()
 def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None, rule_paths: tuple[Path, ...],
-          no_rules: bool, var_pairs: tuple[str, ...], range_text: str | None, timeout: float, fmt: str,
-          wide: bool, thresholds: Path | None, site: Path | None) -> None:
+          no_rules: bool, var_pairs: tuple[str, ...], range_text: str | None, timeout: float, deadline_s: float,
+          fmt: str, wide: bool, thresholds: Path | None, site: Path | None) -> None:
     """Run every panel, variable and rule query against a live Prometheus; exit 1 if any fails.
+
+    A run that takes a while says how far it is on stderr every 10 s; stdout holds only the tables (or the
+    JSON). Past --deadline it stops, prints what it checked, lists what it did not, and exits 4.
 
     \b
     Examples:
@@ -86,7 +117,14 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
     if not no_rules:
         groups += rule_groups(list(rule_paths) or [RULES_DIR])
     q = promql_for(settings, profile=profile(profile_name) if profile_name else None)
-    results = run_check(url, groups, q, timeout)
+    progress = Progress("checked", "queries", sum(len(g.queries) for g in groups),
+                        lambda line: click.echo(line, err=True))
+    deadline = Deadline(deadline_s)
+
+    def judged(result: Result) -> None:
+        progress.tick(result.status.failed)
+
+    results = run_check(url, groups, q, timeout, deadline, judged)
     if fmt == "json":
         click.echo(as_json(results))
     else:
@@ -94,11 +132,18 @@ def check(url: str, dashboard_paths: tuple[Path, ...], profile_name: str | None,
             click.echo(render_table(result, wide))
             click.echo()
         click.echo(summary(results, url))
-    failed = failures(results)
+    failed, late = failures(results), after_deadline(results)
+    if late:
+        total = progress.total
+        raise RemoteError(f"the check's deadline ({deadline_text(deadline_s)}) passed: {total - len(late)} of {total} "
+                          f"queries checked ({len(failed)} failed), {len(late)} not checked: {_names(late, 3)}")
     if failed:
-        names = ", ".join(f"{r.query.source} / {item_name(r)}" for r in failed[:5])
-        more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-        raise CheckFailed(f"{len(failed)} queries failed: {names}{more}")
+        raise CheckFailed(f"{len(failed)} queries failed: {_names(failed, 5)}")
+
+
+def _names(results: Sequence[Result], shown: int) -> str:
+    names = ", ".join(f"{r.query.source} / {item_name(r)}" for r in results[:shown])
+    return names + (f" and {len(results) - shown} more" if len(results) > shown else "")
 
 
 def _range_seconds(text: str | None) -> int | None:

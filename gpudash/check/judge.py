@@ -13,12 +13,15 @@ A query that returns series is fine. An empty one is looked into, selector by se
   *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance);
 - it reads the site's job label (gpudash.yaml `jobs.label`) or a job-level recording, and no GPU series
   carries that label: *no jobs*, the rightly empty job dashboard of a site without job attribution.
+
+A run has a deadline for all of it (gpudash.deadline.Deadline): once it has passed, no query is asked any more,
+and every query not judged by then is *after deadline*.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -31,6 +34,7 @@ from gpudash.catalog import (
 )
 from gpudash.check.prometheus_api import QUERY_TIMEOUT_S, PrometheusClient, QueryError, TimeRange, series_count
 from gpudash.check.queries import ALERT, VARIABLE, CheckQuery, Group, Interpolation, unresolved
+from gpudash.deadline import Deadline
 from gpudash.promql.query import PromQL
 from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
 from gpudash.promql.scanner import Selector, filters, offsets, selectors, widened, windows, without_offsets
@@ -44,6 +48,7 @@ class Status(Enum):
     NO_JOBS = "no jobs"
     OPTIONAL = "optional"
     SKIPPED = "not checked"
+    AFTER_DEADLINE = "after deadline"  # the run's deadline passed before this query was judged
     EMPTY = "NO DATA"
     ERROR = "ERROR"
 
@@ -77,13 +82,16 @@ _QUERY_RESULT = re.compile(r"^\s*query_result\((?P<expr>.+)\)\s*$", re.S)
 
 class Checker:
     """Runs queries against one server, all at the same moment `window.end`, and judges each answer by the
-    site's query builder: its metric profile and its job label."""
+    site's query builder: its metric profile and its job label. Each result goes to `judged` as it comes."""
 
-    def __init__(self, prometheus: PrometheusClient, q: PromQL, window: TimeRange) -> None:
+    def __init__(self, prometheus: PrometheusClient, q: PromQL, window: TimeRange,
+                 deadline: Deadline | None = None, judged: Callable[[Result], None] = lambda result: None) -> None:
         self.prometheus = prometheus
         self.profile = q.profile
         self.window = window
         self.job_label = q.job_label
+        self.deadline = deadline or Deadline.never()
+        self.judged = judged
         self._by_name = {ref.name: BY_KEY[key] for key, ref in q.profile.metrics.items()}
         self._exists: dict[str, bool] = {}
 
@@ -92,6 +100,16 @@ class Checker:
         return GroupResult(group, tuple(self.run(q, window) for q in group.queries))
 
     def run(self, query: CheckQuery, window: TimeRange | None = None) -> Result:
+        """The query's result; *after deadline* when the run's deadline passed before it was judged whole (an
+        answer cut short, or a missing series not looked into, would judge it wrongly)."""
+        result = Result(query, 0, Status.AFTER_DEADLINE)
+        if not self.deadline.passed:
+            answer = self._judge(query, window)
+            result = result if self.deadline.passed else answer
+        self.judged(result)
+        return result
+
+    def _judge(self, query: CheckQuery, window: TimeRange | None) -> Result:
         window = window or self.window
         missing_vars = unresolved(query.expr)
         if missing_vars:
@@ -118,7 +136,9 @@ class Checker:
             match, label = label_values.group("match"), label_values.group("label")
             values = self.prometheus.label_values(label, match.strip() if match else None, window)
             if values:
-                return Result(query, len(values), Status.OK, f"{label}: {_sample(values)}")
+                # Label values are the server's words: a server may echo a secret in them.
+                shown = self.prometheus.secrets.redact(_sample(values))
+                return Result(query, len(values), Status.OK, f"{label}: {shown}")
             if match and not self._has(match.strip()):
                 return self._missing(query, [_as_selector(match.strip())])
             if label == self.job_label and not self._jobs_here():
@@ -242,16 +262,19 @@ _RULES_LOADED = RECORDING_BY_NAME["cluster:gpu_count:count"].record
 _ALERT_SERIES = frozenset((PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE))
 
 
-def run_check(url: str, groups: Sequence[Group], q: PromQL, timeout: float = QUERY_TIMEOUT_S) -> list[GroupResult]:
+def run_check(url: str, groups: Sequence[Group], q: PromQL, timeout: float = QUERY_TIMEOUT_S,
+              deadline: Deadline | None = None, judged: Callable[[Result], None] = lambda result: None,
+              ) -> list[GroupResult]:
     """Run every query of every group, judged by the site's query builder `q` (metric profile, job label, and its
-    rule interval: the scrape interval); raise RemoteError (one line) when the server cannot be reached."""
-    server = PrometheusClient(url, timeout)
+    rule interval: the scrape interval), until `deadline` passes; raise RemoteError (one line) when the server
+    cannot be reached. Each result goes to `judged` as it comes."""
+    server = PrometheusClient(url, timeout, deadline=deadline)
     try:
         server.probe()
         now = server.now()
         longest = max((g.range_s for g in groups), default=3600) or 3600
         step = Interpolation(longest, q.rule_interval.seconds).interval_s
-        checker = Checker(server, q, TimeRange(now, longest, step))
+        checker = Checker(server, q, TimeRange(now, longest, step), deadline, judged)
         return [checker.run_group(group) for group in groups]
     finally:
         server.close()
@@ -259,6 +282,10 @@ def run_check(url: str, groups: Sequence[Group], q: PromQL, timeout: float = QUE
 
 def failures(results: Sequence[GroupResult]) -> list[Result]:
     return [r for g in results for r in g.failures]
+
+
+def after_deadline(results: Sequence[GroupResult]) -> list[Result]:
+    return [r for g in results for r in g.results if r.status is Status.AFTER_DEADLINE]
 
 
 def _only_variables(matchers: str) -> bool:

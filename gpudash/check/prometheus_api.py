@@ -4,7 +4,9 @@ prometheus-api-client retries three times with backoff by default, so a dead ser
 and a wrong URL looks like a hang; here it makes one attempt with a short connect timeout, each request
 has a deadline for the whole of it (gpudash.deadline), and every failure becomes either a per-query error
 text (a parse error, a timeout, an answer of the wrong shape) or one RemoteError line when the server
-cannot be reached at all. Credentials in the URL log in and never appear in a message.
+cannot be reached at all. Credentials in the URL log in and never appear in a message: whatever the server
+said enters one through `Secrets.printable` (gpudash.redaction). No answer is read past its limit
+(gpudash.answer_size: 32 MiB for a query, 16 MiB for a status page).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.exceptions import ReadTimeoutError
 from urllib3.util.retry import Retry
 
-from gpudash.deadline import DeadlineExceeded, within
+from gpudash.answer_size import UnreadableAnswer, answer_hook, prometheus_limit
+from gpudash.deadline import Deadline, DeadlineExceeded, within
 from gpudash.errors import RemoteError
-from gpudash.redaction import redact, secret_forms, snippet, split_userinfo
+from gpudash.redaction import Secrets, split_userinfo
 
 CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 5.0
@@ -52,48 +55,54 @@ class TimeRange:
         return self.end - self.range_s
 
 
-def _error_text(response: requests.Response | None, fallback: str) -> str:
+def _error_text(response: requests.Response | None, fallback: str, secrets: Secrets) -> str:
     if response is None:
-        return fallback
+        return secrets.printable(fallback)
     try:
         body = response.json()
     except ValueError:
-        return f"HTTP {response.status_code}: {snippet(response.text)}"
+        return f"HTTP {response.status_code}: {secrets.printable(response.text)}"
     if isinstance(body, dict) and body.get("error"):
-        return snippet(str(body["error"]), 400)  # the reason comes last, after the series it names
+        return secrets.printable(str(body["error"]), 400)  # the reason comes last, after the series it names
     return f"HTTP {response.status_code}"
 
 
-def _unexpected(response: requests.Response | None) -> str:
+def _unexpected(response: requests.Response | None, secrets: Secrets) -> str:
     """What the server answered, when it is not the `{"data": {"result": [...]}}` of Prometheus's API."""
     if response is None:
         return "an answer that is not Prometheus's API"
     try:
         body = response.json()
     except ValueError:
-        return f"answered HTTP {response.status_code} with a body that is not JSON: {snippet(response.text, 80)!r}"
-    return f"answered HTTP {response.status_code} with JSON of another shape: {snippet(json.dumps(body), 120)}"
+        return (f"answered HTTP {response.status_code} with a body that is not JSON: "
+                f"{secrets.printable(response.text, 80)!r}")
+    shown = secrets.printable(json.dumps(body), 120)
+    return f"answered HTTP {response.status_code} with JSON of another shape: {shown}"
 
 
 class PrometheusClient:
     """Queries one Prometheus-compatible server; `probe()` first, so an unreachable one is one clear line.
 
-    `timeout` bounds each request as a whole; `read_timeout` (default: the same) each wait for data.
+    `timeout` bounds each request as a whole; `read_timeout` (default: the same) each wait for data; `deadline`,
+    when given, the whole run: a request gets at most what is left of it, and none is sent once it has passed.
     """
 
-    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT_S, read_timeout: float | None = None) -> None:
+    def __init__(self, url: str, timeout: float = QUERY_TIMEOUT_S, read_timeout: float | None = None,
+                 deadline: Deadline | None = None) -> None:
         login = split_userinfo(url.rstrip("/"))
         self.url = login.url
         self.timeout = timeout
         self.read_timeout = timeout if read_timeout is None else read_timeout
+        self.deadline = deadline or Deadline.never()
         self._auth = (login.user, login.password) if login.user or login.password else None
-        self._secrets = secret_forms(login.user, login.password)
+        self.secrets = Secrets.of(login.user, login.password)
         self._last: requests.Response | None = None
         self._api = self._connect()
 
     def _connect(self) -> PrometheusConnect:
         session = requests.Session()
-        session.hooks["response"].append(partial(self._remember, session))
+        # The limit first: it reads the body, so an answer past it is never read whole.
+        session.hooks["response"] = [answer_hook(prometheus_limit), partial(self._remember, session)]
         self._session = session
         # total=0: one attempt only; read=False: a read timeout stays a timeout, not a MaxRetryError that
         # requests turns into ConnectionError ("cannot reach").
@@ -105,12 +114,15 @@ class PrometheusClient:
         if session is self._session:  # a request abandoned at its deadline may still answer, too late
             self._last = response
 
-    def redact(self, text: str) -> str:
-        return redact(text, self._secrets)
+    def printable(self, text: str, limit: int = 200) -> str:
+        """What the server said (or an exception about it), fit for a message: see Secrets.printable."""
+        return self.secrets.printable(text, limit)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, deadline: float | None = None,
               **kwargs: Any) -> list[Any]:
-        seconds = self.timeout if deadline is None else deadline
+        seconds = min(self.timeout if deadline is None else deadline, self.deadline.left())
+        if seconds <= 0:
+            raise QueryError(f"not asked: the run's deadline ({self.deadline.seconds:g} s) passed")
         self._last = None
         try:
             result = within(seconds, partial(fn, *args, **kwargs), name=f"prometheus {what}")
@@ -118,10 +130,14 @@ class PrometheusClient:
             self._api.close()
             self._api = self._connect()  # the abandoned request still holds its connection: never reuse it
             raise QueryError(f"timed out after {seconds:g} s") from None
+        except UnreadableAnswer as exc:
+            if what == "probe":
+                raise
+            raise QueryError(exc.message) from None
         except PrometheusApiClientException as exc:
-            raise QueryError(self.redact(_error_text(self._last, str(exc)))) from None
+            raise QueryError(_error_text(self._last, str(exc), self.secrets)) from None
         except requests.JSONDecodeError:
-            raise QueryError(self.redact(_unexpected(self._last))) from None
+            raise QueryError(_unexpected(self._last, self.secrets)) from None
         except requests.ConnectTimeout:
             raise self._unreachable(what, "connect timed out") from None
         except requests.Timeout:
@@ -131,22 +147,26 @@ class PrometheusClient:
                 raise QueryError(f"timed out after {self.read_timeout:g} s without data") from None
             unreachable = _unreachable_reason(exc)
             if unreachable or what == "probe":
-                raise self._unreachable(what, unreachable or _reason(exc)) from None
-            raise QueryError(self.redact(f"connection lost: {_reason(exc)}")) from None
+                raise self._unreachable(what, unreachable or self._reason(exc)) from None
+            raise QueryError(f"connection lost: {self._reason(exc)}") from None
         except requests.RequestException as exc:
-            raise RemoteError(self.redact(f"Prometheus at {self.url} ({what}): {snippet(str(exc))}")) from None
+            raise RemoteError(f"Prometheus at {self.url} ({what}): {self.printable(str(exc))}") from None
         except (TypeError, KeyError, IndexError):
             # prometheus-api-client indexes ["data"]["result"] without looking: a 200 of another shape lands here.
             if self._last is None or self._last.status_code != 200:
                 raise
-            raise QueryError(self.redact(_unexpected(self._last))) from None
+            raise QueryError(_unexpected(self._last, self.secrets)) from None
         if not isinstance(result, list):
-            raise QueryError(self.redact(_unexpected(self._last)))
+            raise QueryError(_unexpected(self._last, self.secrets))
         return result
 
     def _unreachable(self, what: str, reason: str) -> RemoteError:
         during = "" if what == "probe" else f" (during {what})"
-        return RemoteError(self.redact(f"cannot reach Prometheus at {self.url}{during}: {reason}"))
+        return RemoteError(f"cannot reach Prometheus at {self.url}{during}: {reason}")
+
+    def _reason(self, exc: requests.ConnectionError) -> str:
+        text = str(exc)
+        return self.printable(text.splitlines()[0]) if text else type(exc).__name__
 
     def probe(self) -> None:
         """Raise RemoteError unless the server answers a trivial query within the connect timeout."""
@@ -188,7 +208,7 @@ class PrometheusClient:
         try:
             return float(result[0]["value"][0]) if isinstance(result[0], dict) else float(result[0])
         except (KeyError, IndexError, TypeError, ValueError):
-            shown = self.redact(snippet(json.dumps(result), 120))
+            shown = self.printable(json.dumps(result), 120)
             raise RemoteError(f"Prometheus at {self.url} answered time() with {shown}") from None
 
     def close(self) -> None:
@@ -204,11 +224,6 @@ def _unreachable_reason(exc: requests.ConnectionError) -> str:
     """Why the server cannot be reached at all, or '' when it was reached and the connection broke later."""
     text = str(exc)
     return next((reason for marker, reason in _UNREACHABLE if marker in text), "")
-
-
-def _reason(exc: requests.ConnectionError) -> str:
-    text = str(exc)
-    return snippet(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def series_count(result: Any) -> int:

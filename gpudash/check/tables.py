@@ -42,11 +42,13 @@ def item_name(r: Result) -> str:
 
 def summary(results: Sequence[GroupResult], url: str) -> str:
     counts = Counter(r.status for g in results for r in g.results)
+    late = counts.pop(Status.AFTER_DEADLINE, 0)
     total = sum(counts.values())
     parts = [f"{counts[s]} {s.value.lower()}" for s in Status if counts[s] and not s.failed]
     bad = sum(counts[s] for s in Status if s.failed)
     shown = split_userinfo(url).url  # credentials in the URL log in; they are never printed
-    return f"checked {total} queries against {shown}: {', '.join(parts) or 'none passed'}; {bad} failed"
+    text = f"checked {total} queries against {shown}: {', '.join(parts) or 'none passed'}; {bad} failed"
+    return text + (f"; {late} not checked before the deadline" if late else "")
 
 
 def as_json(results: Sequence[GroupResult]) -> str:

@@ -1,14 +1,17 @@
 """Walking the chain: fetch each server once, then judge every link in the order data flows through them.
 
 Prometheus is read first because it tells which exporters it scrapes (checked when none were given) and
-whether a target this machine cannot reach is scraped fine all the same.
+whether a target this machine cannot reach is scraped fine all the same. The judges quote the servers (a
+target's error, a data source's URL, a rule's name), so every finding has the credentials doctor was given
+masked out of it, in any spelling, before it is shown.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import reduce
 
 from gpudash.doctor.alerting import alertmanager_findings, prometheus_alerting
 from gpudash.doctor.expect import Expectations
@@ -27,7 +30,7 @@ from gpudash.doctor.observed import (
 )
 from gpudash.doctor.physics import physics_findings, physics_queries
 from gpudash.doctor.scrape_targets import site_targets, target_findings
-from gpudash.redaction import split_userinfo
+from gpudash.redaction import NO_SECRETS, Secrets, split_userinfo
 from gpudash.sync.grafana_api import Connection
 
 SCRAPERS = 16  # exporters read at once
@@ -47,6 +50,19 @@ class Given:
     @property
     def anything(self) -> bool:
         return bool(self.exporters or self.prometheus or self.alertmanager or self.grafana or self.grafana_problem)
+
+    @property
+    def secrets(self) -> Secrets:
+        """The credentials of every server given, in every spelling a server could echo."""
+        urls = [split_userinfo(url) for url in (*self.exporters, self.prometheus, self.alertmanager) if url]
+        logins = [Secrets.of(login.user, login.password) for login in urls]
+        return reduce(Secrets.__add__, logins, self.grafana.secrets if self.grafana else NO_SECRETS)
+
+
+def masked(findings: Sequence[Finding], secrets: Secrets) -> list[Finding]:
+    """The findings with every secret masked out of what they show."""
+    return [replace(f, subject=secrets.redact(f.subject), what=secrets.redact(f.what), why=secrets.redact(f.why),
+                    fix=secrets.redact(f.fix)) for f in findings]
 
 
 def _scraped(view: PrometheusView | None, job: str) -> Mapping[str, bool]:
@@ -97,7 +113,7 @@ def diagnose(given: Given, expect: Expectations, timeout: float = DEFAULT_TIMEOU
     if view is not None:
         findings += physics_findings(view, expect)
         findings += unanswered(view)
-    return findings
+    return masked(findings, given.secrets)
 
 
 def unanswered(view: PrometheusView) -> list[Finding]:

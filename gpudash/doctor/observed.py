@@ -3,7 +3,9 @@
 A fetch never raises for a server that is down or answers badly: it records the reason in `error`, so the
 links after it are still checked and the broken one is named. Prometheus is read through the live check's
 client (one attempt, a deadline per request, credentials out of every message); exporters and Alertmanager
-over plain HTTP with the same deadline and redaction.
+over plain HTTP with the same deadline, redaction and limit on the size of an answer (gpudash.answer_size).
+The errors servers report about themselves (a target's or a rule's lastError) are made printable here, where
+the credentials are known, before any judge cuts them short.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ import yaml
 from prometheus_api_client import PrometheusApiClientException
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpudash.answer_size import STATUS_ANSWER, UnreadableAnswer, answer_hook
 from gpudash.check.prometheus_api import CONNECT_TIMEOUT_S, PrometheusClient, QueryError
 from gpudash.deadline import DeadlineExceeded, within
 from gpudash.errors import GpudashError
-from gpudash.redaction import redact, secret_forms, snippet, split_userinfo
+from gpudash.redaction import Secrets, split_userinfo
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0
+ERROR_TEXT = 400  # characters of an error a server reports about itself that doctor keeps
 # How far back a node's GPU count is remembered, so a node that lost one shows it.
 PEAK_WINDOW = "1h"
 
@@ -61,25 +65,30 @@ def parse_exposition(text: str) -> dict[str, tuple[Sample, ...]]:
 
 
 class _Http:
-    """GET with a connect timeout, a deadline for the whole answer, and credentials kept out of messages."""
+    """GET with a connect timeout, a deadline for the whole answer, a limit on its size, and credentials kept out
+    of messages."""
 
     def __init__(self, url: str, timeout: float) -> None:
         login = split_userinfo(url.rstrip("/"))
         self.url = login.url
         self.timeout = timeout
         self._auth = (login.user, login.password) if login.user or login.password else None
-        self._secrets = secret_forms(login.user, login.password)
+        self.secrets = Secrets.of(login.user, login.password)
 
     def get(self, path: str) -> requests.Response:
         def request() -> requests.Response:
-            return requests.get(f"{self.url}{path}", auth=self._auth, timeout=(CONNECT_TIMEOUT_S, self.timeout))
+            with requests.Session() as session:
+                session.hooks["response"] = [answer_hook(lambda url: STATUS_ANSWER)]
+                return session.get(f"{self.url}{path}", auth=self._auth, timeout=(CONNECT_TIMEOUT_S, self.timeout))
 
         return within(self.timeout, request, name="doctor GET")
 
     def problem(self, exc: BaseException) -> str:
-        """Why a request failed, as one redacted line."""
+        """Why a request failed, as one line fit for a message."""
         if isinstance(exc, DeadlineExceeded):
             return f"no answer within {self.timeout:g} s"
+        if isinstance(exc, UnreadableAnswer):
+            return exc.message
         if isinstance(exc, requests.ConnectTimeout):
             return "connect timed out"
         if isinstance(exc, requests.ConnectionError):
@@ -88,12 +97,11 @@ class _Http:
                                    ("No route", "no route to host")):
                 if marker in text:
                     return reason
-            return f"connection failed: {snippet(text, 120)}"
-        return redact(snippet(str(exc), 160), self._secrets)
+            return f"connection failed: {self.secrets.printable(text, 120)}"
+        return self.secrets.printable(str(exc), 160)
 
-
-def _status_problem(response: requests.Response) -> str:
-    return f"HTTP {response.status_code}: {snippet(response.text, 100)}"
+    def status_problem(self, response: requests.Response) -> str:
+        return f"HTTP {response.status_code}: {self.secrets.printable(response.text, 100)}"
 
 
 # ------------------------------------------------------------------------------------------------ exporters
@@ -119,14 +127,14 @@ def scrape_exporter(url: str, timeout: float = DEFAULT_TIMEOUT_S, discovered: bo
     http = _Http(metrics_url(url), timeout)
     try:
         response = http.get("")
-    except (requests.RequestException, DeadlineExceeded) as exc:
+    except (requests.RequestException, DeadlineExceeded, UnreadableAnswer) as exc:
         return ExporterPage(http.url, error=http.problem(exc), discovered=discovered)
     if response.status_code != 200:
-        return ExporterPage(http.url, error=_status_problem(response), discovered=discovered)
+        return ExporterPage(http.url, error=http.status_problem(response), discovered=discovered)
     try:
         samples = parse_exposition(response.text)
     except ValueError as exc:
-        return ExporterPage(http.url, error=f"not a Prometheus exposition: {snippet(str(exc), 120)}",
+        return ExporterPage(http.url, error=f"not a Prometheus exposition: {http.secrets.printable(str(exc), 120)}",
                             discovered=discovered)
     return ExporterPage(http.url, samples, fetched_at=time.time(), discovered=discovered)
 
@@ -182,8 +190,9 @@ def read_prometheus(url: str, queries: Mapping[str, str], label_metrics: Sequenc
     try:
         client.probe()
         now = client.now()
-        targets = _listed(client.api("targets", state="active"), "activeTargets")
-        groups = _listed(client.api("rules"), "groups")
+        targets = [_printable_error(client, t) for t in _listed(client.api("targets", state="active"), "activeTargets")]
+        groups = [{**g, "rules": [_printable_error(client, r) for r in g.get("rules") or [] if isinstance(r, dict)]}
+                  for g in _listed(client.api("rules"), "groups")]
         managers = _listed(client.api("alertmanagers"), "activeAlertmanagers")
     except GpudashError as exc:
         client.close()
@@ -212,6 +221,12 @@ def read_prometheus(url: str, queries: Mapping[str, str], label_metrics: Sequenc
         client.close()
     return PrometheusView(client.url, "", now, tuple(targets), tuple(groups),
                           tuple(str(m.get("url", "")) for m in managers), labels, results, failed, formatted)
+
+
+def _printable_error(client: PrometheusClient, item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A target or a rule with the error Prometheus reports for it fit for a message (a judge cuts it further)."""
+    error = item.get("lastError")
+    return {**item, "lastError": client.printable(str(error), ERROR_TEXT)} if error else item
 
 
 def _listed(data: Any, key: str) -> list[Mapping[str, Any]]:
@@ -256,10 +271,10 @@ def read_alertmanager(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> Alertmana
     try:
         status = http.get("/api/v2/status")
         if status.status_code != 200:
-            return AlertmanagerView(http.url, error=f"/api/v2/status: {_status_problem(status)}")
+            return AlertmanagerView(http.url, error=f"/api/v2/status: {http.status_problem(status)}")
         original = status.json().get("config", {}).get("original", "")
         metrics = http.get("/metrics")
-    except (requests.RequestException, DeadlineExceeded) as exc:
+    except (requests.RequestException, DeadlineExceeded, UnreadableAnswer) as exc:
         return AlertmanagerView(http.url, error=http.problem(exc))
     except (ValueError, AttributeError):
         return AlertmanagerView(http.url, error="/api/v2/status did not answer Alertmanager's JSON")

@@ -7,11 +7,12 @@ from typing import Any
 
 import click
 
-from gpudash.check.cli import parse_vars
+from gpudash.check.cli import deadline_option, parse_vars
 from gpudash.check.queries import load_dashboards, parse_range
 from gpudash.config.durations import parse_duration
+from gpudash.deadline import Deadline
 from gpudash.errors import UsageError
-from gpudash.preview.previewer import Dashboards, draw_previews
+from gpudash.preview.previewer import Dashboards, PreviewIncomplete, draw_previews
 from gpudash.repository import DASHBOARDS_JSON_DIR
 
 DEFAULT_OUT = Path("previews")
@@ -44,14 +45,18 @@ def _revision(ref: str, directory: Path) -> list[dict[str, Any]]:
               help="Set a dashboard variable instead of its default choice (repeatable).")
 @click.option("--scrape-interval", default="15s", show_default=True,
               help="The data source's scrape interval, for $__interval and $__rate_interval.")
+@deadline_option("the pictures drawn by then are written, the others named")
 def preview(prometheus_url: str, out: Path, range_text: str, uids: tuple[str, ...], directory: Path,
-            ref: str | None, pairs: tuple[str, ...], scrape_interval: str) -> None:
+            ref: str | None, pairs: tuple[str, ...], scrape_interval: str, deadline_s: float) -> None:
     """Draw each dashboard as a PNG from live data: the grid, each panel in its own form, no Grafana.
 
     Variables take Grafana's first-load choice (All where a variable has it, else its first value);
     panels draw lines with legends and units, stat numbers and gauges coloured by their thresholds, bar
     gauges, heatmaps, tables (top rows), state timelines and text; a panel without data says "No data".
-    Prints the path of each picture. Needs matplotlib: pip install 'gpudash[preview]'.
+    Prints the path of each picture; on stderr, each dashboard drawn and, every 10 s of a long run, how many
+    panels are done. Exits 4 when every query failed (the pictures, each panel showing its error, are written)
+    or when --deadline passed first (the pictures drawn by then are written, the others named). Needs
+    matplotlib: pip install 'gpudash[preview]'.
 
     \b
     Examples:
@@ -67,6 +72,12 @@ def preview(prometheus_url: str, out: Path, range_text: str, uids: tuple[str, ..
     variables = parse_vars(pairs, example="instance=gpu-node-01:9400")
     after = Dashboards.of([d for d, _ in load_dashboards([directory])])
     before = Dashboards.of(_revision(ref, directory)) if ref is not None else None
-    for path in draw_previews(prometheus_url, out, after, uids, range_s, scrape_s, variables, before, ref,
-                              progress=lambda line: click.echo(line, err=True)):
+    try:
+        paths = draw_previews(prometheus_url, out, after, uids, range_s, scrape_s, variables, before, ref,
+                              progress=lambda line: click.echo(line, err=True), deadline=Deadline(deadline_s))
+    except PreviewIncomplete as incomplete:
+        for path in incomplete.paths:
+            click.echo(str(path))
+        raise
+    for path in paths:
         click.echo(str(path))

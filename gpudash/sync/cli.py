@@ -16,7 +16,7 @@ from gpudash.compare import diffing
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import UsageError
-from gpudash.redaction import redact
+from gpudash.redaction import Secrets
 from gpudash.repository import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
 from gpudash.sync.apply import read_plan
 from gpudash.sync.grafana_api import Connection, connection_from
@@ -40,16 +40,16 @@ def _echo(text: str) -> None:
 
 
 class _Redacting(logging.Filter):
-    def __init__(self, secrets: tuple[str, ...]) -> None:
+    def __init__(self, secrets: Secrets) -> None:
         super().__init__()
         self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = redact(record.getMessage(), self.secrets), None
+        record.msg, record.args = self.secrets.redact(record.getMessage()), None
         return True
 
 
-def _logging(verbose: int, secrets: tuple[str, ...]) -> None:
+def _logging(verbose: int, secrets: Secrets) -> None:
     """-v: retries and progress details from gpudash; -vv: every request, HTTP libraries included."""
     if not verbose:
         return

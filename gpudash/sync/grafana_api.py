@@ -4,7 +4,9 @@ Every request goes through `Grafana.call`, which wraps a grafana-client call, gi
 whole request (gpudash.deadline: niquests' timeout is per read), retries what is safe to retry (reads on
 any transport failure or 5xx, writes on 5xx) with bounded exponential backoff, and turns whatever went
 wrong into one line naming the object and what the server said. The token and password are held only
-here, never appear in a message or a log record, and are scrubbed from any text that could echo them.
+here and never appear in a message or a log record: what the server said enters a message only through
+`Secrets.printable` (gpudash.redaction), which masks them in any spelling before cutting. No answer is read
+past 16 MiB (gpudash.answer_size).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaException, GrafanaTimeoutError
 
 from gpudash import __version__
+from gpudash.answer_size import GRAFANA_ANSWER, UnreadableAnswer, answer_hook
 from gpudash.deadline import DeadlineExceeded, within
 from gpudash.errors import ConfigError, DriftError, RemoteError
-from gpudash.redaction import redact, secret_forms, snippet, split_userinfo
+from gpudash.redaction import Secrets, snippet, split_userinfo
 from gpudash.secret_files import warn_if_readable_by_others
 
 log = logging.getLogger("gpudash.sync")
@@ -67,8 +70,8 @@ class Connection:
         return "default" if self.org_id in (None, 1) else f"org-{self.org_id}"
 
     @functools.cached_property  # every redaction reads it: each spelling of the secrets, worked out once
-    def secrets(self) -> tuple[str, ...]:
-        return secret_forms(self.user, self.password, self.token)
+    def secrets(self) -> Secrets:
+        return Secrets.of(self.user, self.password, self.token)
 
 
 def _read_secret(path: Path, what: str) -> str:
@@ -154,19 +157,19 @@ class _Trouble:
     transport: bool = False
 
 
-def _body_text(body: Any, status: int) -> tuple[str, str]:
-    """(message, keyword) from an error body; says so when the body was not JSON."""
+def _body_text(body: Any, status: int, secrets: Secrets) -> tuple[str, str]:
+    """(message, keyword) from an error body, fit for a message; says so when the body was not JSON."""
     if isinstance(body, dict) and body.get("kind") == "Status":  # /apis: a Kubernetes Status; `reason` says what
-        return snippet(str(body.get("message") or ""), 300) or f"no message in the {status} answer", \
-            snippet(str(body.get("reason") or ""), 80)
+        return secrets.printable(str(body.get("message") or ""), 300) or f"no message in the {status} answer", \
+            secrets.printable(str(body.get("reason") or ""), 80)
     if isinstance(body, dict):
-        message = snippet(str(body.get("message") or body.get("title") or ""), 300)
-        keyword = snippet(str(body.get("status") or body.get("messageId") or ""), 80)
+        message = secrets.printable(str(body.get("message") or body.get("title") or ""), 300)
+        keyword = secrets.printable(str(body.get("status") or body.get("messageId") or ""), 80)
         return message or f"no message in the {status} answer", keyword
     text = body if isinstance(body, str) else ""
     if not text.strip():
         return "an empty body", ""
-    return f"a body that is not JSON: {snippet(text, 80)!r}", "non-json"
+    return f"a body that is not JSON: {secrets.printable(text, 80)!r}", "non-json"
 
 
 def _changed_meanwhile(status: int, keyword: str, said: str) -> bool:
@@ -202,19 +205,25 @@ class Grafana:
         prefix = parts.path.strip("/")
         credential: Any = connection.token or (connection.user, connection.password)
         host = parts.hostname or ""
-        return GrafanaApi(
+        api = GrafanaApi(
             auth=credential, host=f"[{host}]" if ":" in host else host, port=parts.port, protocol=parts.scheme,
             url_path_prefix=f"{prefix}/" if prefix else "",
             verify=str(connection.ca_file) if connection.ca_file else True,
             timeout=self._read_timeout, organization_id=connection.org_id, user_agent=f"gpudash/{__version__}",
         )
+        api.client.s.hooks["response"].append(answer_hook(lambda url: GRAFANA_ANSWER))
+        return api
 
     @property
     def writes(self) -> int:
         return sum(n for method, n in self.requests.items() if method != "GET")
 
     def redact(self, text: str) -> str:
-        return redact(text, self.connection.secrets)
+        return self.connection.secrets.redact(text)
+
+    def printable(self, text: str, limit: int = 200) -> str:
+        """What Grafana said (or an exception about it), fit for a message: see Secrets.printable."""
+        return self.connection.secrets.printable(text, limit)
 
     def call(self, what: str, method: str, path: str, request: Callable[[], T]) -> T:
         """Run one request (`request` makes exactly one), retrying what is safe; raise one clear line."""
@@ -225,18 +234,19 @@ class Grafana:
             started = time.monotonic()
             try:
                 result = within(self.connection.timeout, request, name=f"grafana {method} {path}")
+            except UnreadableAnswer as exc:
+                raise GrafanaFailure(f"{what}: {exc.message}" if what else exc.message) from None
             except (GrafanaException, niquests.exceptions.RequestException, ValueError, DeadlineExceeded) as exc:
                 if isinstance(exc, DeadlineExceeded):
                     self.api = self._connect()  # the abandoned request still holds its connection: never reuse it
                 trouble = self._classify(exc)
                 took = (time.monotonic() - started) * 1000
-                log.debug("%s %s failed in %.0f ms: %s %s", method, path, took, trouble.status or "-",
-                          self.redact(trouble.said))
+                log.debug("%s %s failed in %.0f ms: %s %s", method, path, took, trouble.status or "-", trouble.said)
                 retry = trouble.status >= 500 or (method == "GET" and trouble.transport)
                 if retry and attempt < attempts:
                     pause = min(4.0, self.connection.backoff * 2 ** (attempt - 1))
-                    log.info("%s %s: %s; retry %d of %d in %.2f s", method, path, self.redact(trouble.said),
-                             attempt, attempts - 1, pause)
+                    log.info("%s %s: %s; retry %d of %d in %.2f s", method, path, trouble.said, attempt,
+                             attempts - 1, pause)
                     self._sleep(pause)
                     continue
                 raise self._failure(what, trouble, attempt) from None
@@ -248,11 +258,11 @@ class Grafana:
         """A 2xx answer of the wrong shape (an HTML login page behind a proxy, say) as one line."""
         if isinstance(value, kind):
             return value
-        shown = f"{snippet(value, 80)!r}" if isinstance(value, str) else type(value).__name__
+        shown = f"{self.printable(value, 80)!r}" if isinstance(value, str) else type(value).__name__
         prefix = f"{what}: " if what else ""
-        raise GrafanaFailure(self.redact(
+        raise GrafanaFailure(
             f"{prefix}Grafana at {self.connection.url} answered with a body that is not the expected JSON: "
-            f"{shown} (is GRAFANA_URL the Grafana root URL?)"))
+            f"{shown} (is GRAFANA_URL the Grafana root URL?)")
 
     def _classify(self, exc: BaseException) -> _Trouble:
         if isinstance(exc, DeadlineExceeded):
@@ -260,34 +270,36 @@ class Grafana:
         if isinstance(exc, (GrafanaTimeoutError, niquests.exceptions.Timeout)):
             return _Trouble(0, f"no answer within {self._read_timeout:g} s (timeout)", "timeout", True)
         if isinstance(exc, GrafanaException) and exc.status_code:
-            message, keyword = _body_text(exc.response, exc.status_code)
+            message, keyword = _body_text(exc.response, exc.status_code, self.connection.secrets)
             return _Trouble(int(exc.status_code), message, keyword)
         if isinstance(exc, (niquests.exceptions.InvalidJSONError, ValueError)):
             doc = getattr(exc, "doc", "")
-            return _Trouble(200, f"a body that is not JSON: {snippet(str(doc), 80)!r}", "non-json")
+            return _Trouble(200, f"a body that is not JSON: {self.printable(str(doc), 80)!r}", "non-json")
         if isinstance(exc, niquests.exceptions.SSLError) or "certificate" in str(exc).lower():
-            return _Trouble(0, f"TLS verification failed ({snippet(str(exc), 120)}); pass --ca-file", "tls", True)
+            return _Trouble(0, f"TLS verification failed ({self.printable(str(exc), 120)}); pass --ca-file", "tls",
+                            True)
         if _refused(exc):
             return _Trouble(0, "connection refused", "refused", True)
-        return _Trouble(0, f"request failed: {snippet(str(exc), 160)}", "transport", True)
+        return _Trouble(0, f"request failed: {self.printable(str(exc), 160)}", "transport", True)
 
     def _failure(self, what: str, trouble: _Trouble, attempts: int) -> GrafanaFailure | ChangedMeanwhile:
-        """One line: `what` (empty for the up-front check, which names Grafana instead), then what happened."""
+        """One line: `what` (empty for the up-front check, which names Grafana instead), then what happened (`said`,
+        already fit for a message)."""
         url = self.connection.url
         prefix, grafana = (f"{what}: ", "Grafana") if what else ("", f"Grafana at {url}")
         tries = f" (tried {attempts} times)" if attempts > 1 else ""
         status, said = trouble.status, trouble.said
         if _changed_meanwhile(status, trouble.keyword, said):
-            return ChangedMeanwhile(self.redact(
+            return ChangedMeanwhile(
                 f"{prefix}changed in Grafana while gpudash was writing it ({status} {trouble.keyword or 'conflict'}"
-                f": {said}); run `gpudash sync` again to see the change"))
+                f": {said}); run `gpudash sync` again to see the change")
         if status == 0:
             text = f"{prefix}cannot reach Grafana at {url}: {said}{tries}"
             if trouble.keyword == "refused":
                 text += "; is Grafana running and GRAFANA_URL right?"
             elif trouble.keyword == "timeout":
                 text += "; raise --timeout or check the server"
-            return GrafanaFailure(self.redact(text), 0, trouble.keyword, said=self.redact(said))
+            return GrafanaFailure(text, 0, trouble.keyword, said=said)
         hint = {
             401: "; check GRAFANA_TOKEN (or GRAFANA_USER and GRAFANA_PASSWORD)",
             403: "; the token's role lacks the permission (Editor for dashboards and folders, Admin for data "
@@ -304,5 +316,4 @@ class Grafana:
         else:
             keyword = f" {trouble.keyword}" if trouble.keyword and trouble.keyword != said else ""
             text = f"{prefix}{grafana} answered {status}{keyword}: {said}{tries}{hint}"
-        return GrafanaFailure(self.redact(text), status, trouble.keyword, status in PER_OBJECT_STATUSES,
-                              self.redact(said))
+        return GrafanaFailure(text, status, trouble.keyword, status in PER_OBJECT_STATUSES, said)

@@ -88,7 +88,8 @@ class GrafanaRemote:
         try:
             return RemoteDashboard.from_api(uid, body)
         except (ValueError, TypeError) as exc:
-            raise GrafanaFailure(f"{what}: Grafana's answer has no dashboard and meta ({exc})") from None
+            raise GrafanaFailure(f"{what}: Grafana's answer has no dashboard and meta "
+                                 f"({g.printable(str(exc), 120)})") from None
 
     def history(self, uid: str, title: str = "") -> History | None:
         """What the version history says about who wrote this dashboard (a UI save drops the marker); None

@@ -149,7 +149,8 @@ class ApisDashboards:
         try:
             return remote_of(item)
         except (ValueError, TypeError, AttributeError) as exc:
-            raise GrafanaFailure(f"{what}: Grafana's answer is not a dashboard resource ({exc})") from None
+            shown = self.grafana.printable(str(exc), 120)  # the exception quotes the answer
+            raise GrafanaFailure(f"{what}: Grafana's answer is not a dashboard resource ({shown})") from None
 
     # ---- dashboards
 

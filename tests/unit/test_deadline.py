@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from gpudash.deadline import DeadlineExceeded, within
+from gpudash.deadline import Deadline, DeadlineExceeded, within
 
 
 def test_the_answer_or_the_error_of_the_request() -> None:
@@ -34,3 +34,17 @@ def test_a_request_still_running_at_the_deadline_is_given_up() -> None:
 def test_a_deadline_is_positive(seconds: float) -> None:
     with pytest.raises(ValueError, match="a deadline must be a positive number of seconds"):
         within(seconds, lambda: None)
+
+
+def test_a_run_deadline_counts_down_from_its_start() -> None:
+    now = [100.0]
+    deadline = Deadline(30, clock=lambda: now[0])
+    assert deadline.left() == 30 and not deadline.passed
+    now[0] = 125.5
+    assert deadline.elapsed() == 25.5 and deadline.left() == 4.5 and not deadline.passed
+    now[0] = 130.0
+    assert deadline.left() == 0 and deadline.passed
+    now[0] = 1e9
+    assert deadline.left() == 0 and not Deadline.never().passed and Deadline.never().left() == float("inf")
+    with pytest.raises(ValueError, match="positive"):
+        Deadline(0)

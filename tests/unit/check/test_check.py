@@ -36,6 +36,7 @@ from gpudash.check.queries import (
 )
 from gpudash.check.tables import as_json, render_table, summary
 from gpudash.errors import ConfigError
+from gpudash.redaction import Secrets
 from gpudash.stack.process import free_port
 
 
@@ -248,3 +249,43 @@ def test_a_custom_variable_is_sent_as_its_current_value_unless_chosen() -> None:
     without_current = {**dashboard, "templating": {"list": [{**ledger, "current": {}}]}}
     (first,) = dashboard_groups([(without_current, origin)], 15)
     assert all("[30d:1h]" in q.expr for q in first.queries if ":1h]" in q.expr)
+
+
+class _LabelEcho:
+    """A Prometheus stand-in whose label values echo the password it was given."""
+
+    secrets = Secrets.of("admin", "echoed-s3cret-value")
+
+    def label_values(self, label: str, match: str | None = None, window: object = None) -> list[str]:
+        return ["gpu-node-1", "Basic admin:echoed-s3cret-value"]
+
+
+def test_label_values_the_server_echoes_a_secret_in_are_masked() -> None:
+    from gpudash.check.judge import Checker
+    from gpudash.check.prometheus_api import PrometheusClient, TimeRange
+
+    checker = Checker(cast(PrometheusClient, _LabelEcho()), site_promql(), TimeRange(0, 60, 15))
+    result = checker.run(CheckQuery("GPU fleet", "$instance", VARIABLE, "label_values(up, instance)"))
+    assert result.status is Status.OK and result.detail == "instance: Basic admin:***, gpu-node-1"
+
+
+def test_a_query_judged_after_the_deadline_is_after_deadline_and_none_is_asked() -> None:
+    from gpudash.check.judge import Checker
+    from gpudash.check.prometheus_api import PrometheusClient, TimeRange
+    from gpudash.deadline import Deadline
+
+    now, seen = [0.0], []
+    asked = _Answers("DCGM_FI_DEV_GPU_UTIL")
+
+    class Slow(_Answers):
+        def instant(self, expr: str, at: float | None = None) -> list[dict[str, object]]:
+            now[0] += 4  # each answer takes 4 s of the run's 10
+            seen.append(expr)
+            return asked.instant(expr, at)
+
+    checker = Checker(cast(PrometheusClient, Slow()), site_promql(), TimeRange(0, 60, 15),
+                      Deadline(10, clock=lambda: now[0]), judged=lambda result: seen.append(result.status.name))
+    query = CheckQuery("T", "p", PANEL, "count(DCGM_FI_DEV_GPU_UTIL)", instant=True)
+    assert [checker.run(query).status for _ in range(4)] == [Status.OK, Status.OK, Status.AFTER_DEADLINE,
+                                                             Status.AFTER_DEADLINE]
+    assert seen.count("count(DCGM_FI_DEV_GPU_UTIL)") == 3  # the third was cut short by the deadline; no fourth

@@ -57,3 +57,16 @@ def test_the_site_names_the_exporters_when_prometheus_is_not_given() -> None:
     with_prometheus = given_from((), "http://prom:9090", None, None, settings, True, {})
     assert with_prometheus.exporters == ()  # Prometheus' own targets are checked instead
     assert given_from((), None, None, None, settings, False, {}).anything is False
+
+
+def test_every_finding_has_every_given_servers_credentials_masked() -> None:
+    from gpudash.doctor.diagnose import Given, masked
+    from gpudash.sync.grafana_api import Connection
+
+    given = Given(("http://scrape:exporter-pass-1@node:9400",), "http://reader:prometheus-pass-2@prom:9090",
+                  "http://am:alertmanager-pass-3@am:9093", Connection("http://g:3000", "glsa_grafana_token_4"))
+    quoted = fail(Link.TARGETS, "node:9400 exporter-pass-1", "lastError: bad auth prometheus-pass-2 for reader",
+                  why="echo: alertmanager-pass-3", fix="Bearer glsa_grafana_token_4")
+    (shown,) = masked([quoted], given.secrets)
+    assert line(shown) == ("FAIL  targets   node:9400 ***: lastError: bad auth *** for reader; why: echo: ***; "
+                           "fix: Bearer ***")

@@ -212,3 +212,18 @@ def test_a_pending_alert_says_how_long_until_it_fires(expect: Expectations) -> N
     found = rule_findings(view(rule_groups=loaded_groups(expect, pending), now=start + 90.12), expect)
     (hint,) = [f for f in found if f.verdict is Verdict.HINT]
     assert hint.what == "pending for 1m30s (cluster=demo, instance=b:9400): fires in 3m30s if it holds (for: 5m)"
+
+
+def test_the_errors_prometheus_reports_are_masked_before_a_judge_cuts_them() -> None:
+    import base64
+
+    from gpudash.check.prometheus_api import PrometheusClient
+    from gpudash.doctor.observed import ERROR_TEXT, _printable_error
+
+    client = PrometheusClient("http://admin:lastError-s3cret@prometheus:9090")  # no request is made
+    basic = base64.b64encode(b"admin:lastError-s3cret").decode()
+    target = {"health": "down", "lastError": f"server returned 401: Authorization: Basic {basic} " * 40}
+    shown = str(_printable_error(client, target)["lastError"])
+    assert len(shown) <= ERROR_TEXT and shown.startswith("server returned 401: Authorization: Basic *** ")
+    assert not any(basic[i:i + 6] in shown for i in range(len(basic) - 5)) and "s3cret" not in shown
+    assert _printable_error(client, {"health": "up", "lastError": ""}) == {"health": "up", "lastError": ""}

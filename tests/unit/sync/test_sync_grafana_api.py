@@ -215,3 +215,22 @@ def test_api_url_keeps_a_sub_path(url: str, api: str) -> None:
     conn = connection_from({"GRAFANA_URL": url, "GRAFANA_TOKEN": "t"})
     assert Grafana(conn).api.client.url == api
     assert conn.url == api.removesuffix("/api")
+
+
+def test_an_answer_of_the_wrong_shape_is_quoted_without_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudash.sync.remote import GrafanaRemote
+    from gpudash.sync.remote_apis import ApisDashboards
+
+    token = "glsa_Kq3VzP9mX2wL7tR8yN4bC6dF1hJ5_a1b2c3d4"
+    g = Grafana(Connection("http://127.0.0.1:9", token, retries=0))
+    echoed = {"dashboard": {}, "meta": {"version": token}}  # int() of it fails, quoting it
+    monkeypatch.setattr(g.api.dashboard, "get_dashboard", lambda uid: echoed)
+    with pytest.raises(GrafanaFailure) as on_api:
+        GrafanaRemote(g).dashboard("gpu-node")
+    with pytest.raises(GrafanaFailure) as on_apis:
+        ApisDashboards(g, "v1", "default")._remote("dashboard gpu-node", {"metadata": {"name": "gpu-node",
+                                                                                       "generation": token},
+                                                                          "spec": {}})
+    for caught in (on_api, on_apis):
+        assert "invalid literal for int()" in caught.value.message and "***" in caught.value.message
+        assert token[:6] not in caught.value.message and token[-6:] not in caught.value.message
