@@ -84,9 +84,25 @@ def cli() -> None:
     """
 
 
+def usage_line(exc: click.UsageError, argv: list[str]) -> str:
+    """click's usage error as one line naming the command, the problem and where the help is, instead of
+    click's three (usage, hint, error): log parsers and CI annotations read one line per error."""
+    command = exc.ctx.command_path.partition(" ")[2] if exc.ctx is not None else ""
+    if not command:  # click gives some parse errors (a flag without its value) no context of the subcommand
+        command = next((arg for arg in argv if arg in COMMANDS), "")
+    problem = " ".join(exc.format_message().split())
+    return f"{command + ': ' if command else ''}{problem} (see 'gpudash {command + ' ' if command else ''}--help')"
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         result = cli.main(args=argv, prog_name="gpudash", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `gpudash` alone: the help, as click shows it
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:  # click's own (a bad flag or value): one line, like every gpudash error
+        click.echo(f"gpudash: {usage_line(exc, sys.argv[1:] if argv is None else argv)}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:  # a GpudashError shows itself as `gpudash: <message>`
         exc.show()
         sys.exit(exc.exit_code)

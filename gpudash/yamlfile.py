@@ -132,12 +132,18 @@ def parse_yaml(text: str) -> Any:
         raise YamlError(f"{_where(mark)}invalid YAML: {problem}") from None
 
 
-def read_yaml(path: Path) -> Any:
-    """Read and parse one file of at most MAX_FILE_BYTES. OSError and UnicodeDecodeError pass through for the
-    caller to name; YamlError says what is wrong (the caller adds the path)."""
+def read_config_text(path: Path) -> str:
+    """The text of one config file (YAML or CSV) of at most MAX_FILE_BYTES, read no further than that.
+    OSError and UnicodeDecodeError pass through for the caller to name; YamlError says the file is too big."""
     with path.open("rb") as stream:
         data = stream.read(MAX_FILE_BYTES + 1)
         if len(data) > MAX_FILE_BYTES:
             size = max(path.stat().st_size, len(data))
             raise YamlError(f"{size:,} bytes; a config file is at most {MAX_FILE_BYTES:,} bytes")
-    return parse_yaml(data.decode("utf-8"))
+    return data.decode("utf-8")
+
+
+def read_yaml(path: Path) -> Any:
+    """Read and parse one file of at most MAX_FILE_BYTES. OSError and UnicodeDecodeError pass through for the
+    caller to name; YamlError says what is wrong (the caller adds the path)."""
+    return parse_yaml(read_config_text(path))

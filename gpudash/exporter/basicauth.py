@@ -32,7 +32,7 @@ from gpudash.exporter.episodes import Episode
 
 log = logging.getLogger("gpudash.exporter")
 
-HASH = re.compile(r"\$2[aby]?\$(?P<cost>\d\d)\$[./A-Za-z0-9]{53}")
+HASH = re.compile(r"\$2[aby]?\$(?P<cost>[0-9][0-9])\$[./A-Za-z0-9]{53}")
 MIN_COST, MAX_COST = 4, 31  # the range Go's bcrypt accepts (checkCost)
 # Go's bcrypt.CompareHashAndPassword, which exporter-toolkit calls, never refuses a long password: only
 # GenerateFromPassword returns ErrPasswordTooLong. Blowfish's ExpandKey reads 18 words (72 bytes) of the key
@@ -109,7 +109,7 @@ def hash_problem(hashed: object) -> str | None:
 def hash_is_readable(backend: Bcrypt, hashed: str) -> bool:
     """Whether bcrypt can decode this hash (salt and digest), tried at the cheapest cost so loading stays fast."""
     try:
-        backend.check(b"", re.sub(r"\$\d\d\$", f"${MIN_COST:02d}$", hashed, count=1))
+        backend.check(b"", re.sub(r"\$[0-9][0-9]\$", f"${MIN_COST:02d}$", hashed, count=1))
     except Exception:  # whatever the backend raises, the hash is unusable
         return False
     return True

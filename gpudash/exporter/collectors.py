@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpudash.catalog import BY_DCGM_NAME, DRIVER_VERSION_LABEL, SIGNALS
 from gpudash.errors import ExporterError
+from gpudash.yamlfile import YamlError, read_config_text
 
 # Published whatever the CSV says: without them nobody can tell a lost GPU from a missing one, or from one that
 # fell off the bus before the exporter started.
@@ -64,9 +65,11 @@ def parse_collectors(text: str, origin: str) -> Collectors:
 
 def load_collectors(path: Path) -> Collectors:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)
     except OSError as exc:
         raise ExporterError(f"{path}: cannot read collectors file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ExporterError(f"{path}: collectors file is not UTF-8 text") from None
+    except YamlError as exc:
+        raise ExporterError(f"{path}: collectors file: {exc}") from None
     return parse_collectors(text, str(path))

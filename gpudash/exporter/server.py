@@ -48,7 +48,7 @@ LANDING = b"""<!doctype html><html><head><title>gpudash exporter</title></head>
 def parse_listen(listen: str) -> tuple[str, int]:
     """``:9400``, ``0.0.0.0:9400``, ``127.0.0.1:0``, ``[::1]:9400`` -> (host, port)."""
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise ExporterError(f"--listen {listen!r}: expected [HOST]:PORT, e.g. :9400 or 127.0.0.1:9400")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     return host or "0.0.0.0", int(port)

@@ -150,8 +150,23 @@ def test_ctrl_c_is_aborted_and_130(raising: Any, capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err == "\ngpudash: aborted\n"
 
 
-def test_click_usage_errors_keep_click_format(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("argv", "line"), [
+    (["dashboards", "--bogus"], "gpudash: dashboards: No such option '--bogus'. Did you mean '--out'? "
+                                "(see 'gpudash dashboards --help')\n"),
+    (["rules", "--out"], "gpudash: rules: Option '--out' requires an argument. (see 'gpudash rules --help')\n"),
+    (["rulez"], "gpudash: No such command 'rulez'. (see 'gpudash --help')\n"),
+])
+def test_click_usage_errors_are_one_line_naming_the_command_and_its_help(
+        argv: list[str], line: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
-        main(["dashboards", "--bogus"])
+        main(argv)
     assert info.value.code == 2
-    assert capsys.readouterr().err.endswith("Error: No such option '--bogus'. Did you mean '--out'?\n")
+    assert capsys.readouterr().err == line
+
+
+def test_a_directory_given_for_thresholds_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["rules", "--thresholds", str(tmp_path)])
+    assert info.value.code == 2
+    assert capsys.readouterr().err == (f"gpudash: rules: Invalid value for '--thresholds': File '{tmp_path}' is a "
+                                       "directory. (see 'gpudash rules --help')\n")

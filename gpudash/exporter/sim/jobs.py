@@ -34,15 +34,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from gpudash.config.durations import parse_seconds
 from gpudash.errors import UsageError
 from gpudash.exporter.sim.noise import name_key, uniform
+from gpudash.yamlfile import YamlError, read_yaml
 
 KINDS = ("train", "inference", "idle")
 _NODE = r"[A-Za-z0-9_.-]+"
-_SPEC = re.compile(r"^(\d+)(?:/([a-z]+))?=([^@+]+)(?:@([^+]+))?(?:\+(.+))?$")
+_SPEC = re.compile(r"^([0-9]+)(?:/([a-z]+))?=([^@+]+)(?:@([^+]+))?(?:\+(.+))?$")
 _PLACE = re.compile(rf"^({_NODE}):(.+)$")
 _CH_LAYOUT, _CH_PHASE = 101, 102
 
@@ -117,11 +116,15 @@ class JobLayout:
                                      f"the simulated nodes have GPUs 0-{gpus - 1}")
 
 
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # str.isdigit alone takes a fullwidth or superscript 2
+
+
 def _indexes(spec: str, text: str) -> tuple[int, ...]:
     out: list[int] = []
     for part in text.split(","):
         lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        if not _digits(lo) or (sep and not _digits(hi)):
             raise UsageError(f"--sim-job {spec!r}: bad GPU list {text!r}; expected indexes and ranges like 0-3,6")
         first, last = int(lo), int(hi) if sep else int(lo)
         if last < first:
@@ -218,13 +221,11 @@ def default_layout(seed: int, nodes: Sequence[str], gpus: int) -> JobLayout:
 def read_job_file(path: Path) -> list[str]:
     """The job specs of a YAML file (``jobs:`` and a list of specs); a bad file is one line naming it."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = read_yaml(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--sim-jobs {path}: cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"--sim-jobs {path}{where}: not valid YAML") from None
+    except YamlError as exc:
+        raise UsageError(f"--sim-jobs {path}: {exc}") from None
     specs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(specs, list) or not all(isinstance(spec, str | int) for spec in specs):
         raise UsageError(f"--sim-jobs {path}: expected 'jobs:' and a list of job specs (ID=NODE:GPUS...)")

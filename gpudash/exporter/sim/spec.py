@@ -41,7 +41,7 @@ class Fault:
         return self.start <= t < self.end
 
 
-_FAULT = re.compile(r"^(?:([A-Za-z0-9_.:-]+)/)?(\d+)=([a-z-]+)(?::([^@+]+))?(?:@([^+]+))?(?:\+(.+))?$")
+_FAULT = re.compile(r"^(?:([A-Za-z0-9_.:-]+)/)?([0-9]+)=([a-z-]+)(?::([^@+]+))?(?:@([^+]+))?(?:\+(.+))?$")
 
 
 def parse_fault(spec: str) -> tuple[int, Fault]:
@@ -95,6 +95,6 @@ def _number(text: str) -> float:
 def parse_workload(spec: str) -> tuple[int, str]:
     """``3=idle`` -> (3, "idle")."""
     index, sep, name = spec.strip().partition("=")
-    if not sep or not index.isdigit() or name not in WORKLOADS:
+    if not sep or not (index.isascii() and index.isdigit()) or name not in WORKLOADS:
         raise UsageError(f"--workload {spec!r}: expected IDX=NAME, NAME one of {', '.join(WORKLOADS)}")
     return int(index), name

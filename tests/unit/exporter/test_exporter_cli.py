@@ -20,6 +20,10 @@ def _run(root: Path, *args: str) -> Ran:
         (["--simulate", "2", "--fault", "1=boil"], "gpudash: --fault '1=boil': unknown fault 'boil'; expected"),
         (["--simulate", "2", "--interval", "fast"], "gpudash: --interval 'fast': expected a duration"),
         (["--simulate", "2", "--listen", "nowhere"], "gpudash: --listen 'nowhere': expected [HOST]:PORT"),
+        (["--simulate", "2", "--listen", ":\uff19\uff14\uff10\uff10"], "gpudash: --listen ':\uff19\uff14\uff10\uff10': "
+                                                                        "expected [HOST]:PORT"),
+        (["--simulate", "2", "--listen", ":94\u00b2"], "gpudash: --listen ':94\u00b2': expected [HOST]:PORT"),
+        (["--simulate", "2", "--workload", "\uff11=idle"], "gpudash: --workload '\uff11=idle': expected IDX=NAME"),
         (["--simulate", "2", "-f", "/no/such.csv"], "gpudash: /no/such.csv: cannot read collectors file"),
         (["--simulate", "2", "--fault", "1=nvlink-crc-storm:fast"], "gpudash: --fault '1=nvlink-crc-storm:fast': bad"),
         (["--simulate", "2", "--xid-count-window-size", "5m"], "gpudash: --xid-count-window-size '5m': expected a "

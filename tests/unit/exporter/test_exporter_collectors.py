@@ -67,3 +67,12 @@ def test_bad_counters_are_one_clear_error(text: str, message: str) -> None:
 def test_unreadable_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ExporterError, match=r"missing\.csv: cannot read collectors file"):
         load_collectors(tmp_path / "missing.csv")
+
+
+def test_a_collectors_file_over_the_config_limit_is_one_line_read_no_further(tmp_path: Path) -> None:
+    path = tmp_path / "counters.csv"
+    path.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, utilization\n" + "#" * (1 << 20))
+    with pytest.raises(ExporterError) as info:
+        load_collectors(path)
+    assert info.value.format_message() == (f"{path}: collectors file: {path.stat().st_size:,} bytes; "
+                                           "a config file is at most 1,048,576 bytes")

@@ -231,6 +231,9 @@ def test_default_epoch_is_the_start_of_the_hour() -> None:
         (["--simulate", "8", "--fault", "1=straggler:95"], "between 0 and 90 % slower"),
         (["--simulate", "8", "--sim-nodes", "a,b"], "give --sim-job or --sim-jobs too"),
         (["--simulate", "8", "--fault", "1=foreign:x"], "bad number or time 'x'"),
+        # A fullwidth or superscript digit is not an index (str.isdigit takes both; int() refuses the second).
+        (["--simulate", "8", "--sim-job", "1=n:\uff10-3", "--hostname", "n"], "bad GPU list"),
+        (["--simulate", "8", "--sim-job", "1=n:\u00b2", "--hostname", "n"], "bad GPU list"),
     ],
 )
 def test_bad_job_options_exit_2_with_one_line(root: Path, args: list[str], message: str) -> None:
@@ -243,7 +246,10 @@ def test_a_job_file_lists_specs_and_a_bad_one_is_one_line(tmp_path: Path) -> Non
     good = tmp_path / "jobs.yaml"
     good.write_text("jobs:\n  - 48213=node-01:0-7,node-02:0-7@10m+4h\n  - 48231/idle=node-03:0-3@1h\n")
     assert read_job_file(good) == ["48213=node-01:0-7,node-02:0-7@10m+4h", "48231/idle=node-03:0-3@1h"]
-    for text, problem in (("jobs: [1, [2]]\n", "expected 'jobs:' and a list"), ("jobs: [a\n", ":2: not valid YAML"),
+    for text, problem in (("jobs: [1, [2]]\n", "expected 'jobs:' and a list"),
+                          ("jobs: [a\n", ": line 2, column 1: invalid YAML"),
+                          ("jobs:" + " [" * 3000 + "\n", "nested more than 64 levels deep"),
+                          ("jobs:\n  - 1=n:0\n" + "#" * (1 << 20), "a config file is at most 1,048,576 bytes"),
                           ("- 1=n:0\n", "expected 'jobs:' and a list")):
         bad = tmp_path / "bad.yaml"
         bad.write_text(text)
