@@ -55,7 +55,7 @@ ALERTS: tuple[AlertSpec, ...] = (
         "A linear fit over the last {k.window} projects framebuffer use of {where} to reach "
         "{{{{ $value | humanizePercentage }}}} in {k.horizon} (critical level {t.memory.critical:.0%}), and "
         "usage is still growing: a likely leak, heading for out-of-memory."),),
-        reads=("memory.critical",)),
+        reads=("memory.critical", "alerts.memory_pressure.growth_window")),
     AlertSpec("GPUJobStalled", "job_stalled", (RuleSpec(
         "warning", "restart_job", lambda c: c.x.job_stalled(),
         "Job on {where} holds memory but does no work",
