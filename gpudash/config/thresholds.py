@@ -7,11 +7,13 @@ Every error names the file, the key path and what was expected, e.g.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, get_type_hints
 
 from gpudash.config.durations import Duration
 from gpudash.config.fields import FieldReader
+from gpudash.config.knobs import Number, Percent, Ratio, Span, Whole, read_knobs
 from gpudash.health.xid import ACTIONS, XID_TABLE, XidClass, with_overrides
 
 
@@ -47,50 +49,53 @@ class DashboardKnobs:
     fleet_topk: int
 
 
+# The alert sections: each field's annotation is its key's type and bounds (gpudash.config.knobs).
+
+
 @dataclass(frozen=True)
 class TemperatureAlert:
-    window: Duration
-    for_: Duration
+    window: Span
+    for_: Span
 
 
 @dataclass(frozen=True)
 class ThrottlingAlert:
-    window: Duration
-    for_: Duration
+    window: Span
+    for_: Span
 
 
 @dataclass(frozen=True)
 class MemoryPressureAlert:
-    growth_window: Duration
-    for_: Duration
+    growth_window: Span
+    for_: Span
 
 
 @dataclass(frozen=True)
 class MemoryLeakAlert:
-    window: Duration
-    horizon: Duration
-    for_: Duration
+    window: Span
+    horizon: Span
+    for_: Span
 
 
 @dataclass(frozen=True)
 class JobStalledAlert:
-    window: Duration
-    util_below_percent: float
-    memory_above_ratio: float
-    for_: Duration
+    window: Span
+    util_below_percent: Percent
+    memory_above_ratio: Ratio
+    for_: Span
 
 
 @dataclass(frozen=True)
 class DataLoaderAlert:
-    window: Duration
-    util_below_percent: float
-    cpu_load_ratio: float
-    for_: Duration
+    window: Span
+    util_below_percent: Percent
+    cpu_load_ratio: Annotated[float, Number(0, 10)]
+    for_: Span
 
 
 @dataclass(frozen=True)
 class XidAlert:
-    window: Duration
+    window: Span
     overrides: tuple[tuple[int, str], ...] = ()  # (code, action): a site's departures from the XID table
 
     @property
@@ -101,47 +106,51 @@ class XidAlert:
 
 @dataclass(frozen=True)
 class MemoryErrorsAlert:
-    window: Duration  # an uncorrectable ECC error or remapped row within this window fires (and keeps firing)
-    pending_for: Duration  # a row remap pending this long fires
+    window: Span  # an uncorrectable ECC error or remapped row within this window fires (and keeps firing)
+    pending_for: Span  # a row remap pending this long fires
 
 
 @dataclass(frozen=True)
 class NVLinkAlert:
-    window: Duration  # error counters' increase and rate are taken over this window
-    crc_per_second_critical: float  # a CRC error rate at or above this is critical (DCGM's health check: 100/s)
-    for_: Duration
+    window: Span  # error counters' increase and rate are taken over this window
+    # a CRC error rate at or above this is critical (DCGM's health check: 100/s)
+    crc_per_second_critical: Annotated[float, Number(0.001, 1e9)]
+    for_: Span
 
 
 @dataclass(frozen=True)
 class FellOffBusAlert:
-    for_: Duration  # a GPU reported down, or missing from its node's expected count, this long
+    for_: Span  # a GPU reported down, or missing from its node's expected count, this long
 
 
 @dataclass(frozen=True)
 class ExporterDownAlert:
-    for_: Duration
-    lookback: Duration  # a GPU seen within this long that reports nothing now has "stopped reporting"
+    for_: Span
+    lookback: Span  # a GPU seen within this long that reports nothing now has "stopped reporting"
 
 
 @dataclass(frozen=True)
 class JobStragglerAlert:
-    min_gpus: int  # jobs with fewer GPUs have no meaningful median
-    busy_above_percent: float  # the job's median utilization must be above this
-    clock_below_ratio: float  # SM clock this far below the job's median clock
-    activity_points: float  # SM activity (or utilization) this many points away from the job's median
-    window: Duration
-    for_: Duration
+    min_gpus: Annotated[int, Whole(2, 1 << 20)]  # jobs with fewer GPUs have no meaningful median
+    busy_above_percent: Percent  # the job's median utilization must be above this
+    clock_below_ratio: Annotated[float, Number(0.01, 0.99)]  # SM clock this far below the job's median clock
+    # SM activity (or utilization) this many points away from the job's median
+    activity_points: Annotated[float, Number(1, 100)]
+    window: Span
+    for_: Span
 
 
 @dataclass(frozen=True)
 class AllocatedIdleAlert:
-    util_below_percent: float  # a job's GPU under this is held idle (also the fleet's "GPU-hours idle")
-    window: Duration
-    for_: Duration
+    util_below_percent: Percent  # a job's GPU under this is held idle (also the fleet's "GPU-hours idle")
+    window: Span
+    for_: Span
 
 
 @dataclass(frozen=True)
 class Alerts:
+    """The `alerts:` sections, in the order they are read."""
+
     temperature: TemperatureAlert
     throttling: ThrottlingAlert
     memory_pressure: MemoryPressureAlert
@@ -239,68 +248,34 @@ def parse_thresholds(source: str, data: Any) -> Thresholds:
 
 
 def _parse_alerts(alerts: FieldReader) -> Alerts:
-    def sub(name: str) -> FieldReader:
-        return alerts.section(name)
+    sections = get_type_hints(Alerts)
+    values = {}
+    for name in (f.name for f in fields(Alerts)):
+        r = alerts.section(name)
+        values[name] = _SECTION_PARSERS.get(name, read_knobs)(r, sections[name])
+        r.done()
+    alerts.done()
+    return Alerts(**values)
 
-    r = sub("temperature")
-    temperature = TemperatureAlert(r.duration("window"), r.duration("for"))
-    r.done()
-    r = sub("throttling")
-    throttling = ThrottlingAlert(r.duration("window"), r.duration("for"))
-    r.done()
-    r = sub("memory_pressure")
-    pressure = MemoryPressureAlert(r.duration("growth_window"), r.duration("for"))
-    r.done()
-    r = sub("memory_leak")
-    leak = MemoryLeakAlert(r.duration("window"), r.duration("horizon"), r.duration("for"))
-    r.done()
-    r = sub("job_stalled")
-    stalled = JobStalledAlert(
-        r.duration("window"), r.number("util_below_percent", 0, 100), r.ratio("memory_above_ratio"),
-        r.duration("for"),
-    )
-    r.done()
-    r = sub("data_loader")
-    loader = DataLoaderAlert(
-        r.duration("window"), r.number("util_below_percent", 0, 100), r.number("cpu_load_ratio", 0, 10),
-        r.duration("for"),
-    )
-    r.done()
-    r = sub("xid")
+
+def _xid(r: FieldReader, cls: type[XidAlert]) -> XidAlert:
     if r.has("critical_codes"):
         r.fail("is gone: each XID's severity and action now come from the XID table "
                "(gpudash/health/xid_catalog.csv, docs/alerts.md#xid-classes); remove critical_codes and "
                "tune single codes with alerts.xid.overrides (code: action)", "critical_codes")
-    xid = XidAlert(r.duration("window"), _xid_overrides(r))
-    r.done()
-    r = sub("exporter_down")
-    down = ExporterDownAlert(r.duration("for"), r.duration("lookback"))
+    window = read_knobs(r, cls).window
+    return cls(window, _xid_overrides(r))
+
+
+def _exporter_down(r: FieldReader, cls: type[ExporterDownAlert]) -> ExporterDownAlert:
+    down = read_knobs(r, cls)
     if down.lookback <= down.for_:
         r.fail(f"lookback ({down.lookback}) must be above for ({down.for_}), or a silent GPU never fires")
-    r.done()
-    r = sub("job_straggler")
-    straggler = JobStragglerAlert(
-        r.integer("min_gpus", 2, 1 << 20), r.number("busy_above_percent", 0, 100),
-        r.number("clock_below_ratio", 0.01, 0.99), r.number("activity_points", 1, 100),
-        r.duration("window"), r.duration("for"),
-    )
-    r.done()
-    r = sub("allocated_idle")
-    allocated_idle = AllocatedIdleAlert(r.number("util_below_percent", 0, 100), r.duration("window"),
-                                        r.duration("for"))
-    r.done()
-    r = sub("memory_errors")
-    memory_errors = MemoryErrorsAlert(r.duration("window"), r.duration("pending_for"))
-    r.done()
-    r = sub("nvlink")
-    nvlink = NVLinkAlert(r.duration("window"), r.number("crc_per_second_critical", 0.001, 1e9), r.duration("for"))
-    r.done()
-    r = sub("fell_off_bus")
-    fell_off_bus = FellOffBusAlert(r.duration("for"))
-    r.done()
-    alerts.done()
-    return Alerts(temperature, throttling, pressure, leak, stalled, loader, xid, down, straggler, allocated_idle,
-                  memory_errors, nvlink, fell_off_bus)
+    return down
+
+
+# The sections with a rule across their keys, or a key that is not a plain knob.
+_SECTION_PARSERS: dict[str, Callable[[FieldReader, Any], Any]] = {"xid": _xid, "exporter_down": _exporter_down}
 
 
 def _xid_overrides(r: FieldReader) -> tuple[tuple[int, str], ...]:

@@ -17,6 +17,11 @@ from gpudash.escape import go_template_text
 RUNBOOK_DOC = "docs/alerts.md"
 
 
+def runbook_anchor(alert: str) -> str:
+    """The anchor of an alert's section in docs/alerts.md."""
+    return alert.lower()
+
+
 @dataclass(frozen=True)
 class AlertRule:
     alert: str
@@ -33,7 +38,7 @@ class AlertRule:
         if self.for_ is not None:
             rule["for"] = str(self.for_)
         rule["labels"] = {"severity": self.severity, "action": self.action, **self.labels}
-        anchor = self.alert.lower()
+        anchor = runbook_anchor(self.alert)
         rule["annotations"] = {"summary": self.summary, "description": self.description}
         if runbook_base_url:
             rule["annotations"]["runbook_url"] = go_template_text(f"{runbook_base_url}#{anchor}")

@@ -18,8 +18,8 @@ from gpudash.cli import cli
 from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.rules.alert_table import ALERT_NAMES
 from gpudash.rules.alertmanager import SECRETS_DIR, STRAGGLER_CAUSES
-from gpudash.rules.alerts import ALERT_NAMES
 from gpudash.rules.generated_files import render_all
 
 

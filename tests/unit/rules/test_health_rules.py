@@ -12,8 +12,9 @@ from support.paths import ROOT
 from gpudash.config.loading import Settings, load_settings
 from gpudash.health.xid import ACTIONS, UNKNOWN_ACTION, UNKNOWN_SEVERITY, XID_TABLE
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE
+from gpudash.rules.alert_spec import ACTION_TEXT
 from gpudash.rules.generated_files import render_all
-from gpudash.rules.health_alerts import ACTION_TEXT, xid_groups
+from gpudash.rules.health_alerts import xid_groups
 
 
 def rules_of(files: dict[str, str]) -> list[dict[str, Any]]:
@@ -119,6 +120,6 @@ def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path:
 
 
 def test_alert_names_are_listed_once() -> None:
-    from gpudash.rules.alerts import ALERT_NAMES
+    from gpudash.rules.alert_table import ALERT_NAMES
 
     assert len(ALERT_NAMES) == len(set(ALERT_NAMES)) == 15

@@ -17,7 +17,7 @@ from gpudash.config.loading import Settings, load_settings
 from gpudash.health.xid import ACTIONS
 from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
-from gpudash.rules.alerts import ALERT_NAMES
+from gpudash.rules.alert_table import ALERT_NAMES
 from gpudash.rules.generated_files import render_all
 
 JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")

@@ -1,0 +1,106 @@
+"""Every GPU alert, one `AlertSpec` per alert in `ALERTS`, in the order of the rule file.
+
+Each alert is one or more Prometheus rules of the same name (one per severity, per sensor or per source
+of a signal); every one carries the labels `severity` and `action` (what to do: none, restart_job,
+reset_gpu, reboot_node, drain, rma) and the annotations `summary`, `description` (with the value) and its
+runbook, the alert's section of docs/alerts.md (gpudash.rules.alert_rule). Severities: `critical` pages,
+`warning` and `info` arrive in the digest. The GPU health alerts are in gpudash.rules.health_alerts; the
+texts' names are gpudash.rules.alert_spec's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec
+from gpudash.rules.health_alerts import HEALTH_ALERTS, TEMPERATURE
+
+
+def _straggler_words(c: AlertContext) -> Mapping[str, object]:
+    """Which signals the job's GPUs are compared on, as far as the profile publishes them."""
+    activity = ("SM activity; utilization where the GPU publishes no profiling metrics" if c.x.has("sm_active")
+                else "utilization")
+    clock = (f"its SM clock more than {c.t.alerts.job_straggler.clock_below_ratio:.0%} below the job's median "
+             "clock, or " if c.x.has("sm_clock") else "")
+    return {"activity": activity, "clock": clock}
+
+
+def _pressure(severity: str, level: str) -> RuleSpec:
+    return RuleSpec(
+        severity, "none", lambda c: c.x.memory_pressure(c.level),
+        "Framebuffer memory over {level:.0%} and growing on {where}",
+        "{where} has {{{{ $value | humanizePercentage }}}} of its framebuffer in use, above {level:.0%}, "
+        "and its lowest level rose across each third of the last {k.growth_window}.",
+        level=level)
+
+
+ALERTS: tuple[AlertSpec, ...] = (
+    TEMPERATURE,
+    # Throttling costs speed, not the GPU: nothing to do to the GPU itself (its cause is what to look at).
+    AlertSpec("GPUThermalThrottling", "throttling", (RuleSpec(
+        "warning", "none", lambda c: c.x.throttling(),
+        "{where} is throttled by heat or the power brake",
+        "The SM clock of {where} runs at {{{{ $value }}}} MHz (median over {t.alerts.temperature.window}): "
+        "more than {t.throttle_drop_ratio:.0%} below its peak over the last {k.window} (or its max clock) "
+        "while at or above {t.temperature.gpu.warning:g} C, or with a thermal / power-brake throttle reason "
+        "set, for {k.for_}."),),
+        reads=("alerts.temperature.window", "throttle_drop_ratio", "temperature.gpu.warning")),
+    AlertSpec("GPUMemoryPressure", "memory_pressure",
+              (_pressure("warning", "memory.warning"), _pressure("critical", "memory.critical")),
+              reads=("memory.warning", "memory.critical")),
+    # a leak is the job's: restarting it (from its checkpoint) frees the memory before it runs out
+    AlertSpec("GPUMemoryLeakPredicted", "memory_leak", (RuleSpec(
+        "warning", "restart_job", lambda c: c.x.memory_leak(),
+        "Framebuffer memory on {where} is on course for {t.memory.critical:.0%} within {k.horizon}",
+        "A linear fit over the last {k.window} projects framebuffer use of {where} to reach "
+        "{{{{ $value | humanizePercentage }}}} in {k.horizon} (critical level {t.memory.critical:.0%}), and "
+        "usage is still growing: a likely leak, heading for out-of-memory."),),
+        reads=("memory.critical", "alerts.memory_pressure.growth_window")),
+    AlertSpec("GPUJobStalled", "job_stalled", (RuleSpec(
+        "warning", "restart_job", lambda c: c.x.job_stalled(),
+        "Job on {where} holds memory but does no work",
+        "{where} holds more than {k.memory_above_ratio:.0%} of its framebuffer, yet its highest utilization "
+        "over the last {k.window} is {{{{ $value }}}} % (under {k.util_below_percent:g} %): the job looks hung."),
+    )),
+    AlertSpec("GPUDataLoaderBottleneck", "data_loader", (RuleSpec(
+        "warning", "none", lambda c: c.x.data_loader(),
+        "{where} is starved by its input pipeline",
+        "{where} averaged {{{{ $value | printf \"%.0f\" }}}} % utilization over {k.window} (under "
+        "{k.util_below_percent:g} %) while the node's 1-minute load per CPU core stayed above "
+        "{k.cpu_load_ratio:g}: the data loader cannot keep the GPU fed."),
+    )),
+    # Nothing to do to the GPUs: the exporter (or the node) is what is down, and GPUFellOffBus says when a GPU is.
+    AlertSpec("GPUExporterDown", "exporter_down", (RuleSpec(
+        "critical", "none", lambda c: c.x.exporter_down(),
+        "{{{{ if $labels.{gpu} }}}}{where} stopped reporting"
+        "{{{{ else }}}}GPU exporter on {{{{ $labels.instance }}}} ({{{{ $labels.cluster }}}}) is down{{{{ end }}}}",
+        "{{{{ if $labels.{gpu} }}}}{where} reported within the last {k.lookback} but has "
+        "published nothing (or reports itself lost) for {k.for_} while its exporter is up: it may have fallen "
+        "off the bus.{{{{ else }}}}Prometheus has failed to scrape job {scrape_job} on "
+        "{{{{ $labels.instance }}}} for {k.for_}: none of its GPUs is observed.{{{{ end }}}}"),
+    )),
+    AlertSpec("GPUJobStraggler", "job_straggler", (RuleSpec(
+        "warning", "none", lambda c: c.x.job_straggler(),
+        "{where} departs from the rest of job {job_id}",
+        "{where}, one of the GPUs of job {job_id}, has departed from the job's median for {k.for_} while the "
+        "job (at least {k.min_gpus} GPUs, as many as {k.window} ago) is busy, its median utilization over "
+        "{k.busy_above_percent:g} %: over the last {k.window}, {clock}its activity ({activity}) more than "
+        "{k.activity_points:g} points off the job's median. Its activity is "
+        "{{{{ $value | printf \"%+.0f\" }}}} points off (positive: busier than its peers, the mark of a slow GPU "
+        "that the others wait for in collectives). The whole job runs at its pace: check its throttle reasons "
+        "(nvidia-smi -q -d PERFORMANCE), look for a foreign process on it, and compare it with the job's other "
+        "GPUs on the job dashboard.",
+        words=_straggler_words),
+    )),
+    AlertSpec("GPUAllocatedIdle", "allocated_idle", (RuleSpec(
+        "info", "none", lambda c: c.x.allocated_idle(),
+        "Job {job_id} ({{{{ $labels.cluster }}}}) holds GPUs it does not use: {{{{ $value }}}} idle",
+        "Job {job_id} in cluster {{{{ $labels.cluster }}}} holds GPUs that have stayed under "
+        "{k.util_below_percent:g} % utilization (their highest reading) for the last {k.window}, and for "
+        "{k.for_} more: {{{{ $value }}}} of them, GPU-hours held and not used. Ask the job's owner to release "
+        "them or fix the job; the job dashboard shows which GPUs, the fleet dashboard the largest idle holders."),
+    )),
+    *HEALTH_ALERTS,
+)
+
+ALERT_NAMES = tuple(dict.fromkeys(spec.name for spec in ALERTS))
