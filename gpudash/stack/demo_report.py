@@ -61,14 +61,17 @@ def _query(prometheus: InstantQueries, expr: str) -> list[dict[str, Any]]:
         return []
 
 
-def _alerts(result: Sequence[Mapping[str, Any]], gpu_label: str) -> list[str]:
-    where: dict[str, list[str]] = {}
+def alert_places(result: Sequence[Mapping[str, Any]], gpu_label: str) -> list[str]:
+    """Each alert and severity with the GPUs it fires on, each GPU once (two rules of one alert, say the GPU's
+    and the memory's temperature, can fire on one GPU)."""
+    where: dict[str, set[str]] = {}
     for series in result:
         labels = series["metric"]
         name = f"{labels.get('alertname', '?')} ({labels.get('severity', '-')})"
         place = f"GPU {labels[gpu_label]}" if labels.get(gpu_label) else labels.get("instance", "")
-        where.setdefault(name, []).append(place)
-    return [f"{name} on {', '.join(sorted(places))}" for name, places in sorted(where.items())]
+        where.setdefault(name, set()).add(place)
+    return [f"{name} on {', '.join(sorted(places, key=lambda p: (len(p), p)))}"  # GPU 5 before GPU 10
+            for name, places in sorted(where.items())]
 
 
 def by_severity(result: Sequence[Mapping[str, Any]]) -> str:
@@ -102,8 +105,8 @@ def fleet_summary(prometheus: InstantQueries, settings: Settings, receiver: Webh
     power = _value(prometheus, f"sum({q.use('cluster:gpu_power_watts:sum')})") if prof.has("power") else None
     hottest = prometheus.query(f"topk(1, {q.metric('gpu_temp')})") if prof.has("gpu_temp") else []
     firing_now = _query(prometheus, FIRING)
-    firing = _alerts(firing_now, prof.gpu_label)
-    pending = _alerts(_query(prometheus, PENDING), prof.gpu_label)
+    firing = alert_places(firing_now, prof.gpu_label)
+    pending = alert_places(_query(prometheus, PENDING), prof.gpu_label)
     notifications = receiver.received() if receiver is not None else []
     pages = sum(1 for body in notifications if is_page(body))
     jobs = _jobs(prometheus, q)

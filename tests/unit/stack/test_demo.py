@@ -18,7 +18,14 @@ from gpudash.check.queries import PANEL, CheckQuery, Group
 from gpudash.config.loading import load_settings
 from gpudash.stack.demo import not_yet, nvml_gpu_count
 from gpudash.stack.demo_node import INJECTED
-from gpudash.stack.demo_report import by_severity, is_page, notification_line, pages_and_faults, render_brief
+from gpudash.stack.demo_report import (
+    alert_places,
+    by_severity,
+    is_page,
+    notification_line,
+    pages_and_faults,
+    render_brief,
+)
 from gpudash.stack.servers import WebhookReceiver
 
 # ------------------------------------------------------------------------ what it prints
@@ -117,6 +124,13 @@ def test_each_injected_fault_says_whether_its_alerts_fire_on_its_gpu() -> None:
         "GPUXidError firing (critical); GPUEccUncorrectable not yet",
     ]
     assert by_severity(firing + pending) == "2 critical, 3 warning"
+
+
+def test_an_alert_firing_twice_on_one_gpu_names_the_gpu_once() -> None:
+    firing = [_alert("GPUHighTemperature", "warning", "5"), _alert("GPUHighTemperature", "warning", "5"),
+              _alert("GPUHighTemperature", "warning", "10"), _alert("GPUXidError", "critical", "6")]
+    assert alert_places(firing, "gpu") == ["GPUHighTemperature (warning) on GPU 5, GPU 10",
+                                           "GPUXidError (critical) on GPU 6"]
 
 
 def test_the_webhook_receiver_waits_for_the_notification_asked_for() -> None:
