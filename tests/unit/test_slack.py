@@ -1,11 +1,17 @@
 """The suite's safety nets on a busy machine: one slack factor stretches every timeout, waits and pytest-timeout's
-limit alike."""
+limit alike, and a stack whose port was taken before its server bound it is built again on another."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import pytest
 import pytest_timeout
-from support import slack, waiting
+from support import ports, slack, waiting
+
+from gpudash.errors import RemoteError
 
 
 def test_the_slack_is_the_load_per_cpu_and_never_under_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,3 +63,47 @@ def test_pytest_timeouts_limit_is_stretched_too(monkeypatch: pytest.MonkeyPatch,
     settings = pytest_timeout.Settings(300, "signal", False, False)
     assert request.config.hook.pytest_timeout_set_timer(item=request.node, settings=settings) is True
     assert started == [1200]
+
+
+def test_a_stack_whose_port_was_taken_is_built_again_on_another() -> None:
+    tried: list[list[int]] = []
+
+    @contextmanager
+    def stack(*chosen: int) -> Iterator[tuple[int, ...]]:
+        tried.append(list(chosen))
+        if len(tried) == 1:
+            raise RemoteError(f"gpudash exporter did not start: exited with 2: gpudash: cannot listen on "
+                              f"127.0.0.1:{chosen[0]}: Address already in use")
+        yield chosen
+
+    with ports.on_free_ports(2, stack) as built:
+        assert list(built) == tried[-1]
+    assert len(tried) == 2 and all(len(set(p)) == 2 for p in tried)
+
+
+def test_any_other_failure_of_the_stack_is_not_retried() -> None:
+    tried: list[Any] = []
+
+    @contextmanager
+    def stack(port: int) -> Iterator[int]:
+        tried.append(port)
+        raise RemoteError("prometheus did not start: exited with 1: bad config")
+        yield port
+
+    with pytest.raises(RemoteError, match="bad config"), ports.on_free_ports(1, stack):
+        pass
+    assert len(tried) == 1
+
+
+def test_a_port_taken_every_time_fails_after_the_last_attempt() -> None:
+    tried: list[int] = []
+
+    @contextmanager
+    def stack(port: int) -> Iterator[int]:
+        tried.append(port)
+        raise RemoteError(f"cannot listen on 127.0.0.1:{port}: Address already in use")
+        yield port
+
+    with pytest.raises(RemoteError, match="Address already in use"), ports.on_free_ports(1, stack, attempts=3):
+        pass
+    assert len(tried) == 3
