@@ -3,24 +3,29 @@
 tests/unit/ starts no server and no process (tests/unit/conftest.py enforces it); tests/e2e/ is everything
 that does, and every test there is marked `e2e`, so `pytest -m "not e2e"` is the unit suite.
 pytest-timeout's limit of a test (pyproject's `timeout`, or a test's `timeout` mark) is a safety net like
-the tests' own waits: `support.slack` stretches it on a busy machine.
+the tests' own waits: `support.slack` stretches it on a busy machine, and Hypothesis's deadline per example too.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
 from support.paths import REFERENCE, ROOT, TESTS
 from support.slack import ENV as SLACK_ENV
 from support.slack import budget, slack
 
 E2E = TESTS / "e2e"
 UNIT = TESTS / "unit"
+
+settings.register_profile("gpudash", deadline=timedelta(milliseconds=budget(200)))  # Hypothesis's default, stretched
+settings.load_profile("gpudash")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

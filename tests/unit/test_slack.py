@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import pytest_timeout
+from hypothesis import settings
 from support import ports, slack, waiting
 
 from gpudash.errors import RemoteError
@@ -63,6 +65,12 @@ def test_pytest_timeouts_limit_is_stretched_too(monkeypatch: pytest.MonkeyPatch,
     settings = pytest_timeout.Settings(300, "signal", False, False)
     assert request.config.hook.pytest_timeout_set_timer(item=request.node, settings=settings) is True
     assert started == [1200]
+
+
+def test_hypothesis_deadline_is_its_default_stretched_for_this_session() -> None:
+    loaded = settings.get_profile("gpudash").deadline
+    assert loaded is not None and loaded >= timedelta(milliseconds=200)
+    assert settings.default.deadline == loaded
 
 
 def test_a_stack_whose_port_was_taken_is_built_again_on_another() -> None:
