@@ -6,6 +6,11 @@ BIN := $(VENV)/bin
 GPUDASH := $(BIN)/gpudash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
+# `make test` and `make e2e` run the tests on every CPU (pytest-xdist): most e2e tests wait on servers, not on the
+# CPU, so they overlap. Each worker takes whole files, so a file's module-scoped servers start once.
+# PYTEST_WORKERS=0 runs them in this one process.
+PYTEST_WORKERS ?= auto
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo schema-deps apt-missing dashboards rules generate check-generated lint types test test-fast e2e check push sync diff provision \
@@ -73,10 +78,10 @@ types: venv schema-deps ## tsc --strict over every dashboard against each pinned
 	$(BIN)/pytest -q tests/e2e/test_dashboards_tsc.py $(PYTEST_ARGS)
 
 test: venv deps schema-deps lint check-generated ## the whole suite: lint, types, generated files, unit and end-to-end tests
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PARALLEL) $(PYTEST_ARGS)
 
 e2e: venv deps ## end-to-end tests only (real Prometheus, Alertmanager, VictoriaMetrics, Grafana stand-in)
-	$(BIN)/pytest -q tests/e2e $(PYTEST_ARGS)
+	$(BIN)/pytest -q $(PARALLEL) tests/e2e $(PYTEST_ARGS)
 
 check: venv ## run every dashboard and rule query against PROMETHEUS_URL
 	$(GPUDASH) check

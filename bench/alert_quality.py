@@ -164,7 +164,8 @@ class Outcome:
 
 
 def evaluate(scenarios: list[Scenario], flavour: str, thresholds: Path | None, work: Path,
-             jobs: int) -> tuple[list[Outcome], list[Outcome]]:
+             jobs: int, naive: bool = True) -> tuple[list[Outcome], list[Outcome]]:
+    """gpudash's outcomes and the naive set's, one per scenario; `naive=False` runs gpudash's rules only."""
     files = render_all(load_settings(thresholds))
     rules_dir = work / "rules"
     for rel in (ALERTS_FILE, RECORDING_FILE):
@@ -172,19 +173,19 @@ def evaluate(scenarios: list[Scenario], flavour: str, thresholds: Path | None, w
         (rules_dir / rel).write_text(files[rel])
     (rules_dir / "naive.rules.yml").write_text(naive_rules())
     ours = [str(rules_dir / RECORDING_FILE), str(rules_dir / ALERTS_FILE)]
-    jobs_list = []
-    for scenario in scenarios:
-        for label, rule_files, order in (("gpudash", ours, [RECORDING_GROUP, ALERTS_GROUP]),
-                                         ("naive", [str(rules_dir / "naive.rules.yml")], [NAIVE_GROUP])):
-            path = work / f"{scenario.name}.{flavour}.{label}.test.yml"
-            path.write_text(yaml.safe_dump(test_file(scenario, flavour, rule_files, order), sort_keys=False,
-                                           width=1 << 20))
-            jobs_list.append(path)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(run_promtool, jobs_list))
-    pairs = [(s, rules) for s in scenarios for rules in ("gpudash", "naive")]
-    outcomes = [Outcome(s, rules, collect(r)) for (s, rules), r in zip(pairs, results, strict=True)]
-    return outcomes[0::2], outcomes[1::2]
+    sets = [("gpudash", ours, [RECORDING_GROUP, ALERTS_GROUP])]
+    if naive:
+        sets.append(("naive", [str(rules_dir / "naive.rules.yml")], [NAIVE_GROUP]))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each file runs while the next one is written
+        runs = []
+        for scenario in scenarios:
+            for label, rule_files, order in sets:
+                path = work / f"{scenario.name}.{flavour}.{label}.test.yml"
+                path.write_text(yaml.safe_dump(test_file(scenario, flavour, rule_files, order), sort_keys=False,
+                                               width=1 << 20))
+                runs.append((scenario, label, pool.submit(run_promtool, path)))
+        outcomes = [Outcome(scenario, label, collect(run.result())) for scenario, label, run in runs]
+    return [o for o in outcomes if o.rules == "gpudash"], [o for o in outcomes if o.rules == "naive"]
 
 
 def _cell(outcome: Outcome, width: int) -> list[str]:

@@ -2,25 +2,47 @@
 
 tests/unit/ starts no server and no process (tests/unit/conftest.py enforces it); tests/e2e/ is everything
 that does, and every test there is marked `e2e`, so `pytest -m "not e2e"` is the unit suite.
+pytest-timeout's limit of a test (pyproject's `timeout`, or a test's `timeout` mark) is a safety net like
+the tests' own waits: `support.slack` stretches it on a busy machine, and Hypothesis's deadline per example too.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
 from support.paths import REFERENCE, ROOT, TESTS
+from support.slack import ENV as SLACK_ENV
+from support.slack import budget, slack
 
 E2E = TESTS / "e2e"
 UNIT = TESTS / "unit"
+
+settings.register_profile("gpudash", deadline=timedelta(milliseconds=budget(200)))  # Hypothesis's default, stretched
+settings.load_profile("gpudash")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--real-grafana", action="store_true", default=False,
                      help="run the Grafana sync tests against GRAFANA_URL/GRAFANA_TOKEN instead of the stand-in")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"safety-net timeouts x{slack():.2g} ({SLACK_ENV} or the load per CPU)"
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool:
+    """pytest-timeout's own timer, for the test's limit times the slack at the moment the test starts."""
+    from pytest_timeout import pytest_timeout_set_timer as start_timer
+
+    return bool(start_timer(item, settings._replace(timeout=budget(settings.timeout))))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

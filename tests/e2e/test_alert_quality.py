@@ -1,8 +1,14 @@
-"""The alert-quality report's promtool pipeline (bench/alert_quality.py) on one scenario of the corpus."""
+"""The alert-quality report's promtool pipeline (bench/alert_quality.py) on scenarios of the corpus.
+
+Each gpudash run is seconds of promtool CPU (hours of series, every rule every 15 s): a test runs the naive set
+only where it asserts on it, and its runs side by side, one per CPU.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from support.slack import cpus
 
 from bench import alert_corpus as corpus
 from bench import alert_quality as quality
@@ -10,7 +16,7 @@ from bench import alert_quality as quality
 
 def test_report_pipeline_finds_the_xid_alert(tmp_path: Path) -> None:
     scenario = corpus.BY_NAME["xid-79"]
-    ours, naive = quality.evaluate([scenario], "bundled", None, tmp_path, jobs=2)
+    ours, naive = quality.evaluate([scenario], "bundled", None, tmp_path, jobs=cpus())
     (outcome,) = ours
     assert [(f.alertname, f.severity, f.gpu) for f in outcome.fired] == [("GPUXidError", "critical", "6")]
     assert scenario.fault_window is not None
@@ -31,7 +37,7 @@ def test_busy_h200_with_hbm_in_the_low_80s_stays_quiet_and_an_hbm_at_its_own_lim
     assert 80 <= readings[len(readings) // 2] <= 85 and readings[-1] < 90  # what the scenario claims
     assert max(_hbm_while_training(hot, 4, 4500, 6000)) >= 95  # the simulated H200's memory limit
     for flavour in ("bundled", "dcgm"):  # each GPU's own limit, and the fixed fallback without one
-        ours, _ = quality.evaluate([busy, hot], flavour, None, tmp_path / flavour, jobs=2)
+        ours, _ = quality.evaluate([busy, hot], flavour, None, tmp_path / flavour, jobs=cpus(), naive=False)
         assert ours[0].fired == [], flavour
         fired = {(f.alertname, f.severity, f.gpu) for f in ours[1].fired}
         assert fired == {("GPUHighTemperature", "warning", "4"), ("GPUHighTemperature", "critical", "4")}, flavour
@@ -49,7 +55,7 @@ HEALTH_FAULTS = {  # scenario -> the alert (severity, GPU) it must fire, from th
 
 def test_each_health_fault_fires_its_alert_on_its_gpu_and_nothing_on_the_others(tmp_path: Path) -> None:
     scenarios = [corpus.BY_NAME[name] for name in (*HEALTH_FAULTS, "xid-classes")]
-    ours, _ = quality.evaluate(scenarios, "bundled", None, tmp_path, jobs=3)
+    ours, _ = quality.evaluate(scenarios, "bundled", None, tmp_path, jobs=cpus(), naive=False)
     for outcome in ours[:-1]:
         name = outcome.scenario.name
         assert HEALTH_FAULTS[name] in {(f.alertname, f.severity, f.gpu) for f in outcome.fired}, name

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from support.paths import ROOT
+from support.slack import budget
 
 from gpudash.catalog import PROFILES
 from gpudash.config.loading import load_settings
@@ -48,6 +49,6 @@ def test_every_expression_parses_with_promtool(tmp_path: Path, profile: str) -> 
              for i, expr in enumerate(e for d in built.values() for e in exprs(d))]
     path = tmp_path / "panels.rules.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
-    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=budget(60))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(rules)} rules found" in result.stdout

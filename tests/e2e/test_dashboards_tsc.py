@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from support.paths import REFERENCE, ROOT
+from support.slack import budget
 from support.tsc import SCHEMA_DIR, Finding, check, releases, tsc
 
 from gpudash.catalog import PROFILES
@@ -34,7 +35,7 @@ def schema_tools() -> Path:
         if npm is None:
             pytest.skip("npm is not installed: the @grafana/schema check needs Node.js and npm (`make test` "
                         "installs them through apt-get)")
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SCHEMA_DIR, check=True, timeout=300,
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=SCHEMA_DIR, check=True, timeout=budget(300),
                        capture_output=True)
     return SCHEMA_DIR
 
@@ -110,4 +111,4 @@ def test_each_option_left_out_for_an_older_release_is_one_it_does_not_know(
 def test_the_check_takes_seconds_not_minutes(schema_tools: Path, tmp_path: Path) -> None:
     start = time.monotonic()
     check(committed(), tmp_path)
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < budget(30)

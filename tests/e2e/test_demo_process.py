@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from grafana_standin import StandIn
 from support.paths import ROOT
+from support.slack import budget
 from support.waiting import eventually
 
 from gpudash.config.loading import load_site
@@ -42,7 +43,7 @@ def test_make_demo_once_as_the_readme_says(tmp_path: Path) -> None:
         pytest.skip("make is not installed")
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     env.pop("GRAFANA_URL", None)
-    done = subprocess.run(_make_demo_once(), cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
+    done = subprocess.run(_make_demo_once(), cwd=ROOT, capture_output=True, text=True, timeout=budget(240), env=env)
     out = done.stdout
     assert done.returncode == 0, out[-4000:] + done.stderr[-2000:]
     assert re.search(r"checked \d+ queries against http://127\.0\.0\.1:\d+: .*; 0 failed", out)
@@ -101,7 +102,7 @@ def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path,
         urls = re.findall(r"http://127\.0\.0\.1:\d+", out)
         prometheus = re.search(r"prometheus: +(http://127\.0\.0\.1:\d+)", out)
         assert prometheus is not None
-        assert urllib.request.urlopen(f"{prometheus.group(1)}/-/ready", timeout=5).status == 200
+        assert urllib.request.urlopen(f"{prometheus.group(1)}/-/ready", timeout=budget(5)).status == 200
 
         # pushed: the data source points at the demo's Prometheus, and both dashboards are there, as a site of
         # its own whose id the push wrote into the site config
@@ -111,7 +112,7 @@ def test_demo_pushes_to_grafana_and_ctrl_c_stops_everything(tmp_path: Path,
         assert [d.url for d in grafana.store.datasources.values()] == [prometheus.group(1)]
 
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
-        proc.wait(timeout=60)
+        proc.wait(timeout=budget(60))
         reading.join(10)
         rest = "".join(lines)
     assert proc.returncode == 0, rest

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from support.kubeschema import documents, problems
 from support.paths import ROOT
+from support.slack import budget
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 
@@ -23,7 +24,7 @@ def _kustomize() -> str:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.fail("kubectl is not installed: `make deps` installs Debian's kubernetes-client")
-    done = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60,
+    done = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=budget(60),
                           check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout

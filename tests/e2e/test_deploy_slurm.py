@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from support.paths import ROOT
+from support.slack import budget
 
 SLURM = ROOT / "deploy" / "slurm"
 SINFO_LINES = """\
@@ -35,7 +36,7 @@ def _sinfo(tmp_path: Path, output: str, code: int = 0) -> dict[str, str]:
 
 def _write_targets(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["sh", str(SLURM / "gpu-nodes-from-sinfo.sh"), *args], env=env, capture_output=True,
-                          text=True, timeout=30, check=False)
+                          text=True, timeout=budget(30), check=False)
 
 
 def test_gpu_nodes_become_file_sd_targets_by_rack(tmp_path: Path) -> None:
@@ -75,10 +76,10 @@ def test_the_file_sd_scrape_config_and_targets_pass_promtool(tmp_path: Path) -> 
     config["scrape_configs"][0]["file_sd_configs"][0]["files"] = [str(sd_dir / "gpu-nodes-*.json")]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     done = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=budget(60), check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     # A broken targets file is caught too: the check is real.
     (sd_dir / "gpu-nodes-prod-a.json").write_text('[{"targets": "not-a-list"}]')
     broken = subprocess.run([promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
-                            text=True, timeout=60, check=False)
+                            text=True, timeout=budget(60), check=False)
     assert broken.returncode != 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from grafana_standin import StandIn
 from support.cli import Ran, gpudash
 from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml
 from support.paths import ROOT
+from support.ports import on_free_ports
 from support.waiting import eventually
 
 from gpudash.config.durations import parse_duration
@@ -263,14 +264,19 @@ def test_a_dcgm_exporter_target(stack: Stack, reference: Path, host_label: str) 
 
 
 def test_a_node_that_lost_a_gpu(stack: Stack, alertmanager: AlertmanagerProcess) -> None:
-    # Prometheus first, on the address the exporter will take: its first scrapes (a few seconds after it starts)
-    # see both GPUs, then one is lost.
-    address = f"127.0.0.1:{free_port()}"
-    jobs = scrape_jobs(stack.files)
-    jobs[0]["static_configs"] = [{"targets": [address], "labels": {"cluster": CLUSTER, "rack": "rack-1"}}]
-    config = prometheus_config(jobs, interval="1s", alertmanager=alertmanager.address)
-    with PrometheusProcess(config) as prom, ExporterProcess(["--simulate", "2", "--seed", "7", "--fault",
-                                                             "1=lost@8s+1h"], port=int(address.rsplit(":")[1])):
+    @contextmanager
+    def node(port: int) -> Iterator[tuple[str, PrometheusProcess]]:
+        # Prometheus first, on the address the exporter will take: its first scrapes (a few seconds after it
+        # starts) see both GPUs, then one is lost.
+        address = f"127.0.0.1:{port}"
+        jobs = scrape_jobs(stack.files)
+        jobs[0]["static_configs"] = [{"targets": [address], "labels": {"cluster": CLUSTER, "rack": "rack-1"}}]
+        config = prometheus_config(jobs, interval="1s", alertmanager=alertmanager.address)
+        with PrometheusProcess(config) as prom, ExporterProcess(["--simulate", "2", "--seed", "7", "--fault",
+                                                                 "1=lost@8s+1h"], port=port):
+            yield address, prom
+
+    with on_free_ports(1, node) as (address, prom):
         prom.wait_for("count(DCGM_FI_DEV_GPU_UTIL) == 2")
         prom.wait_for("count(DCGM_FI_DEV_GPU_UTIL) == 1")
         ran = doctor(stack, "--prometheus", prom.url)

@@ -9,7 +9,9 @@ window, `for: 2s`); the routes, grouping and inhibitions are the generated ones,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,10 @@ import pytest
 import yaml
 from support.e2e import gpudash_rules, site_yaml
 from support.paths import ROOT
+from support.ports import on_free_ports
 from support.waiting import eventually
 
-from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess
 from gpudash.stack.servers import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 
 LEAK_START_S, LEAK_TO_OOM_S = 4, 40
@@ -46,8 +49,13 @@ class AlertStack:
 
 @pytest.fixture(scope="module")
 def alert_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AlertStack]:
-    tmp = tmp_path_factory.mktemp("alerts-e2e")
-    port = free_port()
+    with on_free_ports(1, partial(_alert_stack, tmp_path_factory.mktemp("alerts-e2e"))) as stack:
+        yield stack
+
+
+@contextmanager
+def _alert_stack(tmp: Path, port: int) -> Iterator[AlertStack]:
+    """Prometheus before the exporter, which takes `port`."""
     with WebhookReceiver() as receiver:
         site = site_yaml(tmp / "site.yml", "e2e", [f"127.0.0.1:{port}"], webhook=receiver.url)
         files = gpudash_rules(tmp / "generated", site, short_thresholds(tmp / "thresholds.yaml"))

@@ -11,20 +11,24 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
 from support.cli import gpudash
 from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
+from support.ports import on_free_ports
 from support.site_query import site_promql
+from support.slack import budget
 
 from gpudash.check.judge import GroupResult, Status, run_check
 from gpudash.check.queries import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
 from gpudash.promql.recordings import FLEET_LISTS
 from gpudash.repository import RECORDING_FILE
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
-from gpudash.stack.process import PrometheusProcess, free_port
+from gpudash.stack.process import PrometheusProcess
 from gpudash.stack.servers import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 
 GPUS, SEED = 8, 11
@@ -52,12 +56,17 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("dashboards-e2e")
+    with on_free_ports(1, partial(_stack, tmp_path_factory.mktemp("dashboards-e2e"))) as built:
+        yield built
+
+
+@contextmanager
+def _stack(tmp: Path, port: int) -> Iterator[Stack]:
     args = ["--simulate", str(GPUS), "--seed", str(SEED)]
     args += [p for f in FAULTS for p in ("--fault", f)] + list(JOB_ARGS)
     # Yesterday first, for the address the exporter is about to get; then Prometheus, then the exporter, so
     # Prometheus reads a clean XID gauge before the XID fault fires.
-    address = f"127.0.0.1:{free_port()}"
+    address = f"127.0.0.1:{port}"
     files = gpudash_rules(tmp / "generated", site_yaml(tmp / "site.yml", "e2e", [address]))
     rules = rule_files(files)
     config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s")
@@ -70,14 +79,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             SeededPrometheus(config, rules, blocks=blocks) as prometheus, \
             ExporterProcess([*args, "--sim-epoch", str(time.time() - AGE_S)],  # fault times count from now on,
                             port=int(address.rsplit(":", 1)[1])) as exporter:  # however long the history took
-        prometheus.wait_for("cluster:gpu_count:count", timeout=30)
-        prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=90)
+        prometheus.wait_for("cluster:gpu_count:count", timeout=budget(30))
+        prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=budget(90))
         # five samples of the new XID counter (one a second), so a panel's rate window holds two
-        prometheus.wait_for("min(count_over_time(gpudash_xid_errors_total[1m])) >= 5", timeout=30)
+        prometheus.wait_for("min(count_over_time(gpudash_xid_errors_total[1m])) >= 5", timeout=budget(30))
         # GPU-hours and energy add a recording up over a subquery at the site's scrape interval (15 s): they
         # answer once it spans two steps (recorded every second here).
         for record in ("cluster_job:gpu_count:count", "cluster_job:gpu_idle:count", "cluster:gpu_power_watts:sum"):
-            prometheus.wait_for(f"min(count_over_time({record}[10m])) > 30", timeout=90)
+            prometheus.wait_for(f"min(count_over_time({record}[10m])) > 30", timeout=budget(90))
         yield Stack(prometheus, exporter, tmp / "generated" / "prometheus")
 
 

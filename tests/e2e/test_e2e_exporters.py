@@ -19,6 +19,7 @@ import yaml
 from support.e2e import StaticMetrics, dcgm_shaped, gpudash_rules, site_yaml, statuses, unexplained
 from support.paths import REFERENCE, ROOT
 from support.site_query import site_promql
+from support.slack import budget
 
 from gpudash.catalog import Publisher, profile
 from gpudash.check.judge import GroupResult, Status, run_check
@@ -46,16 +47,17 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
         rules = {"dcgm.rules.yml": dcgm_files[RECORDING_FILE],
                  "smi.rules.yml": _renamed_group(smi_files[RECORDING_FILE])}
         with PrometheusProcess(prometheus_config(jobs, rule_files=list(rules), interval="1s"), rules) as server:
-            server.wait_for('cluster:gpu_count:count{cluster="dcgm"} == 3', timeout=30)
-            server.wait_for('cluster:gpu_count:count{cluster="smi"}', timeout=30)
-            server.wait_for("count(up == 1) == 3", timeout=30)
+            server.wait_for('cluster:gpu_count:count{cluster="dcgm"} == 3', timeout=budget(30))
+            server.wait_for('cluster:gpu_count:count{cluster="smi"}', timeout=budget(30))
+            server.wait_for("count(up == 1) == 3", timeout=budget(30))
             # recorded series a few evaluations old (one a second), as on any running server
             for cluster in ("dcgm", "smi"):
-                server.wait_for(f'count_over_time(cluster:gpu_count:count{{cluster="{cluster}"}}[1m]) >= 3', timeout=30)
+                server.wait_for(f'count_over_time(cluster:gpu_count:count{{cluster="{cluster}"}}[1m]) >= 3',
+                                timeout=budget(30))
                 # energy adds the recorded power up over a subquery at the site's scrape interval (15 s): it
                 # answers once the recording spans two steps
                 server.wait_for(f'count_over_time(cluster:gpu_power_watts:sum{{cluster="{cluster}"}}[1m]) > 30',
-                                timeout=60)
+                                timeout=budget(60))
             yield server
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.slack import budget
 from support.waiting import eventually
 
 from gpudash.exporter.service import Exporter
@@ -56,7 +57,7 @@ def test_every_query_of_dcgm_exporters_dashboard_returns_data(
     queries = _dashboard_queries(dashboard)
     assert len(queries) == 8
     for expr in queries:
-        result = prometheus.wait_for(expr, timeout=15)
+        result = prometheus.wait_for(expr, timeout=budget(15))
         if "sum(" not in expr and "avg(" not in expr:
             assert {series["metric"]["gpu"] for series in result} == {str(i) for i in range(GPUS) if i != 3}, expr
     for variable in dashboard["templating"]["list"]:

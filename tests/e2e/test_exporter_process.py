@@ -10,6 +10,7 @@ import textwrap
 import urllib.request
 from pathlib import Path
 
+from support.slack import budget
 from support.waiting import eventually
 
 from gpudash.stack.process import free_port
@@ -51,7 +52,7 @@ def _start(root: Path, *args: str) -> tuple[subprocess.Popen[str], int]:
     def ready() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"the exporter exited: {proc.communicate()[1]}")
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1).status == 200
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=budget(1)).status == 200
 
     try:
         eventually(ready, timeout=30, what="the exporter to answer /-/ready", ignoring=(OSError,))
@@ -64,12 +65,12 @@ def _start(root: Path, *args: str) -> tuple[subprocess.Popen[str], int]:
 def test_exporter_runs_with_the_dashboard_side_blocked_and_stops_on_sigterm(root: Path) -> None:
     proc, port = _start(root, "--simulate", "2", "--fault", "1=lost@0", "--interval", "200ms")
     try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=budget(5)).read().decode()
         assert 'DCGM_FI_DEV_GPU_UTIL{gpu="0"' in body
         assert 'gpudash_gpu_up{gpu="1"' in body and "gpudash_xid_errors_total" in body
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=15)
+        _, stderr = proc.communicate(timeout=budget(15))
     assert proc.returncode == 0, stderr
     assert "loaded-blocked: []" in stderr
     assert "received SIGTERM, shutting down" in stderr and "stopped" in stderr

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.slack import budget
 from support.waiting import eventually
 
 from gpudash.errors import ExporterError
@@ -40,7 +41,7 @@ def exporter() -> Iterator[Exporter]:
 
 
 def _get(port: int, path: str = "/metrics", headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=budget(10))
     conn.request("GET", path, headers=headers or {})
     return conn.getresponse()
 
@@ -51,7 +52,7 @@ def test_fifty_concurrent_clients_thousands_of_scrapes(exporter: Exporter) -> No
     done = [0] * clients
 
     def client(n: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", exporter.port, timeout=20)
+        conn = http.client.HTTPConnection("127.0.0.1", exporter.port, timeout=budget(20))
         try:
             for i in range(scrapes):
                 zipped = (n + i) % 2 == 0
@@ -207,9 +208,9 @@ def test_failed_connections_make_one_summary_line_and_no_traceback(
     server.start()
     try:
         for _ in range(20):
-            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as plain:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=budget(5)) as plain:
                 plain.sendall(b"GET /metrics HTTP/1.1\r\nHost: exporter\r\n\r\n")  # plain HTTP to the TLS port
-            reset = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            reset = socket.create_connection(("127.0.0.1", server.port), timeout=budget(5))
             reset.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             reset.close()  # linger 0: the close sends RST, not FIN
         eventually(lambda: ends.pending() >= 40, timeout=10, what="40 early ends counted by the server's threads")
@@ -232,7 +233,7 @@ def test_tls(tmp_path: Path) -> None:
     with Exporter(SimulatedSource(fleet_from_specs(1)), web=web) as running:
         assert running.url.startswith("https://")
         context = ssl.create_default_context(cafile=str(cert))
-        conn = http.client.HTTPSConnection("127.0.0.1", running.port, context=context, timeout=10)
+        conn = http.client.HTTPSConnection("127.0.0.1", running.port, context=context, timeout=budget(10))
         conn.request("GET", "/metrics")
         response = conn.getresponse()
         assert response.status == 200 and b"DCGM_FI_DEV_GPU_UTIL" in response.read()
@@ -246,9 +247,9 @@ def test_tls(tmp_path: Path) -> None:
 def _get_tls_after_garbage(port: int, context: ssl.SSLContext) -> int:
     import socket
 
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=budget(5)) as sock:
         sock.sendall(b"not a TLS hello\r\n\r\n")
-    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=budget(10))
     conn.request("GET", "/metrics")
     return conn.getresponse().status
 

@@ -12,7 +12,9 @@ GROUP_WAIT before its first notification, well after GPUFellOffBus (for: 1s) has
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,12 @@ import pytest
 import yaml
 from support.e2e import gpudash_rules, site_yaml
 from support.paths import ROOT
+from support.ports import on_free_ports
 from support.waiting import eventually
 
 from gpudash.exporter.sim.faults_health import storm_link
 from gpudash.rules.alertmanager import CRITICAL_RECEIVER, DIGEST_RECEIVER, RMA_RECEIVER
-from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess
 from gpudash.stack.servers import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 
 SEED = 5
@@ -87,8 +90,13 @@ class HealthStack:
 
 @pytest.fixture(scope="module")
 def health_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HealthStack]:
-    tmp = tmp_path_factory.mktemp("health-alerts-e2e")
-    port = free_port()
+    with on_free_ports(1, partial(_health_stack, tmp_path_factory.mktemp("health-alerts-e2e"))) as stack:
+        yield stack
+
+
+@contextmanager
+def _health_stack(tmp: Path, port: int) -> Iterator[HealthStack]:
+    """Prometheus before the exporter, which takes `port`: it must see the healthy counters before the faults."""
     with WebhookReceiver() as receiver, WebhookReceiver() as rma:
         site = site_yaml(tmp / "site.yml", "e2e", [f"127.0.0.1:{port}"], webhook=receiver.url)
         data = yaml.safe_load(site.read_text())

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from support.paths import ROOT
 from support.site_query import site_promql
+from support.slack import budget
 
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
@@ -112,7 +113,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededProme
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     done = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet",
                            "--max-block-duration=1000h", str(tmp / "history.om"), str(tmp / "blocks")],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=budget(300))
     assert done.returncode == 0, done.stderr[-2000:]
     blocks = sorted(p for p in (tmp / "blocks").iterdir() if p.is_dir())
     with SeededPrometheus("global: {}\n", blocks=blocks,

@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from support.paths import ROOT
+from support.slack import budget
 
 _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
                                      ".bench", ".demo", "generated", "json")
@@ -31,7 +32,7 @@ def _setuptools_major() -> int:
 
 
 def _run(*args: str | Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240,
+    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=budget(240),
                           check=False)
     assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
     return done
@@ -77,5 +78,5 @@ def test_wheel_init_generate_and_check_with_nothing_from_the_checkout(tmp_path: 
     thresholds = site_dir / "thresholds.yaml"
     thresholds.write_text(thresholds.read_text().replace("gpu_critical_celsius: 85", "gpu_critical_celsius: 86"))
     stale = subprocess.run([str(gpudash), "rules", "--format", "all", "--check"], cwd=site_dir, env=env,
-                           capture_output=True, text=True, timeout=120, check=False)
+                           capture_output=True, text=True, timeout=budget(120), check=False)
     assert stale.returncode == 1 and "prometheus-rules.yaml" in stale.stderr

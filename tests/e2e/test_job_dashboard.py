@@ -19,6 +19,7 @@ import pytest
 from support.e2e import StaticMetrics, gpudash_rules, site_yaml
 from support.paths import ROOT
 from support.site_query import site_promql
+from support.slack import budget
 
 from gpudash.catalog import DCGM
 from gpudash.check.judge import GroupResult, Status, run_check
@@ -78,17 +79,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         rules = rule_files(files)
         config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s")
         with PrometheusProcess(config, rules) as prometheus:
-            prometheus.wait_for(f'cluster_job:gpu_count:count{{hpc_job="{JOB}"}} == 8', timeout=30)
+            prometheus.wait_for(f'cluster_job:gpu_count:count{{hpc_job="{JOB}"}} == 8', timeout=budget(30))
             prometheus.wait_for(f'count_over_time(cluster_job:gpu_count:count{{hpc_job="{JOB}"}}[1m]) >= 3',
-                                timeout=30)
+                                timeout=budget(30))
             # Halfway: node A's GPU 0 goes to another job; node B's GPU 1 reports XID 13.
             a.body = exposition("A", {**everyone, 0: OTHER_JOB}, 0)
             b.body = exposition("B", everyone, 13)
-            prometheus.wait_for(f'cluster_job:gpu_count:count{{hpc_job="{OTHER_JOB}"}} == 1', timeout=30)
-            prometheus.wait_for(f'changes({_name("xid_last")}[1m]) > 0', timeout=30)
+            prometheus.wait_for(f'cluster_job:gpu_count:count{{hpc_job="{OTHER_JOB}"}} == 1', timeout=budget(30))
+            prometheus.wait_for(f'changes({_name("xid_last")}[1m]) > 0', timeout=budget(30))
             # Two 15 s steps of the GPU-hours subqueries (the committed dashboards' scrape interval) in the job.
             prometheus.wait_for(f'count_over_time(cluster_job:gpu_count:count{{hpc_job="{OTHER_JOB}"}}[1m]) >= 31',
-                                timeout=60)
+                                timeout=budget(60))
             yield Stack(prometheus, {"A": a.address, "B": b.address})
 
 

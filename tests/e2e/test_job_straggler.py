@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +19,12 @@ import yaml
 from support.e2e import gpudash_rules, panel_results, site_yaml, unexplained
 from support.paths import ROOT
 from support.site_query import site_promql
+from support.slack import budget
 
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import dashboard_groups, load_dashboards
 from gpudash.repository import JOB_UID
-from gpudash.stack.process import PrometheusProcess, free_port
+from gpudash.stack.process import PrometheusProcess
 from gpudash.stack.servers import ExporterProcess, prometheus_config, rule_files, scrape_jobs
 
 JOB, STRAGGLER_NODE, STRAGGLER_GPU = "48213", "node-02", "5"
@@ -48,28 +50,28 @@ class JobStack:
 @pytest.fixture(scope="module")
 def job_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobStack]:
     tmp = tmp_path_factory.mktemp("job-straggler")
-    ports = {node: free_port() for node in NODES}
-    instance = {node: f"127.0.0.1:{port}" for node, port in ports.items()}
-    site = site_yaml(tmp / "site.yml", "jobs", list(instance.values()))
-    files = gpudash_rules(tmp / "generated", site, short_thresholds(tmp / "thresholds.yaml"))
-    rules = rule_files(files)
     common = ["--simulate", "8", "--seed", "11", "--sim-nodes", ",".join(NODES),
               "--sim-job", f"{JOB}=node-01:0-7,node-02:0-7",
               "--fault", f"{STRAGGLER_NODE}/{STRAGGLER_GPU}=straggler:30@5m",
               "--sim-epoch", str(time.time() - AGE_S), "--interval", "250ms", "--slow-interval", "500ms"]
-    config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s")
-    with (ExporterProcess([*common, "--hostname", NODES[0]], port=ports[NODES[0]]),
-          ExporterProcess([*common, "--hostname", NODES[1]], port=ports[NODES[1]]),
-          PrometheusProcess(config, rules) as prometheus):
+    # The exporters first, each on a port it binds itself; then the site that names them and Prometheus.
+    with ExitStack() as stack:
+        instance = {node: stack.enter_context(ExporterProcess([*common, "--hostname", node])).address
+                    for node in NODES}
+        site = site_yaml(tmp / "site.yml", "jobs", list(instance.values()))
+        files = gpudash_rules(tmp / "generated", site, short_thresholds(tmp / "thresholds.yaml"))
+        rules = rule_files(files)
+        config = prometheus_config(scrape_jobs(files), rule_files=list(rules), interval="1s")
+        prometheus = stack.enter_context(PrometheusProcess(config, rules))
         yield JobStack(prometheus, instance)
 
 
 def test_the_straggler_fires_and_no_other_gpu_does(job_stack: JobStack) -> None:
     prom = job_stack.prometheus
     firing = 'ALERTS{alertname="GPUJobStraggler",alertstate="firing"}'
-    prom.wait_for(firing, timeout=90)
+    prom.wait_for(firing, timeout=budget(90))
     # Let every other GPU have its chance to go pending too: a window and a `for:` more.
-    prom.wait_for(f"count_over_time({firing}[1m]) >= 6", timeout=60)
+    prom.wait_for(f"count_over_time({firing}[1m]) >= 6", timeout=budget(60))
     # pending or firing at any moment of the run, any GPU (a pending and a firing series per GPU: one GPU)
     ever = prom.query('max by (instance, gpu, hpc_job) (max_over_time(ALERTS{alertname="GPUJobStraggler"}[5m]))')
     seen = sorted((s["metric"]["instance"], s["metric"]["gpu"], s["metric"]["hpc_job"]) for s in ever)
@@ -80,7 +82,7 @@ def test_the_straggler_fires_and_no_other_gpu_does(job_stack: JobStack) -> None:
 
 def test_the_job_recordings_see_the_whole_job(job_stack: JobStack) -> None:
     prom = job_stack.prometheus
-    prom.wait_for(f'cluster_job:gpu_count:count{{hpc_job="{JOB}"}} == 16', timeout=60)
+    prom.wait_for(f'cluster_job:gpu_count:count{{hpc_job="{JOB}"}} == 16', timeout=budget(60))
     (median,) = prom.query(f'cluster_job:gpu_sm_clock_mhz:median{{hpc_job="{JOB}"}}')
     (straggler,) = prom.query(f'DCGM_FI_DEV_SM_CLOCK{{instance="{job_stack.instance[STRAGGLER_NODE]}",'
                               f'gpu="{STRAGGLER_GPU}"}}')

@@ -23,6 +23,7 @@ import grpc
 import pytest
 from support.exposition import parse_exposition
 from support.podresources_pb import MESSAGES, Pod
+from support.slack import budget
 from support.waiting import eventually
 
 from gpudash.exporter.attribution.kubelet import KubeletAttributor, KubeletConfig
@@ -122,7 +123,7 @@ def _gpu(pod: str, *ids: str, ns: str = "ml", resource: str = "nvidia.com/gpu", 
 
 def _scrape(url: str) -> dict[str, dict[str, str]]:
     """gpu -> labels of its DCGM_FI_DEV_GPU_UTIL series; the scrape itself must succeed."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as answer:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=budget(5)) as answer:
         assert answer.status == 200
         rows = parse_exposition(answer.read().decode())["DCGM_FI_DEV_GPU_UTIL"]
     assert len(rows) == len({labels["gpu"] for labels, _ in rows}), "one series per GPU"
@@ -150,13 +151,13 @@ class ExporterProcess:
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the exporter exited: {self.proc.communicate()[1]}")
-            return urllib.request.urlopen(f"{self.url}/-/ready", timeout=1).status == 200
+            return urllib.request.urlopen(f"{self.url}/-/ready", timeout=budget(1)).status == 200
 
         eventually(ready, timeout=30, what="the exporter to answer /-/ready", ignoring=(OSError,))
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGTERM)
-        _, stderr = self.proc.communicate(timeout=15)
+        _, stderr = self.proc.communicate(timeout=budget(15))
         assert self.proc.returncode == 0, stderr
         return stderr
 
@@ -264,5 +265,5 @@ def test_without_kubernetes_grpc_is_never_imported(root: Path) -> None:
             "from gpudash.exporter.attribution.kubelet import KubeletConfig\n"
             "assert 'grpc' not in sys.modules and 'google.protobuf' not in sys.modules, sorted(sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=60)
+                          env={**os.environ, "PYTHONPATH": str(root)}, timeout=budget(60))
     assert done.returncode == 0, done.stderr

@@ -20,6 +20,7 @@ from support.cli import gpudash
 from support.e2e import gpudash_rules, site_yaml
 from support.paths import ROOT
 from support.pictures import dominant_color, read_png
+from support.slack import budget
 
 from gpudash.preview.colors import threshold_color
 from gpudash.preview.panel_queries import builtins, choose_variables, panel_queries
@@ -52,7 +53,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
     history = simulated_openmetrics(GPUS, SEED, times, target, faults=FAULTS, workloads=WORKLOADS)
     with yesterday_blocks(history, rules[Path(RECORDING_FILE).name], times[0], times[-1]) as blocks, \
             SeededPrometheus("global: {}\n", blocks=blocks) as server:
-        server.wait_for("cluster:gpu_count:count", timeout=30)
+        server.wait_for("cluster:gpu_count:count", timeout=budget(30))
         yield server
 
 

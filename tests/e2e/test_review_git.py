@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from support.cli import gpudash
 from support.paths import ROOT
+from support.slack import budget
 
 FIXTURES = ROOT / "tests" / "fixtures" / "review"
 STEPS = "thresholds green, 0.9 orange, 0.95 red -> green, 0.85 orange, 0.95 red"
@@ -22,7 +23,7 @@ STEPS = "thresholds green, 0.9 orange, 0.95 red -> green, 0.85 orange, 0.95 red"
 def _git(repo: Path, *args: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
-    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=env, timeout=budget(60))
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -7,14 +7,17 @@ import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from support.paths import ROOT
+from support.slack import budget, cpus
 from support.waiting import eventually
 
+from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
 from gpudash.files import write_text_tree as write_files
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
@@ -37,7 +40,7 @@ def tool(name: str) -> str:
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(args, capture_output=True, text=True, cwd=cwd, timeout=budget(300))
 
 
 def render_site(tmp_path: Path, site: dict[str, Any]) -> Path:
@@ -64,9 +67,33 @@ def test_there_are_unit_tests_for_every_alert() -> None:
         assert benign in text
 
 
+@pytest.fixture(scope="module")
+def unit_test_runs(request: pytest.FixtureRequest) -> Iterator[dict[Path, Future[subprocess.CompletedProcess[str]]]]:
+    """The selected files of tests/rules/ under promtool, as many at once as there are CPUs.
+
+    A file costs up to ~20 s of CPU in one promtool thread (every rule evaluated at every step of each test's
+    longest eval_time): side by side, the lot takes its CPU time divided by the CPUs. The costliest start
+    first; each test reads its own file's result.
+    """
+    selected = {item.callspec.params["path"] for item in request.session.items
+                if isinstance(item, pytest.Function) and item.originalname == "test_promtool_unit_tests"}
+    promtool = tool("promtool")
+    with ThreadPoolExecutor(max_workers=cpus()) as pool:
+        yield {path: pool.submit(run, promtool, "test", "rules", path.name, cwd=path.parent)
+               for path in sorted(selected, key=evaluations, reverse=True)}
+
+
+def evaluations(path: Path) -> float:
+    """How many rule evaluations promtool makes for a test file: what its run costs."""
+    spec = yaml.safe_load(path.read_text())
+    step = parse_duration(str(spec.get("evaluation_interval", "1m"))).seconds
+    return sum(max((parse_duration(str(case["eval_time"])).seconds for kind in ("alert_rule_test", "promql_expr_test")
+                    for case in test.get(kind, [])), default=0) / step for test in spec["tests"])
+
+
 @pytest.mark.parametrize("path", UNIT_TESTS, ids=[p.stem for p in UNIT_TESTS])
-def test_promtool_unit_tests(path: Path) -> None:
-    result = run(tool("promtool"), "test", "rules", path.name, cwd=path.parent)
+def test_promtool_unit_tests(path: Path, unit_test_runs: dict[Path, Future[subprocess.CompletedProcess[str]]]) -> None:
+    result = unit_test_runs[path].result()
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
 
 
@@ -164,7 +191,7 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
     def ready() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"alertmanager exited: {(tmp_path / 'alertmanager.log').read_text()[-2000:]}")
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=budget(1)) as response:
             return response.status == 200
 
     try:
@@ -172,20 +199,20 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=budget(10))
         log.close()
 
 
 def post_alerts(url: str, alerts: list[dict[str, str]]) -> None:
     body = json.dumps([{"labels": labels} for labels in alerts]).encode()
     request = urllib.request.Request(f"{url}/api/v2/alerts", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as response:
+    with urllib.request.urlopen(request, timeout=budget(5)) as response:
         assert response.status == 200
 
 
 def inhibited(url: str) -> dict[tuple[str, str, str], bool]:
     def state() -> dict[tuple[str, str, str], bool] | None:
-        with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=5) as response:
+        with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=budget(5)) as response:
             alerts = json.load(response)
         found = {(a["labels"]["alertname"], a["labels"].get("gpu", ""), a["labels"]["severity"]):
                  bool(a["status"]["inhibitedBy"]) for a in alerts}

@@ -18,6 +18,7 @@ from statistics import median
 
 import pytest
 from support.exposition import parse_exposition
+from support.slack import budget
 from support.waiting import eventually
 
 from gpudash.stack.process import free_port
@@ -52,13 +53,13 @@ def cluster(root: Path) -> Iterator[dict[str, str]]:
     finally:
         for proc, _ in procs.values():
             proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=15)
+            proc.communicate(timeout=budget(15))
 
 
 def _metrics(proc: subprocess.Popen[str], port: int) -> str:
     if proc.poll() is not None:
         raise AssertionError(f"the exporter exited: {proc.communicate()[1]}")
-    body: str = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    body: str = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=budget(2)).read().decode()
     return body if "DCGM_FI_PROF_SM_ACTIVE" in body else ""
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from support.exposition import parse_exposition
 from support.paths import ROOT
+from support.slack import budget
 from support.waiting import eventually
 
 from gpudash.exporter.attribution.hpc import HpcJobMapping
@@ -87,7 +88,7 @@ class Node:
         full = {**self.env, "SLURM_JOB_ID": str(job), **env}
         if context is not None:
             full["SLURM_SCRIPT_CONTEXT"] = context
-        return subprocess.run(["/bin/bash", str(script)], env=full, capture_output=True, text=True, timeout=30)
+        return subprocess.run(["/bin/bash", str(script)], env=full, capture_output=True, text=True, timeout=budget(30))
 
     def prolog(self, job: int | str, **env: str) -> subprocess.CompletedProcess[str]:
         done = self.run(PROLOG, job, context="prolog_slurmd", **env)
@@ -217,7 +218,7 @@ def test_a_missing_driver_directory_falls_back_to_slurms_index_with_a_log_line(n
 def test_a_prolog_without_path_still_finds_its_tools(node: Node) -> None:
     # Slurm runs Prologs with no PATH: the script adds the standard directories (nvidia-smi named explicitly).
     env = {k: v for k, v in node.env.items() if k != "PATH"}
-    done = subprocess.run(["/bin/bash", str(PROLOG)], capture_output=True, text=True, timeout=30,
+    done = subprocess.run(["/bin/bash", str(PROLOG)], capture_output=True, text=True, timeout=budget(30),
                           env={**env, "SLURM_JOB_ID": "8", "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
                                "SLURM_JOB_GPUS": "0", "GPUDASH_NVIDIA_SMI": str(node.root / "bin" / "nvidia-smi")})
     assert done.returncode == 0, done.stderr
@@ -230,7 +231,7 @@ def test_the_exporter_publishes_what_the_prolog_wrote_and_drops_it_after_the_epi
                   attributor=HpcJobMapping(node.mapping)) as exporter:
 
         def util_jobs() -> list[tuple[str, str | None]]:
-            with urllib.request.urlopen(exporter.url + "/metrics", timeout=5) as response:
+            with urllib.request.urlopen(exporter.url + "/metrics", timeout=budget(5)) as response:
                 series = parse_exposition(response.read().decode())["DCGM_FI_DEV_GPU_UTIL"]
             return sorted((labels["gpu"], labels.get("hpc_job")) for labels, _ in series)
 
@@ -254,7 +255,7 @@ def test_gpudash_exporter_takes_the_directory_from_dcgm_exporters_variable(node:
         env={**os.environ, "PYTHONPATH": str(ROOT), "DCGM_HPC_JOB_MAPPING_DIR": str(node.mapping)})
     try:
         def util_jobs() -> list[tuple[str, str | None]]:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=budget(2)) as response:
                 series = parse_exposition(response.read().decode())["DCGM_FI_DEV_GPU_UTIL"]
             return sorted((labels["gpu"], labels.get("hpc_job")) for labels, _ in series)
 
@@ -263,7 +264,7 @@ def test_gpudash_exporter_takes_the_directory_from_dcgm_exporters_variable(node:
                    ignoring=(OSError,))
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=15)
+        _, stderr = proc.communicate(timeout=budget(15))
     assert proc.returncode == 0, stderr
     assert f"HPC job mapping: reading {node.mapping} on every sweep" in stderr
 

@@ -13,6 +13,7 @@ from typing import Any
 import niquests
 import pytest
 from grafana_standin import TESTED_VERSIONS, StandIn
+from support.slack import budget
 
 
 class Client:
@@ -24,7 +25,7 @@ class Client:
     def __call__(self, method: str, path: str, body: Any = None, raw: bytes | None = None,
                  headers: dict[str, str] | None = None) -> tuple[int, Any]:
         answer = self.session.request(method, self.standin.url + path, json=body, data=raw,
-                                      headers=self.headers if headers is None else headers, timeout=5)
+                                      headers=self.headers if headers is None else headers, timeout=budget(5))
         return answer.status_code, answer.json() if answer.content else None
 
     def save(self, dashboard: dict[str, Any], **extra: Any) -> tuple[int, Any]:
@@ -286,7 +287,7 @@ def test_datasources(api: Client) -> None:
 
 
 def test_health_and_version(api: Client) -> None:
-    answer = niquests.get(api.standin.url + "/api/health", timeout=5)
+    answer = niquests.get(api.standin.url + "/api/health", timeout=budget(5))
     assert answer.status_code == 200 and answer.text.startswith("{\n  ")
     assert json.loads(answer.text) == {"commit": "0123abc", "database": "ok", "version": api.standin.version}
     assert api("GET", "/api/frontend/settings")[1]["buildInfo"]["version"] == api.standin.version
@@ -313,14 +314,15 @@ def test_authentication_bodies(api: Client) -> None:
     bad = api("GET", "/api/search", headers={"Authorization": "Bearer nope"})
     assert bad == (401, {"message": "Invalid API key", **({"messageId": "api-key.invalid", "statusCode": 401}
                                                            if errutil else {})})
-    basic = niquests.get(api.standin.url + "/api/search", auth=("admin", "wrong"), timeout=5)
+    basic = niquests.get(api.standin.url + "/api/search", auth=("admin", "wrong"), timeout=budget(5))
     assert basic.status_code == 401 and basic.json()["message"] == "Invalid username or password"
-    assert niquests.get(api.standin.url + "/api/search", auth=("admin", "admin"), timeout=5).status_code == 200
-    token_as_basic = niquests.get(api.standin.url + "/api/search", auth=("api_key", api.standin.token), timeout=5)
+    assert niquests.get(api.standin.url + "/api/search", auth=("admin", "admin"), timeout=budget(5)).status_code == 200
+    token_as_basic = niquests.get(api.standin.url + "/api/search", auth=("api_key", api.standin.token),
+                                  timeout=budget(5))
     assert token_as_basic.status_code == 200
 
 
 def test_go_escapes_html_characters(api: Client) -> None:
     api.save({"uid": "a", "title": "a <b> & c"})
-    raw = niquests.get(api.standin.url + "/api/dashboards/uid/a", headers=api.headers, timeout=5).text
+    raw = niquests.get(api.standin.url + "/api/dashboards/uid/a", headers=api.headers, timeout=budget(5)).text
     assert "\\u003cb\\u003e \\u0026 c" in raw

@@ -10,6 +10,7 @@ import niquests
 import pytest
 from grafana_standin import TESTED_VERSIONS, Flavor, StandIn
 from grafana_standin.migrate import ui_save_model
+from support.slack import budget
 
 APIS_VERSIONS = [v for v in TESTED_VERSIONS if Flavor(v).apis_versions]
 DASHBOARDS = "/apis/dashboard.grafana.app/v1/namespaces/default/dashboards"
@@ -22,7 +23,7 @@ class Client:
         self.session.headers["Authorization"] = f"Bearer {standin.token}"
 
     def __call__(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        answer = self.session.request(method, self.standin.url + path, json=body, timeout=5)
+        answer = self.session.request(method, self.standin.url + path, json=body, timeout=budget(5))
         return answer.status_code, answer.json() if answer.content else None
 
 

@@ -20,6 +20,7 @@ import niquests
 from grafana_client import GrafanaApi
 from support.cli import gpudash
 from support.paths import ROOT
+from support.slack import budget
 
 from gpudash.compare.content import MARKER_KEY, marker_of_annotations
 
@@ -153,7 +154,7 @@ class GrafanaUnderTest:
 
     # ---- direct access, the way a person or another tool would change things
     def api(self) -> GrafanaApi:
-        return GrafanaApi.from_url(self.url, credential=self.token, timeout=10)
+        return GrafanaApi.from_url(self.url, credential=self.token, timeout=budget(10))
 
     def get(self, uid: str) -> dict[str, Any] | None:
         from grafana_client.client import GrafanaClientError
@@ -185,11 +186,11 @@ class GrafanaUnderTest:
         return session
 
     def server_version(self) -> str:
-        return str(niquests.get(f"{self.url}/api/health", timeout=10).json()["version"])
+        return str(niquests.get(f"{self.url}/api/health", timeout=budget(10)).json()["version"])
 
     def apis_path(self, uid: str = "") -> str | None:
         """The dashboards' /apis v1 path (a dashboard's, with `uid`), or None when Grafana does not serve it."""
-        found = self._person().get(f"{self.url}/apis/dashboard.grafana.app/", timeout=10)
+        found = self._person().get(f"{self.url}/apis/dashboard.grafana.app/", timeout=budget(10))
         versions = found.json().get("versions", []) if found.status_code == 200 else []
         if not any(v.get("version") == "v1" for v in versions):
             return None
@@ -202,7 +203,7 @@ class GrafanaUnderTest:
         On /apis: PUT with the loaded metadata (resourceVersion, annotations) and fieldValidation=Ignore."""
         person, version, path = self._person(), self.server_version(), self.apis_path(uid)
         if path is not None:
-            loaded = person.get(self.url + path, timeout=10)
+            loaded = person.get(self.url + path, timeout=budget(10))
             loaded.raise_for_status()
             body = loaded.json()
             model = ui_save_model(body["spec"], version)
@@ -212,7 +213,7 @@ class GrafanaUnderTest:
             metadata["annotations"] = {**metadata["annotations"], "grafana.app/message": "saved in the UI"}
             answer = person.put(self.url + path, params={"fieldValidation": "Ignore"},
                                 json={"apiVersion": body["apiVersion"], "kind": "Dashboard", "metadata": metadata,
-                                      "spec": model}, timeout=10)
+                                      "spec": model}, timeout=budget(10))
         else:
             current = self.get(uid)
             assert current is not None
@@ -221,7 +222,7 @@ class GrafanaUnderTest:
                 change(model)
             answer = person.post(f"{self.url}/api/dashboards/db", json={
                 "dashboard": model, "folderUid": current["meta"]["folderUid"], "overwrite": False,
-                "message": "saved in the UI"}, timeout=10)
+                "message": "saved in the UI"}, timeout=budget(10))
         answer.raise_for_status()
 
     @property
@@ -241,7 +242,7 @@ class GrafanaUnderTest:
         path = self.apis_path(uid)
         if path is None:
             return None
-        answer = self._person().get(self.url + path, timeout=10)
+        answer = self._person().get(self.url + path, timeout=budget(10))
         return dict(answer.json()) if answer.status_code == 200 else None
 
     def marker(self, uid: str) -> dict[str, Any] | None:
@@ -277,7 +278,7 @@ class GrafanaUnderTest:
                            if not k.startswith(("grafana.app/created", "grafana.app/updated"))}
             body = {"metadata": {"name": new_uid, "annotations": annotations},
                     "spec": {**resource["spec"], "title": new_title}}
-            self._person().post(self.url + path, json=body, timeout=10).raise_for_status()
+            self._person().post(self.url + path, json=body, timeout=budget(10)).raise_for_status()
             return
         current = self.get(uid)
         assert current is not None

@@ -24,6 +24,7 @@ from gpudash.panels.typescript import (
     tsconfig_json,
 )
 from support.paths import ROOT
+from support.slack import budget
 
 SCHEMA_DIR = ROOT / "tests" / "schema"
 _ALIAS = re.compile(r"npm:@grafana/schema@(\d+\.\d+\.\d+)")
@@ -87,7 +88,7 @@ def check(dashboards: dict[str, dict[str, Any]], work: Path, schema_dir: Path = 
     for release in releases(schema_dir):
         config = write_project(dashboards, release, work / release.package, schema_dir)
         run = subprocess.run([str(tsc(schema_dir)), "-p", str(config)], capture_output=True, text=True,
-                             timeout=120, check=False)
+                             timeout=budget(120), check=False)
         found = _findings(run.stdout + run.stderr, release, config.parent)
         if run.returncode != 0 and not found:
             raise RuntimeError(f"tsc failed without a type error for {release.version}: {run.stdout}{run.stderr}")

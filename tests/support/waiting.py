@@ -6,17 +6,21 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from support.slack import budget
+
 T = TypeVar("T")
 
 
 def eventually(condition: Callable[[], T], timeout: float = 30.0, *, what: str = "", interval: float = 0.05,
                ignoring: tuple[type[BaseException], ...] = ()) -> T:
-    """Call `condition` until it returns something truthy, and return that; fail after `timeout` seconds.
+    """Call `condition` until it returns something truthy, and return that; fail once `timeout` has passed.
 
-    `ignoring` names exceptions that mean "not yet" (a connection refused while a server starts); any other
-    exception fails at once. The failure names `what` and the last value or exception seen.
+    `timeout` is a safety net for an idle machine, stretched by `support.slack` on a busy one. `ignoring`
+    names exceptions that mean "not yet" (a connection refused while a server starts); any other exception
+    fails at once. The failure names `what` and the last value or exception seen.
     """
-    deadline = time.monotonic() + timeout
+    allowed = budget(timeout)
+    deadline = time.monotonic() + allowed
     last: object = None
     while True:
         try:
@@ -28,5 +32,5 @@ def eventually(condition: Callable[[], T], timeout: float = 30.0, *, what: str =
                 return value
             last = value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what or condition!r}; last: {last!r}")
+            raise AssertionError(f"timed out after {allowed:g} s waiting for {what or condition!r}; last: {last!r}")
         time.sleep(interval)
