@@ -32,8 +32,17 @@ NAME = st.text(st.characters(exclude_categories=("Cc", "Cs", "Zl", "Zp")), min_s
 URL_TAIL = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="%"), max_size=16)
 
 
+class _QuotedText(yaml.SafeDumper):
+    """Every string double-quoted: PyYAML quotes only what YAML 1.1 would misread, and gpudash reads YAML 1.2,
+    which takes a plain `0e0` as a number."""
+
+
+_QuotedText.add_representer(str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text,
+                                                                              style='"'))
+
+
 def render(tmp: Path, site: dict[str, Any], thresholds: Path = ROOT / "thresholds.yaml") -> Path:
-    (tmp / "site.yaml").write_text(yaml.safe_dump(site, allow_unicode=True))
+    (tmp / "site.yaml").write_text(yaml.dump(site, Dumper=_QuotedText, allow_unicode=True))
     out = tmp / "out"
     write_files(out, render_all(load_settings(thresholds, tmp / "site.yaml")), MARK)
     return out

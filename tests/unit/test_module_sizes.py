@@ -1,4 +1,5 @@
-"""Module size and naming: no Python file over 420 lines, and no two modules of the package with one basename."""
+"""Module size and naming: no Python file over 420 lines, no two modules of the package and no two test files
+with one basename."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def test_no_two_package_modules_share_a_basename() -> None:
     shared = [" and ".join(paths) for name, paths in sorted(by_name.items())
               if len(paths) > 1 and name not in SHARED_BASENAMES]
     assert not shared, "modules with one basename: " + "; ".join(shared)
+
+
+def test_no_two_test_files_share_a_basename() -> None:
+    # tests/ has no __init__.py: pytest imports each test file by its basename, and a second file of one name is
+    # an "import file mismatch" error wherever both are collected into one process (an xdist worker, say).
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for path in _python_files("tests"):
+        if path.name.startswith("test_"):
+            by_name[path.name].append(path.relative_to(ROOT).as_posix())
+    assert len(by_name) > 100  # the tests were found
+    shared = [" and ".join(paths) for paths in by_name.values() if len(paths) > 1]
+    assert not shared, "test files with one basename: " + "; ".join(shared)

@@ -1,12 +1,14 @@
 """No command reads a server's answer past its limit: an endless or huge body is one line, in bounded memory.
 
 Each command runs as its own process against a server that answers every request 200 with a body that never ends
-(chunked) or that declares 100 GB; the process's peak memory comes from the kernel (wait4), not from a guess.
+(chunked) or that declares 100 GB; the process's peak memory comes from the kernel (wait4 in a launcher of its
+own), not from a guess.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,22 +36,38 @@ class Measured:
     max_rss_mb: float
 
 
+# The peak memory of a process forked from pytest starts at pytest's own (Linux carries a parent's high-water mark
+# through fork and exec), so gpudash is started by a small interpreter of its own, which reports its child's.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def gpudash_process(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Measured:
     """`python -m gpudash ARGS` as a process of its own: exit code, output, and its peak resident memory."""
     environ = {k: v for k, v in os.environ.items() if k not in CLEAR} | (env or {})
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "gpudash", *args], cwd=ROOT, env=environ, stdout=out,
-                                stderr=err)
-        watchdog = threading.Timer(timeout, proc.kill)  # a safety net: a run past it fails below
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        report = Path(tmp) / "maxrss"
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(report), sys.executable, "-m", "gpudash",
+                                 *args], cwd=ROOT, env=environ, stdout=out, stderr=err, start_new_session=True)
+        # a safety net: a run past it is killed with its launcher, and fails below
+        watchdog = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
         watchdog.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)  # reaped here, with its own rusage
+            proc.wait()
         finally:
             watchdog.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return Measured(proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss / 1024)
+        max_rss_kb = int(report.read_text()) if report.exists() else 0
+        return Measured(proc.returncode, out.read().decode(), err.read().decode(), max_rss_kb / 1024)
 
 
 @pytest.fixture(params=[0, 100_000_000_000], ids=["endless", "declared-100GB"])
