@@ -16,6 +16,10 @@ from support.slack import budget
 from support.waiting import eventually
 
 INTERVAL_S = 0.2
+# `python -m gpudash` with Ctrl-C raising KeyboardInterrupt, as in a terminal: a suite started in the background
+# (a script's `&`, nohup) hands SIGINT down ignored, and Python leaves an ignored SIGINT ignored.
+AS_IN_A_TERMINAL = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                    "runpy.run_module('gpudash', run_name='__main__', alter_sys=True)")
 
 
 @pytest.mark.slow
@@ -27,7 +31,7 @@ def test_sync_watch_follows_a_thresholds_change(repo_copy: Path) -> None:
         # --watch-polls: the watcher ends by itself if the test cannot stop it, long after any wait below
         polls = int(budget(300) / INTERVAL_S)
         process = subprocess.Popen(
-            [sys.executable, "-m", "gpudash", "sync", "--watch", "--interval", str(INTERVAL_S),
+            [sys.executable, "-c", AS_IN_A_TERMINAL, "sync", "--watch", "--interval", str(INTERVAL_S),
              "--watch-polls", str(polls)],
             cwd=repo_copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines: list[str] = []  # what it printed so far, read as it prints (a cycle reports once it is done)
