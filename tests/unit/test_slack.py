@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -40,8 +41,9 @@ def test_a_slack_that_is_not_a_number_of_at_least_one_is_refused(monkeypatch: py
 
 def test_eventually_waits_its_timeout_times_the_slack(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [0.0]
-    monkeypatch.setattr(waiting.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(waiting.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    fake_time = SimpleNamespace(monotonic=lambda: clock[0],
+                                sleep=lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    monkeypatch.setattr(waiting, "time", fake_time)  # the waiting module's clock only
     monkeypatch.setenv(slack.ENV, "3")
     asked: list[float] = []
 
