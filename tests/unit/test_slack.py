@@ -69,9 +69,9 @@ def test_pytest_timeouts_limit_is_stretched_too(monkeypatch: pytest.MonkeyPatch,
     assert started == [1200]
 
 
-def test_hypothesis_deadline_is_its_default_stretched_for_this_session() -> None:
+def test_hypothesis_deadline_is_a_safety_net_far_above_its_default() -> None:
     loaded = settings.get_profile("gpudash").deadline
-    assert loaded is not None and loaded >= timedelta(milliseconds=200)
+    assert loaded is not None and loaded >= timedelta(seconds=2)
     assert settings.default.deadline == loaded
 
 
