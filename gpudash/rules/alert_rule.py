@@ -32,11 +32,14 @@ class AlertRule:
     description: str
     for_: Duration | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    keep_firing_for: Duration | None = None  # stays firing this long after its expression stops returning it
 
     def as_dict(self, runbook_base_url: str) -> dict[str, Any]:
         rule: dict[str, Any] = {"alert": self.alert, "expr": self.expr}
         if self.for_ is not None:
             rule["for"] = str(self.for_)
+        if self.keep_firing_for is not None:
+            rule["keep_firing_for"] = str(self.keep_firing_for)
         rule["labels"] = {"severity": self.severity, "action": self.action, **self.labels}
         anchor = runbook_anchor(self.alert)
         rule["annotations"] = {"summary": self.summary, "description": self.description}

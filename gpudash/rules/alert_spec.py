@@ -6,10 +6,16 @@ GPU, as the alert's labels name it), `t` (the thresholds), `k` (the alert's own 
 thresholds.yaml), `level` (the rule's level), `to_do` (what its action asks), `gpu` (the GPU label's name),
 `job_id` (the job, as its label names it), `scrape_job` (the exporters' scrape job) and the rule's own
 `words`. Go templates in them are written doubled, `{{{{ $value }}}}`, as they would be in an f-string.
+
+A rule's `carries` names what its page must name, by role: `card` (the GPU's UUID and its node's host name,
+as the profile labels them: what a reset or an RMA is done to) and `job` (the site's job label, with `pod`
+and `namespace` on Kubernetes: what a restart is done to). `render` refuses a rule whose expression does not
+keep those labels in an aggregation, so a page can never lose them silently.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import reduce
@@ -68,6 +74,8 @@ class RuleSpec:
     level: str | None = None  # a dotted path in the thresholds (`memory.warning`), `level` in texts and expr
     labels: tuple[tuple[str, str], ...] = ()
     words: Callable[[AlertContext], Mapping[str, object]] | None = None  # names the texts use beyond RuleWords
+    keep_firing_for: str | None = None  # the knob of the alert's section that is its `keep_firing_for:`
+    carries: tuple[str, ...] = ()  # the roles its page names (CARRIES): their labels are kept by the expression
 
 
 @dataclass(frozen=True)
@@ -86,12 +94,42 @@ class AlertSpec:
         return runbook_anchor(self.name)
 
 
+# What a page names, by role: the labels each role stands for are the profile's and the site's (`target_labels`).
+CARRIES = ("card", "job")
+
 RuleWords = ("where", "t", "k", "level", "to_do", "gpu", "job_id", "scrape_job")
 
 
 def threshold(t: Thresholds, path: str) -> Any:
     """The value at a dotted path of the thresholds (`alerts.nvlink.window`, `memory.critical`)."""
     return reduce(getattr, path.split("."), t)
+
+
+def target_labels(settings: Settings, roles: Iterable[str]) -> tuple[str, ...]:
+    """The label names that stand for `roles` on this site: what a rule carrying them must keep."""
+    profile = promql_for(settings).profile
+    names: list[str] = []
+    for role in roles:
+        if role == "card":
+            names += [profile.uuid_label, *((profile.hostname_label,) if profile.hostname_label else ())]
+        elif role == "job":
+            names += [settings.site.job_label, *KUBERNETES_JOB_LABELS]
+        else:
+            raise ValueError(f"unknown role {role!r} (known: {', '.join(CARRIES)})")
+    return tuple(dict.fromkeys(names))
+
+
+# The labels of a job's pod where the exporter runs on Kubernetes (absent elsewhere: `by` keeps them empty).
+KUBERNETES_JOB_LABELS = ("namespace", "pod")
+
+
+def _check_carried(alert: str, expr: str, labels: Iterable[str]) -> None:
+    """A label is carried when every aggregation that ends the expression keeps it: the outermost `by` lists."""
+    groups = re.findall(r"\bby \(([^)]*)\)", expr)
+    kept = {name.strip() for group in groups for name in group.split(",")}
+    missing = [label for label in labels if label not in kept]
+    if missing:
+        raise ValueError(f"{alert}: its expression keeps no {', '.join(missing)} label its page must carry")
 
 
 def render(specs: Iterable[AlertSpec], settings: Settings) -> list[AlertRule]:
@@ -112,9 +150,11 @@ def render(specs: Iterable[AlertSpec], settings: Settings) -> list[AlertRule]:
             expr = rule.expr(ctx)
             if expr is None:
                 continue
+            _check_carried(spec.name, expr, target_labels(settings, rule.carries))
             words = {**common, "k": knobs, "level": level, "to_do": ACTION_TEXT[rule.action],
                      **(rule.words(ctx) if rule.words else {})}
             rules.append(AlertRule(spec.name, rule.severity, rule.action, expr, rule.summary.format(**words),
                                    rule.description.format(**words),
-                                   getattr(knobs, rule.for_) if rule.for_ else None, dict(rule.labels)))
+                                   getattr(knobs, rule.for_) if rule.for_ else None, dict(rule.labels),
+                                   getattr(knobs, rule.keep_firing_for) if rule.keep_firing_for else None))
     return rules

@@ -103,4 +103,7 @@ ALERTS: tuple[AlertSpec, ...] = (
     *HEALTH_ALERTS,
 )
 
-ALERT_NAMES = tuple(dict.fromkeys(spec.name for spec in ALERTS))
+
+def alert_names() -> tuple[str, ...]:
+    """Every alert's name, in the rule file's order."""
+    return tuple(spec.name for spec in ALERTS)

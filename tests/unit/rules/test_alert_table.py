@@ -13,8 +13,8 @@ from support.paths import ROOT
 from gpudash.config.loading import Settings
 from gpudash.config.thresholds import Alerts
 from gpudash.health.xid import ACTIONS
-from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec, RuleWords, render, threshold
-from gpudash.rules.alert_table import ALERT_NAMES, ALERTS
+from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec, RuleWords, render, target_labels, threshold
+from gpudash.rules.alert_table import ALERTS, alert_names
 
 SECTIONS = {f.name: f for f in dataclasses.fields(Alerts)}
 
@@ -35,8 +35,8 @@ def fields_in(template: str) -> list[str]:
 
 def test_each_alert_is_one_spec_of_a_unique_name() -> None:
     names = [spec.name for spec in ALERTS]
-    assert len(names) == len(set(names)) == len(ALERT_NAMES)
-    assert tuple(names) == ALERT_NAMES
+    assert len(names) == len(set(names)) == len(alert_names())
+    assert tuple(names) == alert_names()
     assert all(re.fullmatch(r"GPU[A-Z][A-Za-z]+", name) for name in names)
 
 
@@ -80,3 +80,23 @@ def test_each_spec_renders_only_rules_of_its_name(spec: AlertSpec, settings: Set
     rules = render((spec,), settings)
     assert rules and {r.alert for r in rules} == {spec.name}
     assert all("{" + word not in r.summary + r.description for r in rules for word in RuleWords)
+
+
+def test_a_rule_that_drops_a_label_its_page_must_carry_is_refused(settings: Settings) -> None:
+    card = target_labels(settings, ("card",))
+    assert settings.site.job_label in target_labels(settings, ("job",))
+    dropped = AlertSpec("GPUProbe", "xid", (RuleSpec(
+        "warning", "reset_gpu", lambda c: "max by (cluster, instance) (up)", "s", "d", for_=None, carries=("card",)),))
+    kept = dataclasses.replace(dropped.rules[0], expr=lambda c: f"max by (cluster, {', '.join(card)}) (up)")
+    with pytest.raises(ValueError, match=f"GPUProbe: its expression keeps no {card[0]}"):
+        render([dropped], settings)
+    (rule,) = render([dataclasses.replace(dropped, rules=(kept,))], settings)
+    assert rule.expr.startswith("max by (cluster")
+
+
+def test_keep_firing_for_is_the_knob_the_rule_names(settings: Settings) -> None:
+    spec = AlertSpec("GPUProbe", "nvlink", (RuleSpec(
+        "warning", "none", lambda c: "up", "s", "d", keep_firing_for="window"),))
+    (rule,) = render([spec], settings)
+    assert rule.keep_firing_for == settings.thresholds.alerts.nvlink.window
+    assert rule.as_dict("")["keep_firing_for"] == str(settings.thresholds.alerts.nvlink.window)

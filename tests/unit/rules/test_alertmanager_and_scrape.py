@@ -18,7 +18,7 @@ from gpudash.cli import cli
 from gpudash.config.loading import Settings, load_settings
 from gpudash.escape import go_template_text, promql_string
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
-from gpudash.rules.alert_table import ALERT_NAMES
+from gpudash.rules.alert_table import alert_names
 from gpudash.rules.alertmanager import SECRETS_DIR, STRAGGLER_CAUSES
 from gpudash.rules.generated_files import render_all
 
@@ -44,7 +44,7 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     assert straggler["equal"] == ["cluster", "instance", "gpu"]
     (cause,) = straggler["source_matchers"]
     assert cause == 'alertname=~"' + "|".join(STRAGGLER_CAUSES) + '"'
-    assert set(STRAGGLER_CAUSES) < set(ALERT_NAMES)
+    assert set(STRAGGLER_CAUSES) < set(alert_names())
     assert [r["name"] for r in am["receivers"]] == ["gpudash-critical", "gpudash-warning-digest"]
     severities = {r["labels"]["severity"] for r in rules_of(render_all(settings))}
     routed = {m for r in cluster_route["routes"] for m in r["matchers"]}

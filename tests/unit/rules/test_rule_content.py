@@ -17,7 +17,7 @@ from gpudash.config.loading import Settings, load_settings
 from gpudash.health.xid import ACTIONS
 from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
-from gpudash.rules.alert_table import ALERT_NAMES
+from gpudash.rules.alert_table import alert_names
 from gpudash.rules.generated_files import render_all
 
 JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
@@ -27,7 +27,7 @@ LEVELS = ("critical", "warning", "info")
 def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Settings) -> None:
     files = render_all(settings)
     rules = rules_of(files)
-    assert {r["alert"] for r in rules} == set(ALERT_NAMES)
+    assert {r["alert"] for r in rules} == set(alert_names())
     for rule in rules:
         per_job = rule["alert"] in JOB_ALERTS
         severity, action = rule["labels"]["severity"], rule["labels"]["action"]
@@ -57,7 +57,7 @@ def test_runbook_links_point_at_a_section_of_docs_alerts(settings: Settings) -> 
     # GitHub's anchor for a heading: lower case, spaces to dashes, punctuation dropped
     headings = {re.sub(r"[^a-z0-9 _-]", "", line[3:].strip().lower()).replace(" ", "-")
                 for line in (ROOT / "docs" / "alerts.md").read_text().splitlines() if line.startswith("## ")}
-    assert {name.lower() for name in ALERT_NAMES} <= headings
+    assert {name.lower() for name in alert_names()} <= headings
     for rule in rules_of(render_all(settings)):
         page, anchor = rule["annotations"]["runbook"].split("#")
         assert (ROOT / page).is_file()
