@@ -15,7 +15,7 @@ from grafanalib import core as G
 
 from gpudash.config.thresholds import Levels, Thresholds
 
-GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
+GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
 DARK_GREEN = "dark-green"
 # An idle GPU's colour: capacity nobody uses is what an SRE hunts, so it stands out; a busy GPU is never red.
 IDLE = ORANGE
