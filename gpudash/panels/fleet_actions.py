@@ -22,6 +22,9 @@ from gpudash.repository import HEALTH_UID
 NO_ACTION = "none"
 # An alert that asks for something: it has an action label (absent reads as "") and the action is not `none`.
 ANY_ACTION: tuple[Matcher, ...] = (("action", "!=", ""), ("action", "!=", NO_ACTION))
+# Without recording rules, the most GPUs reporting at once is counted every this long over the lookback: a
+# count of every GPU at each scrape of a day would cost more than the rest of the dashboard.
+UNRECORDED_STEP = "5m"
 COUNTED = "a GPU (an alert on a whole node: the node; on a whole job: the job) with several such alerts counts once"
 
 
@@ -50,12 +53,13 @@ def gpus_expected(q: PromQL, lookback: Duration) -> str:
     if q.recorded:
         seen = q.recorded_over_time("max", "cluster:gpu_count:count", lookback)
     else:
-        seen = f"max_over_time(({q.use('cluster:gpu_count:count')})[{lookback}:{q.rule_interval}])"
+        seen = f"max_over_time(({q.use('cluster:gpu_count:count')})[{lookback}:{UNRECORDED_STEP}])"
     if not q.has("gpus_expected"):
         return seen
     published = f"sum by (cluster) (max by (cluster, instance) ({q.metric('gpus_expected')}))"
-    # Per cluster the larger of the two, and either one where the other is absent.
-    return f"({published} > on (cluster) {seen}) or {seen} or {published}"
+    # Per cluster the larger of the two, or the one there is: a label of its own keeps `or` from dropping the
+    # seen count where the cluster publishes, and `max by (cluster)` reads each once.
+    return f'max by (cluster) ({published} or label_replace({seen}, "expected_from", "seen", "", ""))'
 
 
 def reporting_against_expected(layout: PanelGrid, q: PromQL, lookback: Duration) -> None:
