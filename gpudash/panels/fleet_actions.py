@@ -76,8 +76,8 @@ def reporting_against_expected(layout: PanelGrid, q: PromQL, lookback: Duration)
         [Query(f"sum({reporting})", "reporting", ref="A"), Query(f"sum({expected})", "expected", ref="B")], "none",
         f"Reporting: GPUs whose exporter reports utilization now. Expected, per cluster: the larger of{published} "
         f"the most GPUs that reported at once within the last {lookback} (the recorded cluster:gpu_count:count); "
-        f"where no exporter publishes the expectation, a GPU silent for longer than {lookback} is no longer "
-        "expected.", color_steps((BLUE, None))), w=3, h=4)
+        f"a GPU silent for longer than {lookback} is no longer expected unless its exporter still runs and "
+        "publishes the expectation.", color_steps((BLUE, None))), w=3, h=4)
     missing = f"sum(clamp_min(({expected}) - on (cluster) {reporting}, 0) or ({expected}))"
     layout.add(stat(
         "GPUs missing", Query(missing, "missing"), "none",

@@ -3,8 +3,9 @@
 The action counts read firing alerts by their `action` label, whatever the alert is called: a pending alert,
 an alert whose action is `none` and an alert with no action label count nowhere; a GPU with several alerts
 asking for one action counts once; an alert on a whole node counts once per node, one on a whole job once
-per job. Reporting / expected: the GPUs a node says it expects where published, else the most that reported
-at once within the lookback, per cluster, so a cluster whose exporter is down still counts as missing.
+per job. Reporting / expected: per cluster, the larger of the GPUs its nodes say they expect and the most
+that reported at once within the lookback, so a GPU lost for longer than the lookback stays missing where its
+exporter still publishes the expectation.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def test_action_counts_count_firing_alerts_per_action_once_per_target(
 
 
 def expected_inputs() -> list[dict[str, str]]:
-    """Four clusters over 40 hours, one sample an hour."""
+    """Five clusters over 40 hours, one sample an hour."""
     def published(cluster: str, node: str, gpus: int) -> dict[str, str]:
         return {"series": f'gpudash_node_gpus_expected{{cluster="{cluster}",instance="{node}",job="gpu-exporter"}}',
                 "values": f"{gpus}x40"}
@@ -102,10 +103,13 @@ def expected_inputs() -> list[dict[str, str]]:
         published("a", "n1:9400", 8), published("a", "n2:9400", 8), reporting("a", "16x5 15x35"),
         # b: nothing published: 8 seen, then 6 from 6 h; after a day at 6 the two are no longer expected.
         reporting("b", "8x5 6x35"),
-        # c: published, but no GPU reports at all (its exporters are down): all 8 missing.
+        # c: its exporter runs and publishes 8, but no GPU reports utilization (the driver lost them all):
+        # all 8 missing, however long ago they went.
         published("c", "n5:9400", 8),
         # d: one node publishes 8, another (no bundled exporter) adds 8 more: 16 expected, none missing.
         published("d", "n6:9400", 8), reporting("d", "16x40"),
+        # e: its one exporter went down at 5 h, its expectation with it: missing while within the lookback.
+        {**published("e", "n7:9400", 8), "values": "8x5"}, reporting("e", "8x5"),
     ]
 
 
@@ -117,7 +121,8 @@ def test_reporting_expected_and_missing_per_cluster(tmp_path: Path) -> None:
         return {"expr": expr, "eval_time": f"{hours}h", "exp_samples": [{"labels": "{}", "value": value}]}
 
     promtool_case(tmp_path, "1h", expected_inputs(), [
-        at(10, reporting, 15 + 6 + 16), at(10, expected, 16 + 8 + 8 + 16), at(10, missing, 1 + 2 + 8 + 0),
-        # A day and more later: cluster b's two silent GPUs have left its lookback; a's stay expected.
+        at(10, reporting, 15 + 6 + 16), at(10, expected, 16 + 8 + 8 + 16 + 8), at(10, missing, 1 + 2 + 8 + 0 + 8),
+        # A day and more later: the GPUs of b and e silent since have left the lookback; a's and c's published
+        # expectations keep theirs.
         at(40, reporting, 15 + 6 + 16), at(40, expected, 16 + 6 + 8 + 16), at(40, missing, 1 + 0 + 8 + 0),
     ])
