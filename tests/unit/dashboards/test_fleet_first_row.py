@@ -136,3 +136,11 @@ def test_idle_counts_wear_the_idle_colour_and_memory_and_heat_stay_high_is_bad(b
                         ("gpudash-node.json", "GPU temperature"), ("gpudash-node.json", "Memory used per GPU")):
         panel = next(p for p in built[name]["panels"] if p["title"] == title)
         assert [c for c, _ in steps(panel)] == ["green", "orange", "red"], (name, title)
+
+
+def test_a_thresholds_file_without_the_expected_lookback_reads_one_day(tmp_path: Any) -> None:
+    text = (ROOT / "thresholds.yaml").read_text(encoding="utf-8")
+    kept = [line for line in text.splitlines(keepends=True) if not line.lstrip().startswith("expected_lookback:")]
+    assert len(kept) == len(text.splitlines()) - 1
+    (tmp_path / "thresholds.yaml").write_text("".join(kept), encoding="utf-8")
+    assert str(load_settings(tmp_path / "thresholds.yaml").thresholds.dashboards.expected_lookback) == "1d"
