@@ -25,6 +25,7 @@ ANY_ACTION: tuple[Matcher, ...] = (("action", "!=", ""), ("action", "!=", NO_ACT
 # Without recording rules, the most GPUs reporting at once is counted every this long over the lookback: a
 # count of every GPU at each scrape of a day would cost more than the rest of the dashboard.
 UNRECORDED_STEP = "5m"
+ANY_TITLE = "Needing any action"
 COUNTED = "a GPU (an alert on a whole node: the node; on a whole job: the job) with several such alerts counts once"
 
 
@@ -97,7 +98,7 @@ def needs_action_row(layout: PanelGrid, q: PromQL, job_labels: Sequence[str], lo
                     "dashboard: which GPUs, which alert, since when; docs/alerts.md has each alert's runbook.",
             color_steps((GREEN, None), (colours.get(action, RED), 1)), no_value="0", links=link), w=3, h=4)
     layout.add(stat(
-        "Needing any action", Query(targets_needing(q, job_labels, *ANY_ACTION), "any"), "none",
+        ANY_TITLE, Query(targets_needing(q, job_labels, *ANY_ACTION), "any"), "none",
         f"GPUs with at least one firing alert that asks for an action: any `action` label but `none`, from any "
         f"alert, an action of a newer rule file included ({COUNTED}). Click for the health dashboard.",
         color_steps((GREEN, None), (RED, 1)), no_value="0", links=link), w=3, h=4)
