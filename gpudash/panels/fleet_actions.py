@@ -73,7 +73,7 @@ def reporting_against_expected(layout: PanelGrid, q: PromQL, lookback: Duration)
     published = (" the GPUs its nodes expect (gpudash_node_gpus_expected: the bundled exporter's --expected-gpus, "
                  "else the NVIDIA PCI functions it finds) or" if q.has("gpus_expected") else "")
     layout.add(stat(
-        "GPUs reporting / expected",
+        "Reporting / expected",
         [Query(f"sum({reporting})", "reporting", ref="A"), Query(f"sum({expected})", "expected", ref="B")], "none",
         f"Reporting: GPUs whose exporter reports utilization now. Expected, per cluster: the larger of{published} "
         f"the most GPUs that reported at once within the last {lookback} (the recorded cluster:gpu_count:count); "

@@ -115,7 +115,7 @@ def expected_inputs() -> list[dict[str, str]]:
 
 def test_reporting_expected_and_missing_per_cluster(tmp_path: Path) -> None:
     queries = first_row_queries(".*")
-    (reporting, expected), (missing,) = queries["GPUs reporting / expected"], queries["GPUs missing"]
+    (reporting, expected), (missing,) = queries["Reporting / expected"], queries["GPUs missing"]
 
     def at(hours: int, expr: str, value: int) -> dict[str, Any]:
         return {"expr": expr, "eval_time": f"{hours}h", "exp_samples": [{"labels": "{}", "value": value}]}

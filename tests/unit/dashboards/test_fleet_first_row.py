@@ -47,7 +47,7 @@ def test_the_fleet_opens_on_what_needs_action_then_reporting_against_expected(bu
     # Every action someone must take, costliest first, then any action, then reporting / expected: on top.
     taken = [a for a in reversed(ACTIONS) if a != "none"]
     assert [p["targets"][0]["legendFormat"] for p in stats[:len(taken)]] == taken
-    assert [p["title"] for p in stats[len(taken):]] == ["Needing any action", "GPUs reporting / expected",
+    assert [p["title"] for p in stats[len(taken):]] == ["Needing any action", "Reporting / expected",
                                                          "GPUs missing"]
     assert all(p["gridPos"]["y"] == stats[0]["gridPos"]["y"] for p in stats), "one row of stats"
 
@@ -81,7 +81,7 @@ def test_each_count_links_to_the_health_dashboards_list_with_the_dashboards_vari
 
 def test_reporting_against_expected_names_its_source_and_colours_only_the_missing(built: dict[str, Any]) -> None:
     _, panels = first_row(built["gpudash-fleet.json"])
-    panel = next(p for p in panels if p["title"] == "GPUs reporting / expected")
+    panel = next(p for p in panels if p["title"] == "Reporting / expected")
     assert {t["refId"]: t["legendFormat"] for t in panel["targets"]} == {"A": "reporting", "B": "expected"}
     expected = panel["targets"][1]["expr"]
     assert "gpudash_node_gpus_expected" in expected and "max_over_time(cluster:gpu_count:count" in expected
@@ -98,7 +98,7 @@ def test_reporting_against_expected_names_its_source_and_colours_only_the_missin
 def test_the_expected_lookback_comes_from_thresholds(thresholds_copy: Any) -> None:
     path = thresholds_copy((("dashboards", "expected_lookback"), "3d"))
     fleet = build_all(load_settings(path), ROOT / "dashboards")["gpudash-fleet.json"]
-    panel = next(p for p in first_row(fleet)[1] if p["title"] == "GPUs reporting / expected")
+    panel = next(p for p in first_row(fleet)[1] if p["title"] == "Reporting / expected")
     assert "[3d]" in panel["targets"][1]["expr"] and "[1d]" not in panel["targets"][1]["expr"]
 
 
