@@ -1,5 +1,7 @@
-"""GPU fleet: whole clusters at a glance.
+"""GPU fleet: whole clusters at a glance, what needs action now first.
 
+The first row answers "what needs action now" (GPUs per action asked by firing alerts, each count a link to
+the health dashboard's list) and "are all GPUs reporting" (reporting against expected), before anything else.
 Stays fast at thousands of GPUs: every panel reads cluster-level recording rules, recorded lists of the GPUs
 that pass a test (throttled, under memory pressure, silent, with a new XID) or a topk/bottomk of per-GPU
 series, so no panel draws more than `dashboards.fleet_topk` GPUs or one series per cluster.
@@ -13,6 +15,7 @@ from grafanalib import core as G
 
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
+from gpudash.panels.fleet_actions import needs_action_row
 from gpudash.panels.fleet_panels import (
     activity_and_energy,
     memory_pressure,
@@ -33,6 +36,7 @@ from gpudash.panels.visualizations import (
     utilization_steps,
 )
 from gpudash.repository import FLEET_UID, JOB_UID, NODE_UID
+from gpudash.rules.alert_spec import target_labels
 
 UID = FLEET_UID
 TITLE = "GPU fleet"
@@ -46,9 +50,12 @@ def build(ctx: BuildContext) -> G.Dashboard:
     to_node, to_gpu = node_link(), node_link(gpu)
     layout = PanelGrid()
 
+    layout.section("Needs action now")
+    needs_action_row(layout, q, target_labels(ctx.settings, ("job",)), t.dashboards.expected_lookback)
+    stopped_reporting(layout, q, ctx.settings.site.scrape_job, k)
+
     layout.section("Fleet at a glance")
     stat_row(layout, q, "fleet")
-    stopped_reporting(layout, q, ctx.settings.site.scrape_job, k)
 
     layout.section("Utilization")
     layout.add(count_heatmap(
@@ -114,7 +121,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     links = [G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True),
              G.DashboardLink(title="GPU job", uri=f"/d/{JOB_UID}", keepTime=True, includeVars=True)]
-    dashboard = ctx.dashboard(UID, TITLE, "Whole GPU clusters at a glance: busy, full, hot, throttled.", "fleet",
-                              layout.panels, links)
+    dashboard = ctx.dashboard(UID, TITLE, "What needs action now, then whole GPU clusters at a glance: busy, full, "
+                                          "hot, throttled.", "fleet", layout.panels, links)
     dashboard.annotations = alert_and_xid_annotations(q, fleet=True)
     return dashboard

@@ -24,6 +24,7 @@ from gpudash.panels.visualizations import (
     Query,
     bar_gauge,
     color_steps,
+    idle_count_steps,
     level_steps,
     stat,
     table,
@@ -66,8 +67,9 @@ def build(ctx: BuildContext) -> G.Dashboard:
          Query(f"count by (cluster, instance) ({q.metric('gpu_util')}) and on (cluster, instance) {least_nodes}",
                ref="B")],
         "The job's nodes with the lowest mean utilization of its GPUs now, and how many of its GPUs each holds. "
-        "Click a node to open it.", {"A": "mean utilization %", "B": "GPUs of the job"}, "none", None,
-        links=[node_link()], hide_columns=("__name__",), sort=("mean utilization %", False)), w=12, h=8)
+        "Click a node to open it.", {"A": "mean utilization %", "B": "GPUs of the job"}, "none",
+        utilization_steps(q.thresholds), links=[node_link()], hide_columns=("__name__",),
+        sort=("mean utilization %", False)), w=12, h=8)
     layout.add(table(
         f"The job's least busy GPUs (bottom {k})",
         [Query(f"bottomk({k}, {q.per_gpu(q.metric('gpu_util'))})")],
@@ -164,7 +166,7 @@ def _glance(layout: PanelGrid, q: PromQL, step: Duration) -> None:
     t = q.thresholds
     count, idle = q.use("cluster_job:gpu_count:count"), q.use("cluster_job:gpu_idle:count")
     idle_level = t.alerts.allocated_idle.util_below_percent
-    idle_steps = color_steps((GREEN, None), ("yellow", 1))
+    idle_steps = idle_count_steps()
     specs: list[tuple[str, str, str, str, list[G.Threshold] | None, bool]] = [
         ("GPUs", f"sum({count})", "none", "GPUs the job holds now.", None, False),
         ("Nodes", f"count(count by (cluster, instance) ({q.metric('gpu_util')}))", "none",

@@ -47,6 +47,7 @@ class DashboardKnobs:
     default_range: Duration
     comparison_offset: Duration
     fleet_topk: int
+    expected_lookback: Duration  # where no exporter publishes the GPUs a node expects: the most seen at once within
 
 
 # The alert sections: each field's annotation is its key's type and bounds (gpudash.config.knobs).
@@ -227,6 +228,7 @@ def parse_thresholds(source: str, data: Any) -> Thresholds:
         default_range=dash.duration("default_range"),
         comparison_offset=dash.duration("comparison_offset"),
         fleet_topk=dash.integer("fleet_topk", 1, 200),
+        expected_lookback=dash.duration("expected_lookback", "1d"),
     )
     dash.done()
 

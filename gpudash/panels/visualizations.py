@@ -15,7 +15,10 @@ from grafanalib import core as G
 
 from gpudash.config.thresholds import Levels, Thresholds
 
-GREEN, YELLOW, ORANGE, RED, BLUE = "green", "yellow", "orange", "red", "blue"
+GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
+DARK_GREEN = "dark-green"
+# An idle GPU's colour: capacity nobody uses is what an SRE hunts, so it stands out; a busy GPU is never red.
+IDLE = ORANGE
 FULL_WIDTH = 24
 
 
@@ -36,9 +39,15 @@ def color_steps(*pairs: tuple[str, float | None]) -> list[G.Threshold]:
 
 
 def utilization_steps(t: Thresholds) -> list[G.Threshold]:
-    """Below idle = yellow (wasted GPU), idle..saturated = green, above saturated = red."""
+    """Low is bad: below idle = orange (capacity nobody uses), idle..saturated = green, above saturated = dark
+    green (fully used, the best a GPU can do)."""
     u = t.utilization
-    return color_steps((YELLOW, None), (GREEN, u.idle_below_percent), (RED, u.saturated_above_percent))
+    return color_steps((IDLE, None), (GREEN, u.idle_below_percent), (DARK_GREEN, u.saturated_above_percent))
+
+
+def idle_count_steps() -> list[G.Threshold]:
+    """A count of idle GPUs: green at none, the idle colour from one."""
+    return color_steps((GREEN, None), (IDLE, 1))
 
 
 def level_steps(levels: Levels, scale: float = 1.0) -> list[G.Threshold]:
@@ -103,17 +112,21 @@ def timeseries(title: str, queries: Sequence[Query], unit: str, description: str
     return panel
 
 
-def stat(title: str, query: Query, unit: str, description: str, steps: list[G.Threshold] | None = None,
-         decimals: int | None = None, graph: bool = False, no_value: str = "no data") -> G.Stat:
+def stat(title: str, query: Query | Sequence[Query], unit: str, description: str,
+         steps: list[G.Threshold] | None = None, decimals: int | None = None, graph: bool = False,
+         no_value: str = "no data", links: Sequence[dict[str, Any]] = ()) -> G.Stat:
     # no_value: what an empty answer shows. "0" only where no series truly means none (a count of matches);
     # a missing exporter or recording rule must look like no data, not like a healthy zero.
-    """A single number; without a sparkline it asks for the instant value only, which is cheaper."""
+    """A single number (one per query, side by side, when given several); without a sparkline it asks for the
+    instant value only, which is cheaper. `links` make each number a link."""
+    queries = [query] if isinstance(query, Query) else list(query)
     if not graph:
-        query = Query(query.expr, query.legend, True, query.ref)
+        queries = [Query(q.expr, q.legend, True, q.ref) for q in queries]
     return G.Stat(
-        title=title, description=description, targets=_targets([query]), format=unit, decimals=decimals,
+        title=title, description=description, targets=_targets(queries), format=unit, decimals=decimals,
         thresholds=steps or color_steps((GREEN, None)), graphMode="area" if graph else "none",
         reduceCalc="lastNotNull", colorMode="value", noValue=no_value, maxDataPoints=None,
+        overrides=_value_links(links),
     )
 
 
@@ -165,14 +178,14 @@ def bar_gauge(title: str, query: Query, unit: str, description: str, steps: list
 
 # The utilization heatmap's colours, low to high, and the words its description uses for them: one table, so
 # the scheme and what the panel says about it cannot drift apart.
-UTILIZATION_SCHEME = ("YlGn", ("pale yellow", "dark green"))
+UTILIZATION_SCHEME = ("RdYlGn", ("red", "dark green"))
 
 
 def heatmap(title: str, query: Query, description: str, t: Thresholds, y_unit: str = "short",
             max_points: int = 200) -> G.Heatmap:
     """Native heatmap, one row per series; colour = utilization, banded to the thresholds' levels, 0 % drawn."""
-    # Pale yellow (idle) to dark green (busy): a busy GPU is healthy, so no alarm colour; band edges fall on
-    # the idle and saturated levels.
+    # Red (idle: capacity nobody uses) through yellow to dark green (busy): low is bad, a busy GPU is never
+    # red; band edges fall on the idle and saturated levels.
     spec = {"unit": "percent", "scheme": UTILIZATION_SCHEME[0], "reverse": False, "min": 0, "max": 100,
             "steps": heatmap_bands(t), "y_unit": y_unit, "show_zero": True}
     return G.Heatmap(

@@ -170,7 +170,7 @@ def test_memory_is_used_over_used_plus_free(built: dict[str, dict[str, Any]]) ->
 
 def test_colour_steps_come_from_thresholds(built: dict[str, dict[str, Any]]) -> None:
     node = built["gpudash-node.json"]
-    assert steps(by_title(node, "Utilization per GPU")) == [("yellow", None), ("green", 20), ("red", 90)]
+    assert steps(by_title(node, "Utilization per GPU")) == [("orange", None), ("green", 20), ("dark-green", 90)]
     assert steps(by_title(node, "Memory used per GPU")) == [("green", None), ("orange", 0.9), ("red", 0.95)]
     assert steps(by_title(node, "GPU temperature")) == [("green", None), ("orange", 80), ("red", 85)]
     # HBM's levels are an H200's memory max operating temperature (95 C) less the 5 C margin, and that limit
@@ -182,7 +182,7 @@ def test_changing_thresholds_changes_the_matching_steps(thresholds_copy: Callabl
     path = thresholds_copy((("utilization", "idle_below_percent"), 25), (("memory", "warning_ratio"), 0.8),
                            (("temperature", "hbm_critical_celsius"), 98), (("dashboards", "comparison_offset"), "7d"))
     node = build_all(load_settings(path), ROOT / "dashboards")["gpudash-node.json"]
-    assert steps(by_title(node, "Utilization per GPU")) == [("yellow", None), ("green", 25), ("red", 90)]
+    assert steps(by_title(node, "Utilization per GPU")) == [("orange", None), ("green", 25), ("dark-green", 90)]
     assert steps(by_title(node, "Memory used per GPU")) == [("green", None), ("orange", 0.8), ("red", 0.95)]
     assert steps(by_title(node, "HBM temperature")) == [("green", None), ("orange", 90), ("red", 98)]
     assert steps(by_title(node, "GPU temperature")) == [("green", None), ("orange", 80), ("red", 85)]

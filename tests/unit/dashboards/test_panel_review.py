@@ -98,10 +98,11 @@ def test_2_node_heatmap_draws_idle_cells_in_the_colours_its_description_names(no
     assert panel["options"]["filterValues"]["le"] < 0, "0 % cells hidden: an idle GPU looks missing"
     scheme = panel["options"]["color"]["scheme"]
     assert scheme == UTILIZATION_SCHEME[0]
-    assert not re.search("Rd|Or", scheme), "a busy GPU is healthy: no alarm colour on the scale"
+    # Low is bad: the scale starts at the alarm colour (idle) and ends green (busy), never the other way.
+    assert scheme.startswith("Rd") and scheme.endswith("Gn") and not panel["options"]["color"]["reverse"]
     low, high = UTILIZATION_SCHEME[1]
     assert low in panel["description"] and high in panel["description"]
-    assert "red" not in panel["description"]
+    assert panel["description"].index(low) < panel["description"].index(high)
 
 
 # 3 ------------------------------------------------------------------------------------------------------
