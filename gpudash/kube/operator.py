@@ -27,7 +27,7 @@ from gpudash.config.site_alerting import receiver_sets
 from gpudash.errors import ConfigError
 from gpudash.kube.dashboards import dashboard_config_maps
 from gpudash.kube.resources import documents, metadata, slug
-from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
+from gpudash.repository import ALERTING_FILE, ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
 
 API_V1 = "monitoring.coreos.com/v1"
 API_V1ALPHA1 = "monitoring.coreos.com/v1alpha1"
@@ -52,12 +52,12 @@ def _rule_groups(text: str) -> list[Any]:
 
 
 def prometheus_rules(kube: KubeSite, plain: Mapping[str, str]) -> list[dict[str, Any]]:
-    """One PrometheusRule for the alerts and one for the recording rules, read back from the plain files."""
+    """One PrometheusRule per plain rule file (recording rules, GPU alerts, the alerting's own), read back."""
     return [
         {"apiVersion": API_V1, "kind": "PrometheusRule",
          "metadata": metadata(kube, f"{kube.name_prefix}-{what}", kube.rule_labels),
          "spec": {"groups": _rule_groups(plain[rel])}}
-        for what, rel in (("gpu-recording", RECORDING_FILE), ("gpu-alerts", ALERTS_FILE))
+        for what, rel in (("gpu-recording", RECORDING_FILE), ("gpu-alerts", ALERTS_FILE), ("alerting", ALERTING_FILE))
     ]
 
 

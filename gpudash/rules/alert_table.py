@@ -102,12 +102,13 @@ ALERTS: tuple[AlertSpec, ...] = (
         "them or fix the job; the job dashboard shows which GPUs, the fleet dashboard the largest idle holders."),
     )),
     *HEALTH_ALERTS,
-    # about the alerting itself: the heartbeat, and nodes out of service (gpudash.rules.node_state)
-    WATCHDOG_ALERT,
-    NODE_DRAINED_ALERT,
 )
+
+# About the alerting itself, not a GPU: the heartbeat, and nodes out of service (gpudash.rules.node_state). In
+# a rule file of their own, so that a query of every firing GPU alert (a test, a bench, a panel) never meets them.
+ALERTING_ALERTS: tuple[AlertSpec, ...] = (WATCHDOG_ALERT, NODE_DRAINED_ALERT)
 
 
 def alert_names() -> tuple[str, ...]:
-    """Every alert's name, in the rule file's order."""
+    """Every GPU alert's name, in the rule file's order."""
     return tuple(spec.name for spec in ALERTS)

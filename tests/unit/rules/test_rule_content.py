@@ -19,7 +19,6 @@ from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alert_table import alert_names
 from gpudash.rules.generated_files import render_all
-from gpudash.rules.node_state import NODE_DRAINED, WATCHDOG
 
 JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
 LEVELS = ("critical", "warning", "info")
@@ -30,8 +29,6 @@ def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Set
     rules = rules_of(files)
     assert {r["alert"] for r in rules} == set(alert_names())
     for rule in rules:
-        if rule["alert"] in (WATCHDOG, NODE_DRAINED):
-            continue  # about the alerting, not a GPU: tests/unit/rules/test_alert_routing.py
         per_job = rule["alert"] in JOB_ALERTS
         severity, action = rule["labels"]["severity"], rule["labels"]["action"]
         assert severity in LEVELS and action in ACTIONS, rule["alert"]
