@@ -263,3 +263,38 @@ def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
         ("GPUExporterDown", "6", "critical"): True,
         ("GPUXidError", "7", "warning"): False,  # another GPU of the same node keeps its own
     }
+
+
+def test_amtool_routes_each_action_job_owner_heartbeat_and_drained_node(tmp_path: Path) -> None:
+    out = render_site(tmp_path, {
+        "clusters": [{"name": "east", "targets": [{"address": "a:9400", "rack": "r1"}]}],
+        "rma_receivers": [{"name": "tickets", "type": "webhook", "url": "https://tickets.example.org/gpu"}],
+        "heartbeat_receivers": [{"name": "deadman", "type": "webhook", "url": "https://hc.example.org/ping"}],
+        "job_owners": {"label": "namespace", "owners": [
+            {"value": "physics", "receivers": [{"name": "p", "type": "webhook", "url": "https://p.example.org/"}]},
+            {"value": "vision", "receivers": [{"name": "v", "type": "webhook", "url": "https://v.example.org/"}]}]},
+    })
+    config = str(out / ALERTMANAGER_FILE)
+    assert run(tool("amtool"), "check-config", config).returncode == 0
+
+    def routed(*labels: str) -> list[str]:
+        result = run(tool("amtool"), "config", "routes", "test", "--config.file", config, "cluster=east", *labels)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout.strip().replace(",", " ").split()
+
+    for action in ("reset_gpu", "reboot_node", "drain"):
+        assert routed("severity=critical", f"action={action}", "alertname=GPUXidError") == ["gpudash-critical"]
+    assert routed("severity=critical", "action=rma", "alertname=GPURowRemapFailure") == [
+        "gpudash-rma", "gpudash-critical"]
+    assert routed("severity=critical", "action=none", "alertname=GPUExporterDown") == ["gpudash-critical"]
+    assert routed("severity=warning", "action=none", "alertname=GPUThermalThrottling") == ["gpudash-warning-digest"]
+    assert routed("severity=warning", "action=restart_job", "namespace=physics") == ["gpudash-job-owner-physics"]
+    assert routed("severity=critical", "action=none", "audience=job_owner", "namespace=vision") == [
+        "gpudash-job-owner-vision"]
+    assert routed("severity=warning", "action=restart_job", "namespace=chem") == ["gpudash-job-owner"]
+    assert routed("alertname=Watchdog", "severity=info", "action=none") == ["gpudash-heartbeat"]
+    assert routed("alertname=GPUNodeDrained", "severity=info", "action=none") == ["gpudash-null"]
+    # without heartbeat_receivers, the Watchdog still never reaches on-call
+    plain = run(tool("amtool"), "config", "routes", "test", "--config.file", str(GENERATED / ALERTMANAGER_FILE),
+                "alertname=Watchdog", "severity=info", "action=none")
+    assert plain.stdout.strip() == "gpudash-null", plain.stdout + plain.stderr
