@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from support.paths import ROOT
 
-from gpudash.config.loading import Settings
+from gpudash.config.loading import load_settings
 from gpudash.config.site import Site, parse_site
 from gpudash.errors import ConfigError
 from gpudash.rules.alert_spec import target_labels
@@ -74,7 +75,8 @@ def test_a_wrong_alerting_section_is_one_line_naming_the_key(data: dict[str, Any
     assert text.startswith(message) and "\n" not in text, text
 
 
-def test_the_owner_label_joins_what_a_job_alert_must_carry(settings: Settings) -> None:
+def test_the_owner_label_joins_what_a_job_alert_must_carry() -> None:
+    settings = load_settings(ROOT / "thresholds.yaml")
     assert "account" not in target_labels(settings, ("job",))
     site = parse_site("s.yml", {"job_owners": {"label": "account"}})
     owned = replace(settings, site=site)
