@@ -4,7 +4,9 @@ the default), the Watchdog's heartbeat repeated, a drained node's alerts held ba
 across 2 nodes of one rack) in one notification.
 
 The routes, grouping and inhibitions are `gpudash rules`' for a site config naming every kind of receiver;
-only the timings of thresholds.yaml `alertmanager:` are shortened (1 s waits, a 2 s heartbeat).
+only the timings of thresholds.yaml `alertmanager:` are shortened (1 s waits, a 2 s heartbeat). Last, a real
+Prometheus evaluating the generated rules with the generated alert_relabel_configs: its Watchdog reaches the
+heartbeat receiver, an exporter-down page carries its target's rack, and a node under `maintenance:` is held.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from support.e2e import gpudash_rules
 from support.paths import ROOT
 from support.waiting import eventually
 
-from gpudash.stack.process import AlertmanagerProcess
-from gpudash.stack.servers import WebhookReceiver
+from gpudash.repository import ALERTING_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess, free_port
+from gpudash.stack.servers import WebhookReceiver, prometheus_config
 
 HOOKS = ("oncall", "tickets", "physics", "vision", "owners", "heartbeat")
 SHORT = {"group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"}
@@ -185,3 +188,70 @@ def test_a_drained_nodes_alerts_are_held_back_and_its_own_reaches_nobody(stack: 
     assert "n6:9400" not in delivered
     # the other nodes' alerts of the same names were not held back
     assert {"n1:9400", "n2:9400"} <= delivered
+
+
+# ------------------------------------------------------------------ a real Prometheus evaluating the rules
+
+@dataclass
+class Evaluated:
+    down: str  # a GPU exporter target that is down, in rack r7
+    held: str  # another, down too, of a node under maintenance
+    heartbeat: WebhookReceiver
+    oncall: WebhookReceiver
+    alertmanager: AlertmanagerProcess
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluated]:
+    """Prometheus with the generated rules (GPU alerts and the alerting's own), scrape config and
+    alert_relabel_configs, its two GPU exporter targets closed ports on two loopback addresses."""
+    tmp = tmp_path_factory.mktemp("am-prometheus")
+    down, held = f"127.0.0.2:{free_port()}", f"127.0.0.3:{free_port()}"
+    thresholds = short_thresholds(tmp / "t.yaml")
+    data = yaml.safe_load(thresholds.read_text())
+    data["alerts"]["exporter_down"]["for"] = "1s"
+    thresholds.write_text(yaml.safe_dump(data, sort_keys=False))
+    with ExitStack() as running:
+        heartbeat, oncall = (running.enter_context(WebhookReceiver()) for _ in range(2))
+        (tmp / "site.yml").write_text(yaml.safe_dump({
+            "scrape": {"interval": "1s", "timeout": "1s"},
+            "clusters": [{"name": "c1", "targets": [{"address": down, "rack": "r7"},
+                                                    {"address": held, "rack": "r8"}]}],
+            "receivers": [{"name": "oncall", "type": "webhook", "url": oncall.url}],
+            "heartbeat_receivers": [{"name": "deadman", "type": "webhook", "url": heartbeat.url}],
+            "maintenance": ["127.0.0.3"],
+        }))
+        files = gpudash_rules(tmp / "generated", tmp / "site.yml", thresholds)
+        alertmanager = running.enter_context(AlertmanagerProcess(files["alertmanager/alertmanager.yml"]))
+        rules = {Path(rel).name: files[rel] for rel in (RECORDING_FILE, ALERTS_FILE, ALERTING_FILE)}
+        snippet = yaml.safe_load(files[SCRAPE_FILE])
+        config = yaml.safe_load(prometheus_config(snippet["scrape_configs"], rule_files=list(rules), interval="1s",
+                                                  alertmanager=alertmanager.address))
+        config["alerting"].update(snippet["alerting"])  # the alert_relabel_configs that add `rack`
+        running.enter_context(PrometheusProcess(yaml.safe_dump(config), rules))
+        yield Evaluated(down, held, heartbeat, oncall, alertmanager)
+
+
+def test_prometheus_heartbeat_racks_and_maintenance_through_alertmanager(evaluated: Evaluated) -> None:
+    e = evaluated
+    beat = e.heartbeat.wait_for(lambda n: n.get("status") == "firing", timeout=90)
+    assert beat is not None and beat["receiver"] == "gpudash-heartbeat"
+    assert [a["labels"]["alertname"] for a in beat["alerts"]] == ["Watchdog"]
+
+    page = e.oncall.wait_for(lambda n: n["commonLabels"].get("alertname") == "GPUExporterDown", timeout=90)
+    assert page is not None and page["receiver"] == "gpudash-critical"
+    # Prometheus added the target's rack to the alert; the page is grouped by it
+    assert page["groupLabels"] == {"cluster": "c1", "rack": "r7", "alertname": "GPUExporterDown", "action": "none"}
+    assert [a["labels"]["instance"] for a in page["alerts"]] == [e.down]
+
+    def held_back() -> dict[str, Any] | None:
+        alerts = {a["labels"]["alertname"]: a for a in e.alertmanager.alerts() if a["labels"].get("instance") == e.held}
+        return alerts if alerts.get("GPUExporterDown", {}).get("status", {}).get("inhibitedBy") else None
+
+    on_held = eventually(held_back, timeout=60, what="the maintenance node's alert held back")
+    assert on_held["GPUNodeDrained"]["labels"]["source"] == "site"
+    assert on_held["GPUExporterDown"]["labels"]["rack"] == "r8"
+    # the next heartbeats came and went: the held node never reached on-call
+    seen = len(e.heartbeat.received())
+    eventually(lambda: len(e.heartbeat.received()) >= seen + 2, timeout=30, what="two more heartbeats")
+    assert e.held not in {a["labels"].get("instance") for n in e.oncall.received() for a in n["alerts"]}
