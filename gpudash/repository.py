@@ -17,6 +17,7 @@ DASHBOARDS_JSON_DIR = DEFINITIONS_DIR / JSON_DIR_NAME
 GENERATED_DIR = Path("generated")  # `gpudash rules` output; the file names below are relative to it
 ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
 RECORDING_FILE = "prometheus/gpu-recording.rules.yml"
+ALERTING_FILE = "prometheus/gpu-alerting.rules.yml"  # Watchdog and GPUNodeDrained: about the alerting itself
 SCRAPE_FILE = "prometheus/scrape-gpu.yml"
 ALERTMANAGER_FILE = "alertmanager/alertmanager.yml"
 RULES_DIR = GENERATED_DIR / Path(ALERTS_FILE).parent  # where the rule files above lie

@@ -1,11 +1,11 @@
 """The site config (gpudash.yaml): metric profile, site identity, Grafana folder and data source, scrape
-job, clusters and their targets, Alertmanager receivers; as typed immutable dataclasses, and its parsing.
+job, clusters and their targets, Alertmanager receivers (gpudash.config.receivers) and the other alerting
+sections (gpudash.config.site_alerting); as typed immutable dataclasses, and its parsing.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -13,6 +13,8 @@ from gpudash.catalog import DCGM, HPC_JOB_LABEL, PROFILES
 from gpudash.config.durations import Duration, parse_duration
 from gpudash.config.fields import FieldReader
 from gpudash.config.kubernetes import KubeSite, parse_kubernetes
+from gpudash.config.receivers import Receiver, parse_receivers, unique
+from gpudash.config.site_alerting import Alerting, label_name_problem, parse_alerting
 
 
 @dataclass(frozen=True)
@@ -26,21 +28,6 @@ class Cluster:
     name: str
     targets: tuple[ScrapeTarget, ...]
 
-
-@dataclass(frozen=True)
-class Receiver:
-    """An Alertmanager receiver. Secrets are named by file or environment variable, never held as text."""
-
-    name: str
-    kind: str  # webhook | slack | email
-    options: tuple[tuple[str, str], ...]
-
-    def option(self, key: str, default: str = "") -> str:
-        return dict(self.options).get(key, default)
-
-
-# A Prometheus label name that a site may name (not one of Prometheus' reserved `__` names).
-LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 SITE_ID_TEXT = r"[a-z0-9][a-z0-9-]{0,29}"  # also how version messages name the site (gpudash.sync.local)
 SITE_ID = re.compile(SITE_ID_TEXT)
@@ -71,6 +58,8 @@ class Site:
     # Where alerts with action="rma" also go (a ticket queue); empty: they follow severity routing only.
     rma_receivers: tuple[Receiver, ...] = ()
     kubernetes: KubeSite = field(default_factory=KubeSite)  # the Prometheus Operator resources
+    # job owners, the Watchdog's heartbeat, nodes under maintenance, racks (gpudash.config.site_alerting)
+    alerting: Alerting = field(default_factory=Alerting)
 
     def __post_init__(self) -> None:
         # Frozen: the derived value is set once here, so Site(site_id=...) and a parsed site agree.
@@ -86,24 +75,6 @@ class Site:
         return replace(self, site_id=site_id)
 
 
-_Check = Callable[[FieldReader, str], str]
-# Each receiver's options and how each is read: a secret is named by a file or an environment variable.
-_RECEIVER_OPTIONS: dict[str, dict[str, _Check]] = {
-    "webhook": {"url": FieldReader.url, "url_file": FieldReader.string, "url_env": FieldReader.env_name},
-    "slack": {"api_url_file": FieldReader.string, "api_url_env": FieldReader.env_name, "channel": FieldReader.string},
-    "email": {"to": FieldReader.string, "from": FieldReader.string, "smarthost": FieldReader.host_port,
-              "auth_username": FieldReader.string, "auth_password_file": FieldReader.string,
-              "auth_password_env": FieldReader.env_name},
-}
-
-
-def _unique(reader: FieldReader, key: str, value: str, seen: dict[str, str], what: str) -> None:
-    """Fail when `value` was given before (two routes, two scrapes or two receivers for one thing)."""
-    if value in seen:
-        reader.fail(f"{what} {value!r} is given twice (first at {seen[value]})", key)
-    seen[value] = reader.where(key)
-
-
 def _parse_clusters(top: FieldReader) -> tuple[Cluster, ...]:
     clusters: list[Cluster] = []
     names: dict[str, str] = {}
@@ -112,49 +83,16 @@ def _parse_clusters(top: FieldReader) -> tuple[Cluster, ...]:
         targets = []
         for _, t in c.items("targets"):
             address = t.host_port("address")
-            _unique(t, "address", address, addresses, "target")
+            unique(t, "address", address, addresses, "target")
             targets.append(ScrapeTarget(address, t.string("rack", "rack-1")))
             t.done()
         if not targets:
             c.fail("expected at least one target", "targets")
         name = c.string("name")
-        _unique(c, "name", name, names, "cluster")
+        unique(c, "name", name, names, "cluster")
         clusters.append(Cluster(name, tuple(targets)))
         c.done()
     return tuple(clusters)
-
-
-def _label_name_problem(value: str) -> str | None:
-    if not LABEL_NAME.fullmatch(value) or value.startswith("__"):
-        return f"expected a Prometheus label name (letters, digits, _; not starting with a digit or __), got {value!r}"
-    return None
-
-
-def _receiver_problem(kind: str, given: set[str]) -> str | None:
-    """What a receiver of this kind lacks to be written out, or None."""
-    if kind == "webhook" and not {"url", "url_file", "url_env"} & given:
-        return "a webhook receiver needs url, url_file or url_env"
-    if kind == "slack" and not {"api_url_file", "api_url_env"} & given:
-        return "a slack receiver needs api_url_file or api_url_env (the webhook URL is a secret)"
-    missing = [k for k in ("to", "from", "smarthost") if k not in given] if kind == "email" else []
-    return f"an email receiver needs {', '.join(missing)}" if missing else None
-
-
-def _parse_receivers(top: FieldReader, key: str = "receivers") -> tuple[Receiver, ...]:
-    receivers: list[Receiver] = []
-    names: dict[str, str] = {}
-    for _, r in top.items(key):
-        kind = r.string("type", choices=tuple(_RECEIVER_OPTIONS))
-        name = r.string("name")
-        _unique(r, "name", name, names, "receiver")
-        options = tuple((key, read(r, key)) for key, read in _RECEIVER_OPTIONS[kind].items() if r.has(key))
-        r.used.update(_RECEIVER_OPTIONS[kind])  # so a misspelt option's message lists them all
-        problem = _receiver_problem(kind, {k for k, _ in options})
-        if problem:
-            r.fail(problem)
-        r.done()
-        receivers.append(Receiver(name, kind, options))
-    return tuple(receivers)
 
 
 def parse_site(source: str, data: Any) -> Site:
@@ -164,8 +102,8 @@ def parse_site(source: str, data: Any) -> Site:
     scrape = top.section("scrape", required=False)
     jobs = top.section("jobs", required=False)
     clusters = _parse_clusters(top)
-    receivers = _parse_receivers(top)
-    rma_receivers = _parse_receivers(top, "rma_receivers")
+    receivers = parse_receivers(top)
+    rma_receivers = parse_receivers(top, "rma_receivers")
     site_id = top.string("site_id") if top.has("site_id") else ""
     if site_id and not SITE_ID.fullmatch(site_id):
         top.fail(f"expected 1 to 30 of a-z, 0-9 and '-', starting with a letter or digit, got {site_id!r}", "site_id")
@@ -182,11 +120,12 @@ def parse_site(source: str, data: Any) -> Site:
         scrape_interval=scrape.duration("interval", defaults.scrape_interval.text),
         scrape_timeout=scrape.duration("timeout", defaults.scrape_timeout.text),
         node_job=scrape.string("node_job", defaults.node_job),
-        job_label=jobs.checked("label", jobs.string("label", defaults.job_label), _label_name_problem),
+        job_label=jobs.checked("label", jobs.string("label", defaults.job_label), label_name_problem),
         clusters=clusters or defaults.clusters,
         receivers=receivers or defaults.receivers,
         rma_receivers=rma_receivers,
         kubernetes=parse_kubernetes(top.section("kubernetes", required=False)),
+        alerting=parse_alerting(top),
     )
     if site.scrape_timeout > site.scrape_interval:
         scrape.fail(f"timeout ({site.scrape_timeout}) must not be above interval ({site.scrape_interval})")

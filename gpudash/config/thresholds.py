@@ -180,6 +180,8 @@ class NotificationTiming:
 class AlertmanagerTimings:
     critical: NotificationTiming
     digest: NotificationTiming
+    job_owner: NotificationTiming  # restart_job and audience=job_owner alerts, to the job's owner
+    heartbeat: NotificationTiming  # the Watchdog, to the heartbeat receivers
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ def parse_thresholds(source: str, data: Any) -> Thresholds:
 
     alerts = _parse_alerts(top.section("alerts"))
     am = top.section("alertmanager")
-    timings = AlertmanagerTimings(_timing(am.section("critical")), _timing(am.section("digest")))
+    timings = AlertmanagerTimings(*(_timing(am.section(f.name)) for f in fields(AlertmanagerTimings)))
     am.done()
     top.done()
     return Thresholds(

@@ -21,11 +21,13 @@ import yaml
 
 from gpudash.config.kubernetes import KubeSite
 from gpudash.config.loading import Settings
-from gpudash.config.site import Cluster, Receiver
+from gpudash.config.receivers import Receiver
+from gpudash.config.site import Cluster
+from gpudash.config.site_alerting import receiver_sets
 from gpudash.errors import ConfigError
 from gpudash.kube.dashboards import dashboard_config_maps
 from gpudash.kube.resources import documents, metadata, slug
-from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
+from gpudash.repository import ALERTING_FILE, ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
 
 API_V1 = "monitoring.coreos.com/v1"
 API_V1ALPHA1 = "monitoring.coreos.com/v1alpha1"
@@ -49,21 +51,13 @@ def _rule_groups(text: str) -> list[Any]:
     return groups
 
 
-def _rma_receiver(route: Mapping[str, Any]) -> str | None:
-    """The receiver alertmanager.yml routes `action="rma"` to: it notifies the site's rma_receivers."""
-    for child in route.get("routes", []):
-        if child.get("matchers") == ['action="rma"']:
-            return str(child["receiver"])
-    return None
-
-
 def prometheus_rules(kube: KubeSite, plain: Mapping[str, str]) -> list[dict[str, Any]]:
-    """One PrometheusRule for the alerts and one for the recording rules, read back from the plain files."""
+    """One PrometheusRule per plain rule file (recording rules, GPU alerts, the alerting's own), read back."""
     return [
         {"apiVersion": API_V1, "kind": "PrometheusRule",
          "metadata": metadata(kube, f"{kube.name_prefix}-{what}", kube.rule_labels),
          "spec": {"groups": _rule_groups(plain[rel])}}
-        for what, rel in (("gpu-recording", RECORDING_FILE), ("gpu-alerts", ALERTS_FILE))
+        for what, rel in (("gpu-recording", RECORDING_FILE), ("gpu-alerts", ALERTS_FILE), ("alerting", ALERTING_FILE))
     ]
 
 
@@ -117,14 +111,13 @@ def _notifier(kube: KubeSite, receiver: Receiver, plain: Mapping[str, Any]) -> d
     return out
 
 
-def _receivers(kube: KubeSite, plain: list[dict[str, Any]], site_receivers: tuple[Receiver, ...],
-               rma_receivers: tuple[Receiver, ...] = (), rma_name: str | None = None) -> list[Any]:
-    """alertmanager.yml's receivers; its notifiers of each kind are the site's receivers of that kind, in order
-    (the site's rma_receivers for the RMA receiver, `rma_name`)."""
+def _receivers(kube: KubeSite, plain: list[dict[str, Any]], sets: Mapping[str, tuple[Receiver, ...]]) -> list[Any]:
+    """alertmanager.yml's receivers; the notifiers of each kind are the site's receivers of that kind it names,
+    in order (`sets`: gpudash.config.site_alerting.receiver_sets)."""
     out = []
     for named in plain:
         receiver: dict[str, Any] = {"name": named["name"]}
-        of_site = rma_receivers if named["name"] == rma_name else site_receivers
+        of_site = sets[named["name"]]
         for plain_key, (kind, key) in _KINDS.items():
             of_kind = [r for r in of_site if r.kind == kind]
             configs = named.get(plain_key, [])
@@ -137,7 +130,10 @@ def _receivers(kube: KubeSite, plain: list[dict[str, Any]], site_receivers: tupl
 def receiver_secret_keys(settings: Settings) -> list[str]:
     """The keys the receivers' Secret must hold, in site order (what docs/adopt.md has you create)."""
     keys = []
-    for receiver in (*settings.site.receivers, *settings.site.rma_receivers):
+    site = settings.site
+    sets = receiver_sets(site.receivers, site.rma_receivers, site.alerting)
+    every = dict.fromkeys(r for receivers in sets.values() for r in receivers)
+    for receiver in every:
         for option in ("url", "api_url", "auth_password"):
             if receiver.option(f"{option}_file") or receiver.option(f"{option}_env"):
                 keys.append(secret_key(receiver, option))
@@ -146,7 +142,9 @@ def receiver_secret_keys(settings: Settings) -> list[str]:
 
 def alertmanager_resource(settings: Settings, alertmanager_yml: str) -> dict[str, Any]:
     """alertmanager.yml's route tree, inhibitions and receivers (its text, read back) as one AlertmanagerConfig."""
-    kube = settings.site.kubernetes
+    site = settings.site
+    kube = site.kubernetes
+    sets = receiver_sets(site.receivers, site.rma_receivers, site.alerting)
     plain = yaml.safe_load(alertmanager_yml)
     inhibit = [
         {"sourceMatch": [matcher(m) for m in rule["source_matchers"]],
@@ -158,8 +156,7 @@ def alertmanager_resource(settings: Settings, alertmanager_yml: str) -> dict[str
         "apiVersion": API_V1ALPHA1, "kind": "AlertmanagerConfig",
         "metadata": metadata(kube, f"{kube.name_prefix}-alerts", kube.alertmanager_config_labels),
         "spec": {"route": _route(plain["route"]), "inhibitRules": inhibit,
-                 "receivers": _receivers(kube, plain["receivers"], settings.site.receivers,
-                                         settings.site.rma_receivers, _rma_receiver(plain["route"]))},
+                 "receivers": _receivers(kube, plain["receivers"], sets)},
     }
 
 

@@ -9,8 +9,9 @@ thresholds.yaml), `level` (the rule's level), `to_do` (what its action asks), `g
 
 A rule's `carries` names what its page must name, by role: `card` (the GPU's UUID and its node's host name,
 as the profile labels them: what a reset or an RMA is done to) and `job` (the site's job label, with `pod`
-and `namespace` on Kubernetes: what a restart is done to). `render` refuses a rule whose expression does not
-keep those labels in an aggregation, so a page can never lose them silently.
+and `namespace` on Kubernetes, and the site's job owner label: what a restart is done to, and whom
+Alertmanager tells). `render` refuses a rule whose expression does not keep those labels in an
+aggregation, so a page can never lose them silently.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class AlertSpec:
     """One alert: its name (and runbook section), the thresholds it reads, and its rules in order."""
 
     name: str
-    knobs: str  # its section under `alerts:` in thresholds.yaml (a field of thresholds.Alerts)
+    knobs: str  # its section under `alerts:` in thresholds.yaml (a field of thresholds.Alerts); "": none
     rules: tuple[RuleSpec, ...] = ()
     reads: tuple[str, ...] = ()  # dotted paths in the thresholds its texts and expressions read besides `knobs`
     expand: Callable[[AlertContext], Iterable[RuleSpec]] | None = None  # rules built at render time, first
@@ -113,7 +114,8 @@ def target_labels(settings: Settings, roles: Iterable[str]) -> tuple[str, ...]:
         if role == "card":
             names += [profile.uuid_label, *((profile.hostname_label,) if profile.hostname_label else ())]
         elif role == "job":
-            names += [settings.site.job_label, *KUBERNETES_JOB_LABELS]
+            owner = settings.site.alerting.job_owners.label  # Alertmanager routes the page to the owner by it
+            names += [settings.site.job_label, *KUBERNETES_JOB_LABELS, *((owner,) if owner else ())]
         else:
             raise ValueError(f"unknown role {role!r} (known: {', '.join(CARRIES)})")
     return tuple(dict.fromkeys(names))
@@ -143,7 +145,7 @@ def render(specs: Iterable[AlertSpec], settings: Settings) -> list[AlertRule]:
               "scrape_job": go_template_text(settings.site.scrape_job)}
     rules: list[AlertRule] = []
     for spec in specs:
-        knobs = getattr(t.alerts, spec.knobs)
+        knobs = getattr(t.alerts, spec.knobs) if spec.knobs else None
         for rule in (*(spec.expand(base) if spec.expand else ()), *spec.rules):
             level = threshold(t, rule.level) if rule.level else None
             ctx = AlertContext(settings, x, base.h, level)

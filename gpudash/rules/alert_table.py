@@ -4,8 +4,8 @@ Each alert is one or more Prometheus rules of the same name (one per severity, p
 of a signal); every one carries the labels `severity` and `action` (what to do: none, restart_job,
 reset_gpu, reboot_node, drain, rma) and the annotations `summary`, `description` (with the value) and its
 runbook, the alert's section of docs/alerts.md (gpudash.rules.alert_rule). Severities: `critical` pages,
-`warning` and `info` arrive in the digest. The GPU health alerts are in gpudash.rules.health_alerts; the
-texts' names are gpudash.rules.alert_spec's.
+`warning` and `info` arrive in the digest. The GPU health alerts are in gpudash.rules.health_alerts, the
+Watchdog and GPUNodeDrained in gpudash.rules.node_state; the texts' names are gpudash.rules.alert_spec's.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec
 from gpudash.rules.health_alerts import HEALTH_ALERTS, TEMPERATURE
+from gpudash.rules.node_state import NODE_DRAINED_ALERT, WATCHDOG_ALERT
 
 
 def _straggler_words(c: AlertContext) -> Mapping[str, object]:
@@ -103,7 +104,11 @@ ALERTS: tuple[AlertSpec, ...] = (
     *HEALTH_ALERTS,
 )
 
+# About the alerting itself, not a GPU: the heartbeat, and nodes out of service (gpudash.rules.node_state). In
+# a rule file of their own, so that a query of every firing GPU alert (a test, a bench, a panel) never meets them.
+ALERTING_ALERTS: tuple[AlertSpec, ...] = (WATCHDOG_ALERT, NODE_DRAINED_ALERT)
+
 
 def alert_names() -> tuple[str, ...]:
-    """Every alert's name, in the rule file's order."""
+    """Every GPU alert's name, in the rule file's order."""
     return tuple(spec.name for spec in ALERTS)

@@ -1,13 +1,17 @@
-"""alertmanager.yml: routes by cluster and severity, inhibitions, receivers from the site config.
+"""alertmanager.yml: a route per action, the job owner's routes, the heartbeat, inhibitions, and receivers
+from the site config.
 
-Critical alerts go straight through; warnings and info (a job holding idle GPUs) wait and arrive as one
-digest per cluster; nothing but critical pages. Alerts whose action is `rma` also go to the site's
-`rma_receivers` (a ticket queue) when it names any: that route comes first and has `continue: true`, so the
-alert then follows the severity routes as well (the GPU still needs someone now; the ticket tracks the
-replacement). GPUFellOffBus silences every other alert of the same GPU. Secrets are never
-written: every secret option becomes a `*_file` field. A secret named by an environment variable becomes
-`<SECRETS_DIR>/<VARIABLE>`, a file the deployment writes from that variable before Alertmanager starts
-(docs/alerts.md, "Deploying alertmanager.yml").
+Critical alerts page on-call, one route per action (reset_gpu, reboot_node, drain, rma, and a last one for a
+critical alert without a GPU action), grouped by cluster, rack, alert and action: a rack or fabric event is
+one page, not one per node. Alerts whose action is `rma` also go first to the site's `rma_receivers` (a
+ticket queue) when it names any, with `continue: true`, so they page as well. Alerts for a job's owner
+(action restart_job, or the label `audience="job_owner"`) go to the owner within minutes
+(`alertmanager.job_owner`), chosen by the value of the site's owner label (`job_owners:`). Warnings and info
+wait and arrive as one digest per cluster. The Watchdog goes to the heartbeat receivers and never to on-call;
+GPUNodeDrained to no one: it holds back its node's GPU alerts (inhibit_rules), as GPUFellOffBus holds back
+every other alert of its GPU. Secrets are never written: every secret option becomes a `*_file` field. A
+secret named by an environment variable becomes `<SECRETS_DIR>/<VARIABLE>`, a file the deployment writes
+from that variable before Alertmanager starts (docs/alerts.md, "Deploying alertmanager.yml").
 """
 
 from __future__ import annotations
@@ -17,14 +21,28 @@ from typing import Any
 
 from gpudash.catalog import profile as catalog_profile
 from gpudash.config.loading import Settings
-from gpudash.config.site import Receiver, Site
+from gpudash.config.receivers import Receiver
+from gpudash.config.site import Site
+from gpudash.config.site_alerting import (
+    CRITICAL_RECEIVER,
+    DIGEST_RECEIVER,
+    HEARTBEAT_RECEIVER,
+    JOB_OWNER_RECEIVER,
+    NULL_RECEIVER,
+    RMA_RECEIVER,
+    owner_receiver,
+    receiver_sets,
+)
 from gpudash.config.thresholds import NotificationTiming
 from gpudash.escape import am_matcher, go_template_text, re2_any
+from gpudash.rules.node_state import NODE_DRAINED, WATCHDOG
 
 SECRETS_DIR = "/etc/alertmanager/secrets"
-CRITICAL_RECEIVER = "gpudash-critical"
-DIGEST_RECEIVER = "gpudash-warning-digest"
-RMA_RECEIVER = "gpudash-rma"
+
+# A route per action that pages on-call when critical (restart_job goes to the job's owner, none to the digest
+# unless critical); each a page per cluster, rack and alert, so a rack or fabric event is one notification.
+PAGED_ACTIONS = ("reset_gpu", "reboot_node", "drain", "rma")
+PAGE_GROUP_BY = ["cluster", "rack", "alertname", "action"]
 
 # The root route's timing reaches only an alert without a known severity; the severity routes below it
 # take theirs from thresholds.yaml (`alertmanager.critical`, `alertmanager.digest`).
@@ -48,9 +66,13 @@ def _secret_file(receiver: Receiver, key: str) -> str | None:
     return None
 
 
+def _receiver_sets(site: Site) -> dict[str, tuple[Receiver, ...]]:
+    return receiver_sets(site.receivers, site.rma_receivers, site.alerting)
+
+
 def receiver_secret_files(site: Site) -> list[Path]:
     """Every file alertmanager.yml reads a secret from (given as `*_file`, or `SECRETS_DIR/<VAR>` for `*_env`)."""
-    found = (_secret_file(r, key) for r in (*site.receivers, *site.rma_receivers)
+    found = (_secret_file(r, key) for receivers in _receiver_sets(site).values() for r in receivers
              for key in ("url", "api_url", "auth_password"))
     return sorted({Path(path) for path in found if path})
 
@@ -92,64 +114,103 @@ def _timing(timing: NotificationTiming) -> dict[str, str]:
             "repeat_interval": str(timing.repeat_interval)}
 
 
-def _severity_routes(settings: Settings) -> list[dict[str, Any]]:
+def _page(settings: Settings, action: str | None) -> dict[str, Any]:
+    """Critical alerts (of one action) to on-call: one page per cluster, rack, alert and action."""
+    matchers = [am_matcher("severity", "critical"), *((am_matcher("action", action),) if action else ())]
+    return {"matchers": matchers, "receiver": CRITICAL_RECEIVER, "group_by": PAGE_GROUP_BY,
+            **_timing(settings.thresholds.alertmanager.critical)}
+
+
+def _to_job_owner(settings: Settings, matcher: str) -> dict[str, Any]:
+    """Alerts matching `matcher` to the job's owner: by the owner label's value, else the default receiver."""
+    site = settings.site
+    owners = site.alerting.job_owners
+    group_by = ["cluster", *((owners.label,) if owners.label else ()), site.job_label, "alertname"]
+    route: dict[str, Any] = {"matchers": [matcher], "receiver": JOB_OWNER_RECEIVER,
+                             "group_by": list(dict.fromkeys(group_by)),
+                             **_timing(settings.thresholds.alertmanager.job_owner)}
+    if owners.owners:
+        route["routes"] = [{"matchers": [am_matcher(owners.label, value)], "receiver": owner_receiver(value)}
+                           for value, _ in owners.owners]
+    return route
+
+
+def _routes(settings: Settings) -> list[dict[str, Any]]:
+    """The route tree's children, in the order Alertmanager tries them (the first match wins, but for rma)."""
+    site = settings.site
     am = settings.thresholds.alertmanager
-    return [
-        {"matchers": [am_matcher("severity", "critical")], "receiver": CRITICAL_RECEIVER, **_timing(am.critical)},
+    heartbeat = HEARTBEAT_RECEIVER if site.alerting.heartbeat_receivers else NULL_RECEIVER
+    routes: list[dict[str, Any]] = [
+        # the heartbeat, one group per Prometheus (all its labels): never on-call
+        {"matchers": [am_matcher("alertname", WATCHDOG)], "receiver": heartbeat, "group_by": ["..."],
+         **_timing(am.heartbeat)},
+        # a node out of service: its alert only holds back the node's others (inhibit_rules), it tells no one
+        {"matchers": [am_matcher("alertname", NODE_DRAINED)], "receiver": NULL_RECEIVER},
+    ]
+    if site.rma_receivers:
+        # `continue`: the ticket is filed and the alert still pages below (the card must come out of service)
+        routes.append({"matchers": [am_matcher("action", "rma")], "receiver": RMA_RECEIVER,
+                       "group_by": ["cluster", "instance", catalog_profile(site.profile).gpu_label, "alertname"],
+                       "continue": True, **_timing(am.digest)})
+    routes += [_to_job_owner(settings, am_matcher("action", "restart_job")),
+               _to_job_owner(settings, am_matcher("audience", "job_owner"))]
+    routes += [_page(settings, action) for action in PAGED_ACTIONS]
+    routes += [
+        _page(settings, None),  # a critical alert without a GPU action (an exporter down) pages too
         # warnings and info share the digest; never a page
         {"matchers": [am_matcher("severity", "warning|info", "=~")], "receiver": DIGEST_RECEIVER,
          "group_by": ["cluster"], **_timing(am.digest)},
+    ]
+    return routes
+
+
+def _inhibit_rules(site: Site) -> list[dict[str, Any]]:
+    gpu = catalog_profile(site.profile).gpu_label
+    return [
+        {
+            # A node out of service holds back its GPU alerts. The source must name its node: Alertmanager
+            # takes a label both alerts lack as equal, so a source without instance would silence every alert.
+            "source_matchers": [am_matcher("alertname", NODE_DRAINED), am_matcher("instance", ".+", "=~")],
+            "target_matchers": [am_matcher("alertname", "GPU.+", "=~"), am_matcher("alertname", NODE_DRAINED, "!=")],
+            "equal": ["cluster", "instance"],
+        },
+        {
+            # A target that is down (the exporter or its whole node) silences that instance's GPU alerts.
+            "source_matchers": [am_matcher("alertname", "GPUExporterDown"), am_matcher(gpu, "")],
+            "target_matchers": [am_matcher("alertname", "GPU.+", "=~")],
+            "equal": ["cluster", "instance"],
+        },
+        {
+            # A GPU off the bus explains everything else it raises (no temperature, XID 79, silent).
+            "source_matchers": [am_matcher("alertname", "GPUFellOffBus"), am_matcher(gpu, ".+", "=~")],
+            "target_matchers": [am_matcher("alertname", "GPUFellOffBus", "!=")],
+            "equal": ["cluster", "instance", gpu],
+        },
+        {
+            # Critical silences the warning of the same alert on the same GPU.
+            "source_matchers": [am_matcher("severity", "critical")],
+            "target_matchers": [am_matcher("severity", "warning")],
+            "equal": ["alertname", "cluster", "instance", gpu],
+        },
+        {
+            # A GPU already alerting for heat, throttling, an XID or a hang: its straggling is that, in its job.
+            "source_matchers": [am_matcher("alertname", re2_any(STRAGGLER_CAUSES), "=~")],
+            "target_matchers": [am_matcher("alertname", "GPUJobStraggler")],
+            "equal": ["cluster", "instance", gpu],
+        },
     ]
 
 
 def alertmanager_config(settings: Settings) -> dict[str, Any]:
     site = settings.site
-    gpu = catalog_profile(site.profile).gpu_label
-    routes = [
-        {"matchers": [am_matcher("cluster", cluster.name)], "routes": _severity_routes(settings)}
-        for cluster in site.clusters
-    ]
-    routes += _severity_routes(settings)  # alerts from a cluster the site config does not list
-    receivers = [_receiver(CRITICAL_RECEIVER, site.receivers), _receiver(DIGEST_RECEIVER, site.receivers)]
-    if site.rma_receivers:
-        # first, and `continue`: the ticket is filed and the alert still pages by its severity below
-        routes.insert(0, {"matchers": [am_matcher("action", "rma")], "receiver": RMA_RECEIVER,
-                          "group_by": ["cluster", "instance", gpu, "alertname"], "continue": True,
-                          **_timing(settings.thresholds.alertmanager.digest)})
-        receivers.append(_receiver(RMA_RECEIVER, site.rma_receivers))
     return {
         "global": {"resolve_timeout": "5m"},
         "route": {
             "receiver": CRITICAL_RECEIVER,
             "group_by": ["cluster", "instance", "alertname"],
             **_TOP,
-            "routes": routes,
+            "routes": _routes(settings),
         },
-        "inhibit_rules": [
-            {
-                # A target that is down (the exporter or its whole node) silences that instance's GPU alerts.
-                "source_matchers": [am_matcher("alertname", "GPUExporterDown"), am_matcher(gpu, "")],
-                "target_matchers": [am_matcher("alertname", "GPU.+", "=~")],
-                "equal": ["cluster", "instance"],
-            },
-            {
-                # A GPU off the bus explains everything else it raises (no temperature, XID 79, silent).
-                "source_matchers": [am_matcher("alertname", "GPUFellOffBus"), am_matcher(gpu, ".+", "=~")],
-                "target_matchers": [am_matcher("alertname", "GPUFellOffBus", "!=")],
-                "equal": ["cluster", "instance", gpu],
-            },
-            {
-                # Critical silences the warning of the same alert on the same GPU.
-                "source_matchers": [am_matcher("severity", "critical")],
-                "target_matchers": [am_matcher("severity", "warning")],
-                "equal": ["alertname", "cluster", "instance", gpu],
-            },
-            {
-                # A GPU already alerting for heat, throttling, an XID or a hang: its straggling is that, in its job.
-                "source_matchers": [am_matcher("alertname", re2_any(STRAGGLER_CAUSES), "=~")],
-                "target_matchers": [am_matcher("alertname", "GPUJobStraggler")],
-                "equal": ["cluster", "instance", gpu],
-            },
-        ],
-        "receivers": receivers,
+        "inhibit_rules": _inhibit_rules(site),
+        "receivers": [_receiver(name, receivers) for name, receivers in _receiver_sets(site).items()],
     }

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from gpudash.config.loading import Settings
 from gpudash.journal import recover
-from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.repository import ALERTING_FILE, ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.alertmanager import alertmanager_config
-from gpudash.rules.alerts import alert_groups
+from gpudash.rules.alerts import alert_groups, alerting_groups
 from gpudash.rules.recording import recording_rule_file
 from gpudash.rules.scrape import scrape_config
 from gpudash.yamltext import dump
@@ -32,6 +32,7 @@ def render_all(settings: Settings) -> dict[str, str]:
     return {
         ALERTS_FILE: HEADER + dump(alert_groups(settings)),
         RECORDING_FILE: HEADER + recording_rule_file(settings),
+        ALERTING_FILE: HEADER + dump(alerting_groups(settings)),
         SCRAPE_FILE: HEADER + "# Merge scrape_configs into prometheus.yml.\n" + dump(scrape_config(settings)),
         ALERTMANAGER_FILE: HEADER + dump(alertmanager_config(settings)),
     }

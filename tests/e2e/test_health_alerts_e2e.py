@@ -26,7 +26,7 @@ from support.ports import on_free_ports
 from support.waiting import eventually
 
 from gpudash.exporter.sim.faults_health import storm_link
-from gpudash.rules.alertmanager import CRITICAL_RECEIVER, DIGEST_RECEIVER, RMA_RECEIVER
+from gpudash.rules.alertmanager import CRITICAL_RECEIVER, DIGEST_RECEIVER, JOB_OWNER_RECEIVER, RMA_RECEIVER
 from gpudash.stack.process import AlertmanagerProcess, PrometheusProcess
 from gpudash.stack.servers import ExporterProcess, WebhookReceiver, prometheus_config, rule_files, scrape_jobs
 
@@ -144,7 +144,10 @@ def test_each_health_alert_reaches_the_webhook_with_its_severity_action_and_runb
         for receiver, alert in delivered[key]:  # every notification of it, and no other severity
             labels = alert["labels"]
             assert (labels["severity"], labels["action"]) == (severity, action), key
-            assert receiver == (CRITICAL_RECEIVER if severity == "critical" else DIGEST_RECEIVER), key
+            # a job's alert goes to its owner (here the default: no owner listed), the rest by severity
+            wanted = JOB_OWNER_RECEIVER if action == "restart_job" else \
+                CRITICAL_RECEIVER if severity == "critical" else DIGEST_RECEIVER
+            assert receiver == wanted, key
             assert alert["annotations"]["runbook"] == f"docs/alerts.md#{key[0].lower()}", key
             assert alert["annotations"]["summary"] and alert["annotations"]["description"], key
     # the NVLink alert names the link the storm hit

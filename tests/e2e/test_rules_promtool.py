@@ -20,7 +20,7 @@ from support.waiting import eventually
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
 from gpudash.files import write_text_tree as write_files
-from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
+from gpudash.repository import ALERTING_FILE, ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE, SCRAPE_FILE
 from gpudash.rules.generated_files import MARK, render_all
 from gpudash.stack.process import free_port
 
@@ -29,6 +29,7 @@ UNIT_TESTS = sorted((ROOT / "tests" / "rules").glob("*.yaml"))
 # promtool cases for rules rendered with a site config: (test file under tests/rules/sites/, the site)
 SITE_TESTS = {
     "kubeflow_job_label": {"jobs": {"label": "training_kubeflow_org_job_name"}},
+    "maintenance": {"maintenance": ["gpu017", "gpu-b-3"]},
 }
 
 
@@ -51,16 +52,18 @@ def render_site(tmp_path: Path, site: dict[str, Any]) -> Path:
 
 
 def test_generated_rules_pass_promtool_check() -> None:
-    result = run(tool("promtool"), "check", "rules", str(GENERATED / ALERTS_FILE), str(GENERATED / RECORDING_FILE))
+    files = (ALERTS_FILE, RECORDING_FILE, ALERTING_FILE)
+    result = run(tool("promtool"), "check", "rules", *(str(GENERATED / rel) for rel in files))
     assert result.returncode == 0, result.stdout + result.stderr
-    for rel in (ALERTS_FILE, RECORDING_FILE):
+    for rel in files:
         count = sum(len(g["rules"]) for g in yaml.safe_load((GENERATED / rel).read_text())["groups"])
         assert f"{GENERATED / rel}\n  SUCCESS: {count} rules found" in result.stdout
 
 
 def test_there_are_unit_tests_for_every_alert() -> None:
     text = "".join(p.read_text() for p in UNIT_TESTS)
-    rules = yaml.safe_load((GENERATED / ALERTS_FILE).read_text())["groups"][0]["rules"]
+    rules = [r for rel in (ALERTS_FILE, ALERTING_FILE)
+             for r in yaml.safe_load((GENERATED / rel).read_text())["groups"][0]["rules"]]
     for alert in {r["alert"] for r in rules}:
         assert f"alertname: {alert}" in text, f"no promtool case fires {alert}"
     for benign in ("saw-tooth", "8-minute", "checkpoint", "97 %", "warm-up ramp"):
@@ -112,7 +115,7 @@ def test_every_site_test_file_is_run() -> None:
 def test_prometheus_accepts_the_scrape_snippet_with_the_rules(tmp_path: Path) -> None:
     config = {
         "global": {"scrape_interval": "15s", "evaluation_interval": "15s"},
-        "rule_files": [str(GENERATED / RECORDING_FILE), str(GENERATED / ALERTS_FILE)],
+        "rule_files": [str(GENERATED / rel) for rel in (RECORDING_FILE, ALERTS_FILE, ALERTING_FILE)],
         **yaml.safe_load((GENERATED / SCRAPE_FILE).read_text()),
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -260,3 +263,38 @@ def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
         ("GPUExporterDown", "6", "critical"): True,
         ("GPUXidError", "7", "warning"): False,  # another GPU of the same node keeps its own
     }
+
+
+def test_amtool_routes_each_action_job_owner_heartbeat_and_drained_node(tmp_path: Path) -> None:
+    out = render_site(tmp_path, {
+        "clusters": [{"name": "east", "targets": [{"address": "a:9400", "rack": "r1"}]}],
+        "rma_receivers": [{"name": "tickets", "type": "webhook", "url": "https://tickets.example.org/gpu"}],
+        "heartbeat_receivers": [{"name": "deadman", "type": "webhook", "url": "https://hc.example.org/ping"}],
+        "job_owners": {"label": "namespace", "owners": [
+            {"value": "physics", "receivers": [{"name": "p", "type": "webhook", "url": "https://p.example.org/"}]},
+            {"value": "vision", "receivers": [{"name": "v", "type": "webhook", "url": "https://v.example.org/"}]}]},
+    })
+    config = str(out / ALERTMANAGER_FILE)
+    assert run(tool("amtool"), "check-config", config).returncode == 0
+
+    def routed(*labels: str) -> list[str]:
+        result = run(tool("amtool"), "config", "routes", "test", "--config.file", config, "cluster=east", *labels)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout.strip().replace(",", " ").split()
+
+    for action in ("reset_gpu", "reboot_node", "drain"):
+        assert routed("severity=critical", f"action={action}", "alertname=GPUXidError") == ["gpudash-critical"]
+    assert routed("severity=critical", "action=rma", "alertname=GPURowRemapFailure") == [
+        "gpudash-rma", "gpudash-critical"]
+    assert routed("severity=critical", "action=none", "alertname=GPUExporterDown") == ["gpudash-critical"]
+    assert routed("severity=warning", "action=none", "alertname=GPUThermalThrottling") == ["gpudash-warning-digest"]
+    assert routed("severity=warning", "action=restart_job", "namespace=physics") == ["gpudash-job-owner-physics"]
+    assert routed("severity=critical", "action=none", "audience=job_owner", "namespace=vision") == [
+        "gpudash-job-owner-vision"]
+    assert routed("severity=warning", "action=restart_job", "namespace=chem") == ["gpudash-job-owner"]
+    assert routed("alertname=Watchdog", "severity=info", "action=none") == ["gpudash-heartbeat"]
+    assert routed("alertname=GPUNodeDrained", "severity=info", "action=none") == ["gpudash-null"]
+    # without heartbeat_receivers, the Watchdog still never reaches on-call
+    plain = run(tool("amtool"), "config", "routes", "test", "--config.file", str(GENERATED / ALERTMANAGER_FILE),
+                "alertname=Watchdog", "severity=info", "action=none")
+    assert plain.stdout.strip() == "gpudash-null", plain.stdout + plain.stderr

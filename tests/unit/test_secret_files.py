@@ -66,4 +66,4 @@ def test_rules_name_each_receiver_secret_file_others_can_read_and_still_write(tm
     assert ran.code == 0, ran.err
     assert ran.err == (f"gpudash: warning: {open_hook}: mode 0644 lets every user of this machine read the "
                        "Alertmanager receiver secret; chmod o-rwx it\n")
-    assert "4 of 4 files changed" in ran.out
+    assert "5 of 5 files changed" in ran.out

@@ -110,9 +110,12 @@ def test_legacy_dashboard_12239(reference: Path) -> None:
 def test_rule_files(tmp_path: Path) -> None:
     groups = rule_groups([ROOT / "generated" / "prometheus"])
     kinds = {g.title: {q.kind for q in g.queries} for g in groups}
-    assert kinds == {"rules: gpu-alerts.rules.yml": {ALERT}, "rules: gpu-recording.rules.yml": {RECORDING}}
-    alerts = yaml.safe_load((ROOT / "generated" / "prometheus" / "gpu-alerts.rules.yml").read_text())
-    assert sum(len(g["rules"]) for g in alerts["groups"]) == len(groups[0].queries)
+    assert kinds == {"rules: gpu-alerts.rules.yml": {ALERT}, "rules: gpu-alerting.rules.yml": {ALERT},
+                     "rules: gpu-recording.rules.yml": {RECORDING}}
+    for name in ("gpu-alerts.rules.yml", "gpu-alerting.rules.yml"):
+        alerts = yaml.safe_load((ROOT / "generated" / "prometheus" / name).read_text())
+        (group,) = [g for g in groups if g.title == f"rules: {name}"]
+        assert sum(len(g["rules"]) for g in alerts["groups"]) == len(group.queries)
 
     (tmp_path / "empty.rules.yml").write_text("groups: []\n")
     with pytest.raises(ConfigError, match="no rules found"):

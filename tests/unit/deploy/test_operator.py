@@ -23,7 +23,7 @@ from gpudash.kube.operator import (
     matcher,
     receiver_secret_keys,
 )
-from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
+from gpudash.repository import ALERTING_FILE, ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.cli import render
 from gpudash.rules.generated_files import render_all
 
@@ -76,9 +76,10 @@ def test_prometheus_rules_hold_exactly_the_plain_files_rules(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, site: dict[str, Any] | None) -> None:
     settings = _settings(tmp_path, monkeypatch, site)
     files = render(settings, "all", JSON_DIR)
-    plain = [rule for rel in (RECORDING_FILE, ALERTS_FILE) for rule in _rules(yaml.safe_load(files[rel])["groups"])]
+    plain = [rule for rel in (RECORDING_FILE, ALERTS_FILE, ALERTING_FILE)
+             for rule in _rules(yaml.safe_load(files[rel])["groups"])]
     resources = _docs(files, RULES_FILE)
-    assert [r["kind"] for r in resources] == ["PrometheusRule", "PrometheusRule"]
+    assert [r["kind"] for r in resources] == ["PrometheusRule"] * 3
     operator = [rule for r in resources for rule in _rules(r["spec"]["groups"])]
     assert operator == plain
     assert len(plain) > 20  # both files, not an empty pair
@@ -87,7 +88,7 @@ def test_prometheus_rules_hold_exactly_the_plain_files_rules(
 def test_names_namespace_and_selector_labels_come_from_the_site_config(site_settings: Settings) -> None:
     files = render(site_settings, "prometheus-operator", JSON_DIR)
     rules = _docs(files, RULES_FILE)
-    assert [r["metadata"]["name"] for r in rules] == ["gd-gpu-recording", "gd-gpu-alerts"]
+    assert [r["metadata"]["name"] for r in rules] == ["gd-gpu-recording", "gd-gpu-alerts", "gd-alerting"]
     assert {r["metadata"]["namespace"] for r in rules} == {"gpu-mon"}
     assert all(r["metadata"]["labels"]["release"] == "kps" for r in rules)
     (am,) = _docs(files, ALERTMANAGER_CONFIG_FILE)

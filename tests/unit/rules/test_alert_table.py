@@ -14,12 +14,15 @@ from gpudash.config.loading import Settings
 from gpudash.config.thresholds import Alerts
 from gpudash.health.xid import ACTIONS
 from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec, RuleWords, render, target_labels, threshold
-from gpudash.rules.alert_table import ALERTS, alert_names
+from gpudash.rules.alert_table import ALERTING_ALERTS, ALERTS, alert_names
+from gpudash.rules.node_state import WATCHDOG
 
 SECTIONS = {f.name: f for f in dataclasses.fields(Alerts)}
 
 
 def knob_names(spec: AlertSpec, settings: Settings) -> set[str]:
+    if not spec.knobs:
+        return set()
     return {f.name for f in dataclasses.fields(getattr(settings.thresholds.alerts, spec.knobs))}
 
 
@@ -38,18 +41,21 @@ def test_each_alert_is_one_spec_of_a_unique_name() -> None:
     assert len(names) == len(set(names)) == len(alert_names())
     assert tuple(names) == alert_names()
     assert all(re.fullmatch(r"GPU[A-Z][A-Za-z]+", name) for name in names)
+    # the alerting's own: the Watchdog keeps the name every Prometheus heartbeat has (kube-prometheus')
+    assert [spec.name for spec in ALERTING_ALERTS] == [WATCHDOG, "GPUNodeDrained"]
 
 
 def test_each_specs_runbook_section_is_a_heading_of_docs_alerts() -> None:
     headings = {line[3:].strip().lower() for line in (ROOT / "docs" / "alerts.md").read_text().splitlines()
                 if line.startswith("## ")}
-    missing = [spec.name for spec in ALERTS if spec.runbook_section not in headings]
+    missing = [spec.name for spec in (*ALERTS, *ALERTING_ALERTS) if spec.runbook_section not in headings]
     assert not missing, f"no section in docs/alerts.md for {missing}"
 
 
 def test_every_rule_has_a_severity_an_action_and_a_for_knob_of_its_section(settings: Settings) -> None:
-    for spec in ALERTS:
-        assert spec.knobs in SECTIONS, f"{spec.name}: alerts.{spec.knobs} is not in thresholds.Alerts"
+    for spec in (*ALERTS, *ALERTING_ALERTS):
+        # "": an alert with no knobs (the Watchdog, GPUNodeDrained: no window, fires at once)
+        assert spec.knobs in (*SECTIONS, ""), f"{spec.name}: alerts.{spec.knobs} is not in thresholds.Alerts"
         rules = rules_of(spec, settings)
         assert rules, spec.name
         for rule in rules:
@@ -59,7 +65,7 @@ def test_every_rule_has_a_severity_an_action_and_a_for_knob_of_its_section(setti
 
 def test_every_threshold_a_spec_reads_is_in_the_thresholds_model(settings: Settings) -> None:
     t = settings.thresholds
-    for spec in ALERTS:
+    for spec in (*ALERTS, *ALERTING_ALERTS):
         for path in spec.reads + tuple(r.level for r in rules_of(spec, settings) if r.level):
             threshold(t, path)  # AttributeError names the missing part
         covered = (f"alerts.{spec.knobs}", *spec.reads)
@@ -75,7 +81,7 @@ def test_every_threshold_a_spec_reads_is_in_the_thresholds_model(settings: Setti
                         f"{spec.name}: reads {rest}, not in its reads {spec.reads}"
 
 
-@pytest.mark.parametrize("spec", ALERTS, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", (*ALERTS, *ALERTING_ALERTS), ids=lambda s: s.name)
 def test_each_spec_renders_only_rules_of_its_name(spec: AlertSpec, settings: Settings) -> None:
     rules = render((spec,), settings)
     assert rules and {r.alert for r in rules} == {spec.name}

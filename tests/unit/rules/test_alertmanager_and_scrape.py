@@ -3,6 +3,7 @@ cluster and rack; and site strings, which reach them and the rules, staying data
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,15 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     am = yaml.safe_load(render_all(settings)[ALERTMANAGER_FILE])
     route = am["route"]
     assert route["group_by"] == ["cluster", "instance", "alertname"]
-    cluster_route = route["routes"][0]
-    assert cluster_route["matchers"] == ['cluster="demo"']
-    critical, warning = cluster_route["routes"]
-    assert critical["matchers"] == ['severity="critical"'] and critical["group_wait"] == "10s"
-    assert warning["group_by"] == ["cluster"]
-    assert warning["matchers"] == ['severity=~"warning|info"']  # info (an idle job) joins the digest
-    down, off_bus, severity, straggler = am["inhibit_rules"]
+    by_matchers = {tuple(r["matchers"]): r for r in route["routes"]}
+    critical = by_matchers[('severity="critical"',)]
+    warning = by_matchers[('severity=~"warning|info"',)]
+    assert critical["group_wait"] == "10s" and critical["group_by"] == ["cluster", "rack", "alertname", "action"]
+    assert warning["group_by"] == ["cluster"]  # info (an idle job) joins the digest
+    assert route["routes"][-2:] == [critical, warning]  # last: every route above is tried first
+    drained, down, off_bus, severity, straggler = am["inhibit_rules"]
+    assert drained["source_matchers"] == ['alertname="GPUNodeDrained"', 'instance=~".+"']
+    assert drained["equal"] == ["cluster", "instance"]
     assert down["source_matchers"] == ['alertname="GPUExporterDown"', 'gpu=""']
     assert down["equal"] == ["cluster", "instance"]
     assert off_bus["source_matchers"] == ['alertname="GPUFellOffBus"', 'gpu=~".+"']
@@ -45,11 +48,10 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     (cause,) = straggler["source_matchers"]
     assert cause == 'alertname=~"' + "|".join(STRAGGLER_CAUSES) + '"'
     assert set(STRAGGLER_CAUSES) < set(alert_names())
-    assert [r["name"] for r in am["receivers"]] == ["gpudash-critical", "gpudash-warning-digest"]
+    assert [r["name"] for r in am["receivers"]] == ["gpudash-critical", "gpudash-warning-digest", "gpudash-job-owner",
+                                                    "gpudash-null"]
     severities = {r["labels"]["severity"] for r in rules_of(render_all(settings))}
-    routed = {m for r in cluster_route["routes"] for m in r["matchers"]}
     assert {"critical", "warning", "info"} == severities  # and each has a route: none falls to the root's page
-    assert routed == {'severity="critical"', 'severity=~"warning|info"'}
 
 
 def test_alertmanager_timing_comes_from_thresholds(thresholds_copy: Callable[..., Path],
@@ -57,12 +59,17 @@ def test_alertmanager_timing_comes_from_thresholds(thresholds_copy: Callable[...
     monkeypatch.chdir(tmp_path)
     path = thresholds_copy((("alertmanager", "critical"), {"group_wait": "5s", "group_interval": "2m",
                                                            "repeat_interval": "3h"}),
-                           (("alertmanager", "digest", "repeat_interval"), "12h"))
+                           (("alertmanager", "digest", "repeat_interval"), "12h"),
+                           (("alertmanager", "job_owner", "group_wait"), "45s"),
+                           (("alertmanager", "heartbeat", "repeat_interval"), "2m"))
     am = yaml.safe_load(render_all(load_settings(path))[ALERTMANAGER_FILE])
-    for routes in (am["route"]["routes"][0]["routes"], am["route"]["routes"][1:]):
-        critical, digest = routes
-        assert (critical["group_wait"], critical["group_interval"], critical["repeat_interval"]) == ("5s", "2m", "3h")
-        assert (digest["group_wait"], digest["group_interval"], digest["repeat_interval"]) == ("10m", "1h", "12h")
+    timings = {r["receiver"]: (r.get("group_wait"), r.get("group_interval"), r.get("repeat_interval"))
+               for r in am["route"]["routes"]}
+    assert timings["gpudash-critical"] == ("5s", "2m", "3h")
+    assert timings["gpudash-warning-digest"] == ("10m", "1h", "12h")
+    assert timings["gpudash-job-owner"] == ("45s", "5m", "4h")
+    watchdog = next(r for r in am["route"]["routes"] if r["matchers"] == ['alertname="Watchdog"'])
+    assert (watchdog["group_wait"], watchdog["group_interval"], watchdog["repeat_interval"]) == ("10s", "1m", "2m")
 
 
 def test_alertmanager_reads_secrets_from_files_and_never_writes_them(
@@ -144,12 +151,12 @@ def test_site_strings_stay_data_in_every_expression(tmp_path: Path, settings: Se
     assert f'up{{job={promql_string(HOSTILE_SITE["scrape"]["job"])}}}' in down
 
 
-def test_a_cluster_name_cannot_add_a_matcher_to_its_route(tmp_path: Path) -> None:
-    am = yaml.safe_load(hostile_files(tmp_path)[ALERTMANAGER_FILE])
-    for cluster, route in zip(HOSTILE_SITE["clusters"], am["route"]["routes"], strict=False):
-        assert [am_parse_matchers(m) for m in route["matchers"]] == [[("cluster", "=", cluster["name"])]]
-        assert [am_parse_matchers(m) for r in route["routes"] for m in r["matchers"]] == \
-            [[("severity", "=", "critical")], [("severity", "=~", "warning|info")]]
+def test_a_cluster_name_cannot_add_a_matcher_to_a_rack(tmp_path: Path) -> None:
+    relabel = yaml.safe_load(hostile_files(tmp_path)[SCRAPE_FILE])["alerting"]["alert_relabel_configs"]
+    for config, cluster in zip(relabel, HOSTILE_SITE["clusters"], strict=True):
+        assert config["source_labels"] == ["cluster", "instance"] and config["target_label"] == "rack"
+        assert re.fullmatch(config["regex"], f'{cluster["name"]};{cluster["targets"][0]["address"]}')
+        assert config["replacement"] == cluster["targets"][0].get("rack", "rack-1")
 
 
 def test_site_strings_in_templates_are_printed_never_run(tmp_path: Path, settings: Settings) -> None:

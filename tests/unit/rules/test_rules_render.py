@@ -29,8 +29,8 @@ def test_cli_writes_then_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     runner = CliRunner()
     first = runner.invoke(cli, ["rules", "--out", "gen"])
     assert first.exit_code == 0, first.output
-    assert "4 of 4 files changed" in first.output
-    assert runner.invoke(cli, ["rules", "--out", "gen"]).output.strip().endswith("0 of 4 files changed in gen")
+    assert "5 of 5 files changed" in first.output
+    assert runner.invoke(cli, ["rules", "--out", "gen"]).output.strip().endswith("0 of 5 files changed in gen")
     assert runner.invoke(cli, ["rules", "--out", "gen", "--check"]).exit_code == 0
     (tmp_path / "gen" / SCRAPE_FILE).write_text("edited by hand\n")
     stale = runner.invoke(cli, ["rules", "--out", "gen", "--check"])
