@@ -29,6 +29,7 @@ UNIT_TESTS = sorted((ROOT / "tests" / "rules").glob("*.yaml"))
 # promtool cases for rules rendered with a site config: (test file under tests/rules/sites/, the site)
 SITE_TESTS = {
     "kubeflow_job_label": {"jobs": {"label": "training_kubeflow_org_job_name"}},
+    "repeat_offender_days": {"scrape": {"interval": "5m"}},  # days of evaluations at an interval promtool affords
 }
 
 
