@@ -137,7 +137,7 @@ HEALTH_ALERTS = (
     AlertSpec("GPURepeatOffender", "repeat_offender", (RuleSpec(
         "warning", "rma", lambda c: c.h.repeat_offender(),
         "GPU {{{{ $labels.{uuid} }}}} needed {{{{ $value }}}} resets within {k.window}: RMA",
-        "GPU {{{{ $labels.{uuid} }}}} (now GPU {{{{ $labels.{gpu} }}}} on {{{{ $labels.instance }}}}, "
+        "GPU {{{{ $labels.{uuid} }}}} (GPU {{{{ $labels.{gpu} }}}} on {{{{ $labels.instance }}}}, "
         "{{{{ $labels.cluster }}}}{host}) needed a reset {{{{ $value }}}} times within the last {k.window} "
         "(an XID whose action is reset_gpu or reboot_node, or the driver's recovery action 1 or 4; events "
         "within {k.merge_within} of each other count once), on whichever node it sat in: at {k.resets} the "
