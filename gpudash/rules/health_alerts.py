@@ -138,7 +138,8 @@ HEALTH_ALERTS = (
         "warning", "rma", lambda c: c.h.repeat_offender(),
         "GPU {{{{ $labels.{uuid} }}}} needed {{{{ $value }}}} resets within {k.window}: RMA",
         "GPU {{{{ $labels.{uuid} }}}} (GPU {{{{ $labels.{gpu} }}}} on {{{{ $labels.instance }}}}, "
-        "{{{{ $labels.cluster }}}}{host}) needed a reset {{{{ $value }}}} times within the last {k.window} "
+        "{{{{ $labels.cluster }}}}{host}, at its last reset) needed a reset {{{{ $value }}}} times within the "
+        "last {k.window} "
         "(an XID whose action is reset_gpu or reboot_node, or the driver's recovery action 1 or 4; events "
         "within {k.merge_within} of each other count once), on whichever node it sat in: at {k.resets} the "
         "card, not the node, is the likely cause: {to_do}, naming its UUID and the XIDs of the health ledger.",

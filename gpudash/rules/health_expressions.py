@@ -166,8 +166,9 @@ class HealthExpressions:
     def repeat_offender(self) -> str | None:
         """A GPU (by UUID) with at least `resets` reset episodes within the window, wherever they happened.
 
-        Named where it reports now, else where its last reset was (a card pulled from service): the location
-        with the latest time per UUID, as the episodes are valued at their time.
+        Named where its last reset was (the episodes are valued at their time: the latest per UUID), read from
+        the sparse episodes alone: a card moved since keeps its alert as it was, and no GPU's dense series is
+        read (where it reports now would read every GPU's series at every evaluation).
         """
         if not self.q.available(EPISODES):
             return None
@@ -175,8 +176,7 @@ class HealthExpressions:
         uuid, where = self.q.profile.uuid_label, card(self.q)
         episodes = self.q.recordings[EPISODES].record
         place = [label for label in where.split(", ") if label != uuid]
-        now = f"group by ({where}) ({self.q.metric('gpu_util')}) * 0 + time()"
-        last = f"max_over_time({episodes}[{r.window}])"
+        last = f"topk by ({uuid}) (1, max_over_time({episodes}[{r.window}]))"
         return (f"(sum by ({uuid}) (count_over_time({episodes}[{r.window}])) >= {r.resets})\n"
                 f"* on ({uuid}) group_left ({', '.join(place)})\n"
-                f"group by ({where}) (\n  topk by ({uuid}) (1,\n    {now}\n    or on ({uuid})\n    {last}\n  )\n)")
+                f"group by ({where}) ({last})")
