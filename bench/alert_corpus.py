@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench.scenarios_offenders import OFFENDERS
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
 from gpudash.exporter.sim.cluster_node import cluster_fleet
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
@@ -200,6 +201,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              "the straggler scenario without SM or tensor activity series (utilization and clocks only)",
              jobs=(f"48213={HOST}:0-7",), faults=("5=straggler:30@1h10m+1h",), fault_gpu=5, profiling=False,
              expected=("GPUJobStraggler",), naive_expected=("NaiveSlowClock",)),
+    *(Scenario(**offender) for offender in OFFENDERS),  # a GPU that needs a reset three times: an RMA
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 

@@ -125,6 +125,13 @@ class FellOffBusAlert:
 
 
 @dataclass(frozen=True)
+class RepeatOffenderAlert:
+    resets: Annotated[int, Whole(2, 1000)]  # a GPU (by UUID) that needed this many resets within the window: RMA
+    window: Span
+    merge_within: Span  # reset-class events of one GPU this close together are one episode
+
+
+@dataclass(frozen=True)
 class ExporterDownAlert:
     for_: Span
     lookback: Span  # a GPU seen within this long that reports nothing now has "stopped reporting"
@@ -165,6 +172,7 @@ class Alerts:
     memory_errors: MemoryErrorsAlert
     nvlink: NVLinkAlert
     fell_off_bus: FellOffBusAlert
+    repeat_offender: RepeatOffenderAlert
 
 
 @dataclass(frozen=True)
@@ -278,8 +286,17 @@ def _exporter_down(r: FieldReader, cls: type[ExporterDownAlert]) -> ExporterDown
     return down
 
 
+def _repeat_offender(r: FieldReader, cls: type[RepeatOffenderAlert]) -> RepeatOffenderAlert:
+    offender = read_knobs(r, cls)
+    if offender.merge_within >= offender.window:
+        r.fail(f"merge_within ({offender.merge_within}) must be below window ({offender.window}), or a GPU's "
+               "resets within the window are one episode and it never fires")
+    return offender
+
+
 # The sections with a rule across their keys, or a key that is not a plain knob.
-_SECTION_PARSERS: dict[str, Callable[[FieldReader, Any], Any]] = {"xid": _xid, "exporter_down": _exporter_down}
+_SECTION_PARSERS: dict[str, Callable[[FieldReader, Any], Any]] = {
+    "xid": _xid, "exporter_down": _exporter_down, "repeat_offender": _repeat_offender}
 
 
 def _xid_overrides(r: FieldReader) -> tuple[tuple[int, str], ...]:

@@ -20,6 +20,7 @@ from gpudash.panels.health_actions import cost
 from gpudash.panels.job_panels import node_link
 from gpudash.panels.visualizations import PanelGrid, Query, table
 from gpudash.promql.query import Matcher, PromQL, Scope
+from gpudash.promql.resets import EPISODES
 
 WINDOW = "$ledger"
 TOP = 50
@@ -89,9 +90,18 @@ def _costliest(codes: tuple[int, ...]) -> str:
     return max((action_for(c).action for c in codes), key=cost)
 
 
+def resets_title(q: PromQL) -> str:
+    return f"Resets in {q.thresholds.alerts.repeat_offender.window}"
+
+
 def ledger_columns(q: PromQL) -> list[LedgerColumn]:
-    """Every column the profile can fill, in reading order: memory, XIDs, NVLink, throttling."""
+    """Every column the profile can fill, in reading order: resets, memory, XIDs, NVLink, throttling."""
     columns: list[LedgerColumn] = []
+    if q.available(EPISODES):
+        # GPURepeatOffender's count over its own window (not $ledger): a card one reset short of an RMA shows
+        window = q.thresholds.alerts.repeat_offender.window
+        columns.append(LedgerColumn(resets_title(q), _per_uuid(q, q.recorded_over_time("count", EPISODES, window)),
+                                    "reset_gpu"))
 
     def counted(title: str, key: str, action: str) -> None:
         if q.has(key):
@@ -175,6 +185,7 @@ def ledger_section(layout: PanelGrid, health: PromQL) -> None:
     if not columns:
         return
     uuid, gpu = q.profile.uuid_label, q.gpu
+    offender = q.thresholds.alerts.repeat_offender
     where = ", ".join(label for label in dict.fromkeys(("cluster", "instance", gpu)) if label != uuid)
     rows = f"topk({TOP}, {score(q, columns)} > 0)\n* on ({uuid}) group_left ({where})\n{seen_last(health)}"
     queries = [Query(rows, ref="A")] + [Query(f"({c.expr}) > 0") for c in columns]
@@ -191,7 +202,9 @@ def ledger_section(layout: PanelGrid, health: PromQL) -> None:
         f"GPU ledger by UUID over $ledger (worst {TOP})",
         queries,
         "What each GPU went through over the last $ledger, by UUID, so its history follows it from node to node: "
-        "ECC errors, remapped rows, a pending or failed remap, XIDs by class (gpudash/health/xid_catalog.csv), "
+        f"the resets it needed within the last {offender.window} (GPURepeatOffender opens an RMA ticket at "
+        f"{offender.resets}), ECC errors, remapped rows, a pending or failed remap, XIDs by class "
+        "(gpudash/health/xid_catalog.csv), "
         "NVLink errors and time throttled by heat or power. Worst first: by the costliest action its events call "
         "for (worst action), then by how many. `instance` is the node it reported on last; click it to open "
         "that node on the GPU. A failed remap is an RMA; DBEs or a pending remap want the GPU reset when idle; "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
 from gpudash.promql.query import BAND_WIDTH, BANDS, PromQL, Recording, Scope
+from gpudash.promql.resets import RESET_RECORDINGS, XID_SEEN_LOOKBACK
 from gpudash.promql.scanner import metric_names
 
 # rate() window of the NVLink counter in its recording: several scrapes at the usual 15-60 s intervals.
@@ -56,10 +57,6 @@ def _from_job_median(q: PromQL, key: str, record: str) -> str:
 # The fleet dashboard's lists, recorded: each rule keeps only the GPUs that pass the list's test, so the dashboard
 # reads a handful of series at any fleet size instead of testing every GPU's series on every load. Prometheus
 # pays the same test once per rule interval (as the alert rules already do theirs).
-
-# How far back the XID-event recording looks for the code a GPU showed before: an exporter that restarts within
-# this long does not count its GPUs' standing codes as new events.
-XID_SEEN_LOOKBACK = "15m"
 
 
 def _fb_hours_to_full(q: PromQL) -> str:
@@ -220,6 +217,7 @@ RECORDINGS: tuple[Recording, ...] = (
               lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
     *JOB_RECORDINGS,
     *FLEET_LISTS,
+    *RESET_RECORDINGS,  # after the XID-event recording they read
 )
 
 RECORDING_BY_NAME: dict[str, Recording] = {r.record: r for r in RECORDINGS}

@@ -12,6 +12,8 @@ Actions and why (docs/alerts.md has a section per alert):
   warning none: a CRC trickle is what DCGM calls "monitor, can still perform workload".
 - GPUFellOffBus reboot_node: XID 79's bucket; the driver cannot reach the GPU until the node restarts.
 - GPUXidError: the XID table's action and severity for the code (gpudash/health/xid_catalog.csv).
+- GPURepeatOffender rma (warning): a card that keeps needing resets goes back; a ticket, since each reset
+  already paged and the RMA takes days whatever the hour.
 """
 
 from __future__ import annotations
@@ -84,6 +86,13 @@ def _xid_rules(c: AlertContext) -> Iterator[RuleSpec]:
             for_=None)
 
 
+def _card_words(c: AlertContext) -> Mapping[str, object]:
+    """The card's labels in the texts: its UUID, and its node's host name where the profile has one."""
+    p = c.x.q.profile
+    host = f", host {{{{ $labels.{p.hostname_label} }}}}" if p.hostname_label else ""
+    return {"uuid": p.uuid_label, "host": host}
+
+
 HEALTH_ALERTS = (
     AlertSpec("GPUXidError", "xid", (RuleSpec(
         UNKNOWN_SEVERITY, UNKNOWN_ACTION, lambda c: c.h.xid(None, list(c.t.alerts.xid.table)),
@@ -124,6 +133,17 @@ HEALTH_ALERTS = (
             "NVLink" + _ON_LINK + " of {where} counted {{{{ $value | printf \"%.0f\" }}}} CRC errors within the "
             "last {k.window}, under {k.crc_per_second_critical:g}/s: the link corrects them; watch for a rise."),
     )),
+    # An RMA is a ticket with days of lead time, not a page: each reset already paged on its own.
+    AlertSpec("GPURepeatOffender", "repeat_offender", (RuleSpec(
+        "warning", "rma", lambda c: c.h.repeat_offender(),
+        "GPU {{{{ $labels.{uuid} }}}} needed {{{{ $value }}}} resets within {k.window}: RMA",
+        "GPU {{{{ $labels.{uuid} }}}} (GPU {{{{ $labels.{gpu} }}}} on {{{{ $labels.instance }}}}, "
+        "{{{{ $labels.cluster }}}}{host}, at its last reset) needed a reset {{{{ $value }}}} times within the "
+        "last {k.window} "
+        "(an XID whose action is reset_gpu or reboot_node, or the driver's recovery action 1 or 4; events "
+        "within {k.merge_within} of each other count once), on whichever node it sat in: at {k.resets} the "
+        "card, not the node, is the likely cause: {to_do}, naming its UUID and the XIDs of the health ledger.",
+        for_=None, carries=("card",), words=_card_words),)),
     AlertSpec("GPUFellOffBus", "fell_off_bus", (RuleSpec(
         "critical", "reboot_node", lambda c: c.h.fell_off_bus(),
         "{{{{ if $labels.{gpu} }}}}{where} fell off the bus"

@@ -13,6 +13,7 @@ from gpudash.config.durations import Duration
 from gpudash.escape import re2_any
 from gpudash.health.xid import XidClass
 from gpudash.promql.query import Matcher
+from gpudash.promql.resets import EPISODES, card
 from gpudash.rules.expressions import NL, AlertExpressions
 
 # The bundled exporter's per-link NVLink error kinds (the `error` label of the nvlink_link_errors signal).
@@ -159,3 +160,23 @@ class HealthExpressions:
             parts.append(f"max by ({self.gpu}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
                          f"  ({c} unless {c} offset {w})\n)")
         return _or(parts)
+
+    # -- repeat offenders --------------------------------------------------------------------------------
+
+    def repeat_offender(self) -> str | None:
+        """A GPU (by UUID) with at least `resets` reset episodes within the window, wherever they happened.
+
+        Named where its last reset was (the episodes are valued at their time: the latest per UUID), read from
+        the sparse episodes alone: a card moved since keeps its alert as it was, and no GPU's dense series is
+        read (where it reports now would read every GPU's series at every evaluation).
+        """
+        if not self.q.available(EPISODES):
+            return None
+        r = self.a.repeat_offender
+        uuid, where = self.q.profile.uuid_label, card(self.q)
+        episodes = self.q.recordings[EPISODES].record
+        place = [label for label in where.split(", ") if label != uuid]
+        last = f"topk by ({uuid}) (1, max_over_time({episodes}[{r.window}]))"
+        return (f"(sum by ({uuid}) (count_over_time({episodes}[{r.window}])) >= {r.resets})\n"
+                f"* on ({uuid}) group_left ({', '.join(place)})\n"
+                f"group by ({where}) ({last})")

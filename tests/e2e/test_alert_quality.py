@@ -64,3 +64,14 @@ def test_each_health_fault_fires_its_alert_on_its_gpu_and_nothing_on_the_others(
     assert {(f.severity, f.gpu) for f in xids.fired if f.alertname == "GPUXidError"} == {
         ("warning", "0"), ("warning", "1"), ("critical", "2"), ("info", "3"), ("warning", "4")}
     assert not xids.false_alerts()
+
+
+def test_a_gpu_that_needs_a_third_reset_is_an_rma_at_the_third_and_nothing_else_is(tmp_path: Path) -> None:
+    scenario = corpus.BY_NAME["repeat-offender"]
+    third = scenario.notes["third_reset"]
+    for flavour in corpus.FLAVOURS:  # the bundled exporter's counter and gauge; dcgm-exporter's gauge alone
+        ours, _ = quality.evaluate([scenario], flavour, None, tmp_path / flavour, jobs=cpus(), naive=False)
+        (outcome,) = ours
+        offender = [f for f in outcome.fired if f.alertname == "GPURepeatOffender"]
+        assert [(f.severity, f.gpu, f.first, f.episodes) for f in offender] == [("warning", "6", third, 1)], flavour
+        assert not outcome.false_alerts(), flavour

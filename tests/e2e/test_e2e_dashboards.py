@@ -26,7 +26,7 @@ from support.slack import budget
 from gpudash.catalog import PROMETHEUS_ALERTS
 from gpudash.check.judge import GroupResult, Status, run_check
 from gpudash.check.queries import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
-from gpudash.promql.recordings import FLEET_LISTS
+from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import RECORDING_FILE
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
 from gpudash.stack.process import PrometheusProcess
@@ -149,7 +149,7 @@ def test_every_committed_rule_parses_and_recording_rules_return_data(stack: Stac
     # recorded list (GPUs throttled now, ...) is empty where no GPU passes its test (or, for memory growth over
     # 15 minutes, while the stack is younger than that), and only a list may be
     recorded = {r.query.item: r.status for r in rows if r.query.kind == RECORDING}
-    lists = {rec.record for rec in FLEET_LISTS}
+    lists = {rec.record for rec in RECORDINGS if rec.filtered}  # the fleet's lists, the GPUs' reset events
     assert {item for item, status in recorded.items()
             if status in (Status.NOTHING_MATCHES, Status.NEEDS_HISTORY)} <= lists
     assert [f"{item}: {status.value}" for item, status in recorded.items()

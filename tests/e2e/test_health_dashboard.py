@@ -3,7 +3,8 @@
 The history is written as OpenMetrics and turned into TSDB blocks with `promtool tsdb create-blocks-from
 openmetrics`, one sample an hour, then one a minute over the last quarter hour. GPU-MOVER sat in node A's
 slot 0 until ten days ago and in node B's slot 1 since: three double-bit errors on node A (25 days ago), two
-more on node B (5 days ago), and an XID 79 on node A 35 days ago, inside 90 days but not inside 30. GPU-FAILED
+more on node B (5 days ago), and an XID 79 on node A 35 days ago, inside 90 days but not inside 30; it needed
+resets 12 days ago on node A and 5 and 2 days ago on node B (the recorded reset episodes). GPU-FAILED
 (node B slot 0) has had a row-remap failure for three days; GPU-STEADY (node A slot 1) a pending remap.
 Synthetic ALERTS / ALERTS_FOR_STATE series stand for the firing health alerts, as Prometheus writes them.
 """
@@ -24,6 +25,7 @@ from support.slack import budget
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import PANEL, dashboard_groups, load_dashboards
+from gpudash.promql.resets import EPISODES
 from gpudash.stack.history import SeededPrometheus
 
 DAY, HOUR = 86400, 3600
@@ -85,6 +87,10 @@ def fleet_history(now: int) -> History:
             history.add(_name("ecc_dbe_agg"), labels, dbe, start, end)
             if instance == A:
                 history.add(_name("xid_total"), {**labels, "xid": "79"}, lambda t: int(t >= now - 35 * DAY), start, end)
+            for days in (12, 5, 2):  # the recorded reset episodes, valued at their time, where the GPU sat then
+                at = base + (now - days * DAY - base) // HOUR * HOUR
+                if start <= at < end:
+                    history.add(EPISODES, {**labels, "hostname": instance.split(":")[0]}, at, at, at + 1)
         else:
             history.add(_name("ecc_dbe_agg"), labels, 0, start, end)
     for instance in (A, B):
@@ -198,6 +204,9 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     assert "XIDs pcie" not in mover  # XID 79 was 35 days ago
     assert round(quarter[MOVER]["XIDs pcie"]) == 1 and round(quarter[MOVER]["DBE aggregate"]) == 5
     assert month[FAILED]["Remap failure"] == 1 and month[STEADY]["Remap pending"] == 1
+    # GPURepeatOffender's count over its own 7 days, whatever $ledger: node B's two, not node A's of 12 days ago
+    assert month[MOVER]["Resets in 7d"] == quarter[MOVER]["Resets in 7d"] == 2
+    assert "Resets in 7d" not in month[FAILED] and "Resets in 7d" not in month[STEADY]
     # Worst first: the failed remap (rma) over five DBEs (reset_gpu) over one pending remap (reset_gpu).
     order = sorted(month, key=lambda uuid: month[uuid]["score"], reverse=True)
     assert order == [FAILED, MOVER, STEADY]

@@ -30,6 +30,7 @@ UNIT_TESTS = sorted((ROOT / "tests" / "rules").glob("*.yaml"))
 SITE_TESTS = {
     "kubeflow_job_label": {"jobs": {"label": "training_kubeflow_org_job_name"}},
     "maintenance": {"maintenance": ["gpu017", "gpu-b-3"]},
+    "repeat_offender_days": {"scrape": {"interval": "5m"}},  # days of evaluations at an interval promtool affords
 }
 
 

@@ -91,11 +91,15 @@ def test_the_ledger_is_keyed_by_uuid_over_the_ledger_window(dcgm: dict[str, Any]
     seen = 'DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster",instance=~"$instance"} * 0 + time()'
     assert (f"topk by (UUID) (1, max by (UUID, cluster, instance, gpu) ({seen}) or max by (UUID, cluster, instance, "
             f"gpu) (max_over_time(({seen})[$ledger:1h]))) > bool 0") in rows
+    names = table["transformations"][3]["options"]["renameByName"]
+    # The resets: GPURepeatOffender's count over its own window, from the sparse recording, whatever $ledger.
+    resets = queries.pop(next(ref for ref in queries if names[f"Value #{ref}"] == "Resets in 7d"))
+    assert resets == ('(sum by (UUID) (count_over_time(cluster_instance_gpu_uuid:gpu_reset_episodes:new'
+                      '{cluster=~"$cluster"}[7d]))) > 0')
     for expr in queries.values():
-        # Every column: per UUID, over the window, across every node in the chosen clusters.
+        # Every other column: per UUID, over the window, across every node in the chosen clusters.
         assert "sum by (UUID) (" in expr and "[$ledger:1h]" in expr and "$instance" not in expr, expr
         assert expr.endswith(" > 0")
-    names = table["transformations"][3]["options"]["renameByName"]
     assert names["Value #A"] == "worst action"
     assert {"DBE volatile", "DBE aggregate", "SBE volatile", "SBE aggregate", "Uncorrectable remapped rows",
             "Correctable remapped rows", "Remap pending", "Remap failure", "NVLink errors", "Thermal throttled",

@@ -103,7 +103,7 @@ def test_rma_alerts_also_go_to_the_sites_rma_receivers(tmp_path: Path, settings:
                                                                "send_resolved": True}]}
     assert "tickets.example.org" not in json.dumps([r for r in am["receivers"] if r is not rma])
     rules = rules_of(render_all(settings))
-    assert {r["alert"] for r in rules if r["labels"]["action"] == "rma"} == {"GPURowRemapFailure"}
+    assert {r["alert"] for r in rules if r["labels"]["action"] == "rma"} == {"GPURowRemapFailure", "GPURepeatOffender"}
 
 
 def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path: Path) -> None:
@@ -122,4 +122,4 @@ def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path:
 def test_alert_names_are_listed_once() -> None:
     from gpudash.rules.alert_table import alert_names
 
-    assert len(alert_names()) == len(set(alert_names())) == 15
+    assert len(alert_names()) == len(set(alert_names())) == 16

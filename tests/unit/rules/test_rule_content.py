@@ -111,6 +111,8 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "job_straggler", "window"), "7m", "GPUJobStraggler", "cluster_job:gpu_count:count offset 7m"),
     (("alerts", "allocated_idle", "util_below_percent"), 2, "GPUAllocatedIdle", "[1h])) < 2\n"),
     (("alerts", "allocated_idle", "window"), "3h", "GPUAllocatedIdle", 'hpc_job!=""} offset 3h)'),
+    (("alerts", "repeat_offender", "resets"), 4, "GPURepeatOffender", ":new[7d])) >= 4)"),
+    (("alerts", "repeat_offender", "window"), "14d", "GPURepeatOffender", "gpu_reset_episodes:new[14d])) >= 3)"),
 ])
 def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path, path: tuple[str, ...], value: object, alert: str,
@@ -210,6 +212,24 @@ def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
 
     job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio"}
     for rec, expr in recording_rules(load_settings(ROOT / "thresholds.yaml")):
-        if rec.record not in job_level:  # per cluster or per node: every GPU signal merged per GPU first
+        reads_signals = re.search(r"\b(?:DCGM_|gpudash_)", expr)  # not only recorded series, merged already
+        if rec.record not in job_level and reads_signals:  # per cluster or node: every GPU signal merged first
             merged = re.findall(r"max by \(cluster, instance, gpu[\w, ]*\) \((?:\w+\()?(?:DCGM_|gpudash_)", expr)
             assert merged, (rec.record, expr)
+
+
+def test_the_reset_recording_counts_the_codes_the_sites_xid_table_calls_a_reset(
+        thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    def codes(settings: Settings) -> set[str]:
+        expr = next(r["expr"] for r in rules_of(render_all(settings), RECORDING_FILE)
+                    if r["record"] == "cluster_instance_gpu_uuid:gpu_reset_signals:new")
+        found = {frozenset(m.split("|")) for m in re.findall(r'"\(?([0-9|]+)\)?"', expr)}
+        (one,) = found  # the gauge's events and the counter's series: the same codes
+        return set(one)
+
+    table = codes(load_settings(ROOT / "thresholds.yaml"))
+    assert {"48", "79", "119"} <= table and not {"13", "43", "63"} & table  # reset_gpu / reboot_node only
+    site = codes(load_settings(thresholds_copy((("alerts", "xid", "overrides"), {13: "reset_gpu", 48: "none"}))))
+    assert site == (table | {"13"}) - {"48"}
