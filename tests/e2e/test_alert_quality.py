@@ -6,6 +6,7 @@ only where it asserts on it, and its runs side by side, one per CPU.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from support.slack import cpus
@@ -64,3 +65,21 @@ def test_each_health_fault_fires_its_alert_on_its_gpu_and_nothing_on_the_others(
     assert {(f.severity, f.gpu) for f in xids.fired if f.alertname == "GPUXidError"} == {
         ("warning", "0"), ("warning", "1"), ("critical", "2"), ("info", "3"), ("warning", "4")}
     assert not xids.false_alerts()
+
+
+CORRECTED = ("replay-trickle", "crc-trickle", "ecc-correctable-trickle")
+
+
+def test_corrected_errors_fire_nothing_and_wear_on_healthy_gpus_stays_off_a_storms_page(tmp_path: Path) -> None:
+    storm = corpus.BY_NAME["nvlink-crc-storm"]
+    # the storm among GPUs that count two CRC flit errors an hour each: only the storming GPU may fire
+    worn = dataclasses.replace(storm, name="nvlink-crc-storm-among-wear", faults=(
+        *storm.faults, *(f"{i}=nvlink-crc-trickle:2" for i in range(corpus.GPUS) if i != storm.fault_gpu)))
+    scenarios = [corpus.BY_NAME[name] for name in CORRECTED]
+    ours, _ = quality.evaluate([*scenarios, worn], "bundled", None, tmp_path / "bundled", jobs=cpus(), naive=False)
+    for outcome in ours[:-1]:
+        assert outcome.fired == [], outcome.scenario.name
+    assert {(f.alertname, f.severity, f.gpu) for f in ours[-1].fired} == {("GPUNVLinkErrors", "critical", "4")}
+    assert ours[-1].catches() and not ours[-1].false_alerts()
+    dcgm, _ = quality.evaluate(scenarios, "dcgm", None, tmp_path / "dcgm", jobs=cpus(), naive=False)
+    assert [o.fired for o in dcgm] == [[], [], []]
