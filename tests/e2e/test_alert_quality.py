@@ -79,7 +79,10 @@ def test_corrected_errors_fire_nothing_and_wear_on_healthy_gpus_stays_off_a_stor
     ours, _ = quality.evaluate([*scenarios, worn], "bundled", None, tmp_path / "bundled", jobs=cpus(), naive=False)
     for outcome in ours[:-1]:
         assert outcome.fired == [], outcome.scenario.name
-    assert {(f.alertname, f.severity, f.gpu) for f in ours[-1].fired} == {("GPUNVLinkErrors", "critical", "4")}
+    # (the warning may join the latched critical once the storm stops: its errors are still in the hour's count)
+    fired = {(f.alertname, f.severity, f.gpu) for f in ours[-1].fired}
+    assert ("GPUNVLinkErrors", "critical", "4") in fired
+    assert fired <= {("GPUNVLinkErrors", "critical", "4"), ("GPUNVLinkErrors", "warning", "4")}
     assert ours[-1].catches() and not ours[-1].false_alerts()
     dcgm, _ = quality.evaluate(scenarios, "dcgm", None, tmp_path / "dcgm", jobs=cpus(), naive=False)
     assert [o.fired for o in dcgm] == [[], [], []]
