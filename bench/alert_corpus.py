@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench.scenarios_corrected import CORRECTED
 from bench.scenarios_offenders import OFFENDERS
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
 from gpudash.exporter.sim.cluster_node import cluster_fleet
@@ -47,6 +48,7 @@ KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "s
 HEALTH_KEYS = ("ecc_dbe_vol", "ecc_dbe_agg", "remapped_rows_unc", "remapped_rows_cor", "row_remap_pending",
                "row_remap_failure", "nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay", "nvlink_recovery",
                "gpu_max_op_temp", "mem_max_op_temp")
+SBE_KEYS = ("ecc_sbe_vol", "ecc_sbe_agg")  # corrected ECC errors, no rule's input: only where a scenario counts them
 HBM_RAMP = 300.0  # s: how long an `hbm_heat` step takes to reach its full rise
 JOB_KEYS = ("sm_active", "tensor_active", "power")  # what the job rules read besides KEYS, in job scenarios only
 PROFILING_KEYS = ("sm_active", "tensor_active")
@@ -202,6 +204,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              jobs=(f"48213={HOST}:0-7",), faults=("5=straggler:30@1h10m+1h",), fault_gpu=5, profiling=False,
              expected=("GPUJobStraggler",), naive_expected=("NaiveSlowClock",)),
     *(Scenario(**offender) for offender in OFFENDERS),  # a GPU that needs a reset three times: an RMA
+    *(Scenario(**corrected) for corrected in CORRECTED),  # replays, CRC and single-bit ECC errors: never an alert
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -229,7 +232,8 @@ def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
     if flavour not in FLAVOURS:
         raise ValueError(flavour)
     fleet = scenario.fleet()
-    wanted = KEYS + HEALTH_KEYS + (JOB_KEYS if scenario.jobs else ())
+    sbe = SBE_KEYS if any("sbe" in f for f in scenario.faults) else ()
+    wanted = KEYS + HEALTH_KEYS + (JOB_KEYS if scenario.jobs else ()) + sbe
     keys = [k for k in wanted if (flavour == "bundled" or BY_KEY[k].publisher is Publisher.DCGM_DEFAULT)
             and (scenario.profiling or k not in PROFILING_KEYS)]
     out = _Series(scenario.samples)

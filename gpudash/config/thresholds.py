@@ -113,10 +113,15 @@ class MemoryErrorsAlert:
 
 @dataclass(frozen=True)
 class NVLinkAlert:
-    window: Span  # error counters' increase and rate are taken over this window
-    # a CRC error rate at or above this is critical (DCGM's health check: 100/s)
-    crc_per_second_critical: Annotated[float, Number(0.001, 1e9)]
+    # warning: CRC errors of one kind, or replays, counted over the window at or above these rates per hour
+    window: Span
+    crc_per_hour_warning: Annotated[float, Number(0.001, 1e12)]
+    replay_per_hour_warning: Annotated[float, Number(0.001, 1e12)]
     for_: Span
+    # critical: CRC errors a second at or above this over storm_window (DCGM's health check: 100/s) ...
+    storm_window: Span
+    crc_per_second_critical: Annotated[float, Number(0.001, 1e9)]
+    storm_keep_firing_for: Span  # ... and this long after the storm stops
 
 
 @dataclass(frozen=True)

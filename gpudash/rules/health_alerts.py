@@ -7,9 +7,8 @@ Actions and why (docs/alerts.md has a section per alert):
 - GPUEccUncorrectable reset_gpu: DCGM's next step for a volatile DBE is "drain the GPU and reset it".
 - GPURowRemapPending reset_gpu (warning): the remap applies at the next reset; work continues meanwhile.
 - GPURowRemapFailure rma: NVIDIA's RMA criterion for row remapping (once the field diagnostic confirms).
-- GPUNVLinkErrors critical drain: a replay, a recovery or a CRC storm (DCGM FAIL) may come from this GPU,
-  its peer or the NVSwitch (XID 74), so the node leaves the scheduler until the link is checked;
-  warning none: a CRC trickle is what DCGM calls "monitor, can still perform workload".
+- GPUNVLinkErrors (gpudash.rules.nvlink_alert): critical reset_gpu for a link recovery or a CRC storm (XID
+  74's workflow); replays and CRC errors are corrected, a warning with action none only at a sustained rate.
 - GPUFellOffBus reboot_node: XID 79's bucket; the driver cannot reach the GPU until the node restarts.
 - GPUXidError: the XID table's action and severity for the code (gpudash/health/xid_catalog.csv).
 - GPURepeatOffender rma (warning): a card that keeps needing resets goes back; a ticket, since each reset
@@ -23,9 +22,9 @@ from functools import partial
 
 from gpudash.health.xid import UNKNOWN_ACTION, UNKNOWN_SEVERITY, XidClass
 from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec
+from gpudash.rules.nvlink_alert import NVLINK
 
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-_ON_LINK = "{{{{ if $labels.link }}}} link {{{{ $labels.link }}}}{{{{ end }}}}"
 # sensor: its temperature signal, its max operating temperature signal, its name in the texts
 _SENSORS = {"gpu": ("gpu_temp", "gpu_max_op_temp", "GPU"), "hbm": ("hbm_temp", "mem_max_op_temp", "HBM (memory)")}
 
@@ -119,20 +118,7 @@ HEALTH_ALERTS = (
         "failed again. The GPU cannot repair its memory any more: {to_do} "
         "(NVIDIA's criterion, once its field diagnostic confirms).",
         for_=None),)),
-    AlertSpec("GPUNVLinkErrors", "nvlink", (
-        RuleSpec(
-            "critical", "drain", lambda c: c.h.nvlink(critical=True),
-            "NVLink" + _ON_LINK + " errors on {where}",
-            "NVLink" + _ON_LINK + " of {where} replayed or recovered, or its CRC errors reached "
-            "{k.crc_per_second_critical:g}/s, within the last {k.window} (value {{{{ $value | printf \"%.0f\" }}}}: "
-            "the rise, or the rate per second): the link, its peer GPU or the NVSwitch is failing; {to_do}.",
-            for_=None),
-        RuleSpec(
-            "warning", "none", lambda c: c.h.nvlink(critical=False),
-            "NVLink" + _ON_LINK + " CRC errors on {where}",
-            "NVLink" + _ON_LINK + " of {where} counted {{{{ $value | printf \"%.0f\" }}}} CRC errors within the "
-            "last {k.window}, under {k.crc_per_second_critical:g}/s: the link corrects them; watch for a rise."),
-    )),
+    NVLINK,
     # An RMA is a ticket with days of lead time, not a page: each reset already paged on its own.
     AlertSpec("GPURepeatOffender", "repeat_offender", (RuleSpec(
         "warning", "rma", lambda c: c.h.repeat_offender(),

@@ -1,13 +1,11 @@
 """The PromQL of the GPU health alerts: temperature against each GPU's own limits, ECC and row remapping,
-NVLink errors, GPUs off the bus, and XIDs by the XID table's (severity, action) groups.
+GPUs off the bus, and XIDs by the XID table's (severity, action) groups (NVLink's: gpudash.rules.nvlink_alert).
 
-Like every alert expression, each ends in `max by (cluster, instance, <gpu>)` (`link` added where the
-bundled exporter publishes per-link NVLink counters; `by (cluster, instance)` for a node missing GPUs).
+Like every alert expression, each ends in `max by (cluster, instance, <gpu>)` (`by (cluster, instance)` for a
+node missing GPUs).
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from gpudash.config.durations import Duration
 from gpudash.escape import re2_any
@@ -15,13 +13,6 @@ from gpudash.health.xid import XidClass
 from gpudash.promql.query import Matcher
 from gpudash.promql.resets import EPISODES, card
 from gpudash.rules.expressions import NL, AlertExpressions
-
-# The bundled exporter's per-link NVLink error kinds (the `error` label of the nvlink_link_errors signal).
-LINK_CRC = ("crc_flit", "crc_data")
-LINK_FATAL = ("replay", "recovery")  # DCGM's health check: any increase is a failure ("should be 0")
-GPU_CRC = ("nvlink_crc_flit", "nvlink_crc_data")
-GPU_FATAL = ("nvlink_replay", "nvlink_recovery")
-_Source = tuple[str, "Matcher | None"]  # a signal key and the matcher that picks its error kinds, if any
 
 
 def _or(parts: list[str]) -> str | None:
@@ -78,45 +69,6 @@ class HealthExpressions:
         if not self.q.has("row_remap_failure"):
             return None
         return f"{self.q.per_gpu(self.q.metric('row_remap_failure'))} > 0"
-
-    # -- NVLink ------------------------------------------------------------------------------------------
-
-    def nvlink(self, critical: bool) -> str | None:
-        """Per link where the bundled exporter publishes links; else per GPU from DCGM's totals, never both.
-
-        Critical: any replay or recovery, or a CRC kind at or above crc_per_second_critical (DCGM's health
-        rules). Warning: CRC errors that rose below that rate.
-        """
-        n = self.a.nvlink
-        parts = []
-        if self.q.has("nvlink_link_errors"):
-            by = f"{self.gpu}, link"
-            key = "nvlink_link_errors"
-            crc: Matcher = ("error", "=~", re2_any(LINK_CRC))
-            fatal: Matcher = ("error", "=~", re2_any(LINK_FATAL))
-            parts.append(self._nvlink(by, [(key, fatal)], [(key, crc)], critical, n.window, n.crc_per_second_critical))
-        fatal_keys: list[_Source] = [(k, None) for k in GPU_FATAL if self.q.has(k)]
-        crc_keys: list[_Source] = [(k, None) for k in GPU_CRC if self.q.has(k)]
-        if fatal_keys or crc_keys:
-            totals = self._nvlink(self.gpu, fatal_keys, crc_keys, critical, n.window, n.crc_per_second_critical)
-            if self.q.has("nvlink_link_errors"):
-                links = self.q.per_gpu(self.q.metric("nvlink_link_errors"))
-                totals = f"(\n{totals}\n)\nunless on ({self.gpu})\n{links}"
-            parts.append(totals)
-        # each source in parentheses: `unless` binds tighter than `or`, and a reader should not need to know it
-        return _or([f"(\n{part}\n)" for part in parts]) if len(parts) > 1 else _or(parts)
-
-    def _nvlink(self, by: str, fatal: Sequence[_Source], crc: Sequence[_Source], critical: bool, w: Duration,
-                per_second: float) -> str:
-        def sel(key: str, matcher: Matcher | None) -> str:
-            return self.q.metric(key, (matcher,) if matcher else ())
-
-        storm = [f"max by ({by}) (rate({sel(k, m)}[{w}]) >= {per_second:g})" for k, m in crc]
-        if critical:
-            return f"{NL}or{NL}".join(
-                [f"max by ({by}) (increase({sel(k, m)}[{w}]) > 0)" for k, m in fatal] + storm)
-        trickle = f"{NL}or{NL}".join(f"max by ({by}) (increase({sel(k, m)}[{w}]) > 0)" for k, m in crc)
-        return f"(\n{trickle}\n)\nunless on ({by})\n(\n{f'{NL}or{NL}'.join(storm)}\n)"
 
     # -- off the bus -------------------------------------------------------------------------------------
 

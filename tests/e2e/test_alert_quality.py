@@ -6,6 +6,7 @@ only where it asserts on it, and its runs side by side, one per CPU.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from support.slack import cpus
@@ -75,3 +76,24 @@ def test_a_gpu_that_needs_a_third_reset_is_an_rma_at_the_third_and_nothing_else_
         offender = [f for f in outcome.fired if f.alertname == "GPURepeatOffender"]
         assert [(f.severity, f.gpu, f.first, f.episodes) for f in offender] == [("warning", "6", third, 1)], flavour
         assert not outcome.false_alerts(), flavour
+
+
+CORRECTED = ("replay-trickle", "crc-trickle", "ecc-correctable-trickle")
+
+
+def test_corrected_errors_fire_nothing_and_wear_on_healthy_gpus_stays_off_a_storms_page(tmp_path: Path) -> None:
+    storm = corpus.BY_NAME["nvlink-crc-storm"]
+    # the storm among GPUs that count two CRC flit errors an hour each: only the storming GPU may fire
+    worn = dataclasses.replace(storm, name="nvlink-crc-storm-among-wear", faults=(
+        *storm.faults, *(f"{i}=nvlink-crc-trickle:2" for i in range(corpus.GPUS) if i != storm.fault_gpu)))
+    scenarios = [corpus.BY_NAME[name] for name in CORRECTED]
+    ours, _ = quality.evaluate([*scenarios, worn], "bundled", None, tmp_path / "bundled", jobs=cpus(), naive=False)
+    for outcome in ours[:-1]:
+        assert outcome.fired == [], outcome.scenario.name
+    # (the warning may join the latched critical once the storm stops: its errors are still in the hour's count)
+    fired = {(f.alertname, f.severity, f.gpu) for f in ours[-1].fired}
+    assert ("GPUNVLinkErrors", "critical", "4") in fired
+    assert fired <= {("GPUNVLinkErrors", "critical", "4"), ("GPUNVLinkErrors", "warning", "4")}
+    assert ours[-1].catches() and not ours[-1].false_alerts()
+    dcgm, _ = quality.evaluate(scenarios, "dcgm", None, tmp_path / "dcgm", jobs=cpus(), naive=False)
+    assert [o.fired for o in dcgm] == [[], [], []]

@@ -53,7 +53,7 @@ EXPECTED: dict[tuple[str, str, str | None], tuple[str, str]] = {
     ("GPURowRemapPending", "1", None): ("warning", "reset_gpu"),
     ("GPURowRemapFailure", "2", None): ("critical", "rma"),
     ("GPUXidError", "2", "64"): ("critical", "reset_gpu"),
-    ("GPUNVLinkErrors", "3", None): ("critical", "drain"),
+    ("GPUNVLinkErrors", "3", None): ("critical", "reset_gpu"),
     ("GPUXidError", "4", "13"): ("warning", "restart_job"),
     ("GPUXidError", "5", "94"): ("warning", "restart_job"),
     ("GPUXidError", "6", "95"): ("critical", "reset_gpu"),
@@ -71,8 +71,8 @@ def short_thresholds(path: Path) -> Path:
     alerts = data["alerts"]
     alerts["xid"].update(window="1m")
     alerts["memory_errors"].update(window="1m", pending_for="2s")
-    # a 300/s storm's CRC rate over 10 s passes 100/s within 4 s: the trickle's `for:` outlasts that onset
-    alerts["nvlink"].update({"window": "10s", "for": "15s"})
+    # a 300/s storm's CRC rate over 10 s passes 100/s within 4 s: the warning's `for:` outlasts that onset
+    alerts["nvlink"].update({"window": "10s", "storm_window": "10s", "for": "15s"})
     alerts["fell_off_bus"].update({"for": "1s"})
     for route in ("critical", "digest"):
         data["alertmanager"][route] = {"group_wait": GROUP_WAIT, "group_interval": "2s", "repeat_interval": "1h"}

@@ -15,6 +15,9 @@ links (an H200 SXM) and reports the H200's limits (GPU max operating 87 C, memor
 - ``nvlink-crc-storm[:RATE]``: one link (chosen by the seed) counts RATE (default 300) flow-control CRC errors
   a second, a third as many data CRC errors and a replay every 100 CRC errors, until DURATION ends.
 - ``fell-off-bus``: as ``lost`` (docs/simulation.md): XID 79, then the GPU reads up=0.
+- corrected errors, RATE an hour from START until DURATION ends, evenly spaced: ``nvlink-crc-trickle[:RATE]``
+  (default 2) flow-control CRC errors on the storm's link, ``nvlink-replay-trickle[:RATE]`` (default 6) CRC
+  errors each with the replay that corrected it, ``sbe-trickle[:RATE]`` (default 30) single-bit ECC errors.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ __all__ = ["RETIRED_KEYS", "health", "storm_link", "violations", "xid_events"]
 NVLINK_LINKS = 18  # an H200 SXM's NVLink 4 links
 XID_DBE, XID_REMAP, XID_REMAP_FAILURE = 48, 63, 64
 DRAIN_AND_RESET, GPU_RESET = 4.0, 1.0  # nvmlDeviceGpuRecoveryAction_t
+TRICKLE_PER_HOUR = {"nvlink-crc-trickle": 2.0, "nvlink-replay-trickle": 6.0, "sbe-trickle": 30.0}
 _CH_SBE, _CH_LINK = 11, 12  # noise channels of their own (fleet.py and rhythm.py use 0-8)
 
 
@@ -59,7 +63,7 @@ def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault]
         "gpu_max_op_temp": gpu_max_op_c, "mem_max_op_temp": mem_max_op_c,
         "temp_margin": gpu_max_op_c - gpu_temp, "recovery_action": 0.0,
     }
-    storms: dict[int, float] = {}  # link -> CRC flit errors so far
+    errors: dict[int, dict[str, float]] = {}  # link -> error kind -> count so far, on links a fault hits
     for f in faults:
         if t < f.start:
             continue
@@ -80,16 +84,31 @@ def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault]
             v["row_remap_failure"] = 1.0
             v["recovery_action"] = max(v["recovery_action"], GPU_RESET)
         elif f.kind == "nvlink-crc-storm":
-            rate = f.arg if f.arg is not None else 300.0
-            link = storm_link(seed, i)
-            storms[link] = storms.get(link, 0.0) + math.floor(rate * (min(t, f.end) - f.start))
-    if not storms:
+            crc = math.floor((f.arg if f.arg is not None else 300.0) * (min(t, f.end) - f.start))
+            _add(errors, storm_link(seed, i), crc_flit=crc, crc_data=crc // 3, replay=crc // 100)
+        elif f.kind in TRICKLE_PER_HOUR:
+            count = float(math.floor((f.arg or TRICKLE_PER_HOUR[f.kind]) * (min(t, f.end) - f.start) / 3600))
+            if f.kind == "sbe-trickle":
+                v["ecc_sbe_vol"] += count
+                v["ecc_sbe_agg"] += count
+            else:
+                replays = count if f.kind == "nvlink-replay-trickle" else 0.0
+                _add(errors, storm_link(seed, i), crc_flit=count, replay=replays)
+    if not errors:
         v.update(dict.fromkeys((key for _, key in NVLINK_ERROR_KINDS), 0.0))
         return v, _HEALTHY_LINKS
-    links = tuple(_storm(link.link, storms[link.link]) if link.link in storms else link for link in _HEALTHY_LINKS)
+    links = tuple(LinkHealth(link.link, True, {**link.errors, **errors[link.link]}) if link.link in errors else link
+                  for link in _HEALTHY_LINKS)
     for kind, key in NVLINK_ERROR_KINDS:
         v[key] = sum(link.errors[kind] for link in links)
     return v, links
+
+
+def _add(errors: dict[int, dict[str, float]], link: int, **counts: float) -> None:
+    """Add `counts` (by error kind) to one link's errors."""
+    mine = errors.setdefault(link, {})
+    for kind, count in counts.items():
+        mine[kind] = mine.get(kind, 0.0) + count
 
 
 @functools.lru_cache(maxsize=4096)
@@ -103,11 +122,6 @@ def _corrected_errors(seed: int, i: int) -> tuple[float, float]:
 
 _HEALTHY_LINKS = tuple(LinkHealth(k, True, dict.fromkeys((kind for kind, _ in NVLINK_ERROR_KINDS), 0.0))
                        for k in range(NVLINK_LINKS))
-
-
-def _storm(link: int, crc: float) -> LinkHealth:
-    """A link taking ``crc`` flow-control CRC errors: a third as many data CRC errors, a replay per 100."""
-    return LinkHealth(link, True, {"crc_flit": crc, "crc_data": crc // 3, "replay": crc // 100, "recovery": 0.0})
 
 
 def violations(t: float, faults: Sequence[Fault], gpu_max_op_c: float) -> dict[str, float]:

@@ -120,10 +120,27 @@ def test_clock_event_activations_are_counted_once_per_rise() -> None:
     assert counts["sw_thermal"] < 80 / 2  # counted when it starts, not every sweep it stays on
 
 
+@pytest.mark.parametrize(("fault", "key", "per_hour"), [
+    ("nvlink-crc-trickle", "nvlink_crc_flit", 2), ("nvlink-replay-trickle", "nvlink_replay", 6),
+    ("nvlink-replay-trickle", "nvlink_crc_flit", 6), ("sbe-trickle", "ecc_sbe_vol", 30)])
+def test_a_trickle_counts_its_corrected_errors_at_its_rate_an_hour(fault: str, key: str, per_hour: int) -> None:
+    before, after = _at([f"1={fault}@1h+4h"], 3600.0, index=1), _at([f"1={fault}@1h+4h"], 4 * 3600.0, index=1)
+    assert after.values[key] - before.values[key] == 3 * per_hour
+    assert _at([f"1={fault}:12@1h+4h"], 6 * 3600.0, index=1).values[key] - before.values[key] == 4 * 12  # stops
+    if key.startswith("nvlink"):  # on one link, the storm's
+        assert after.links is not None
+        kind = next(k for k, total in NVLINK_ERROR_KINDS if total == key)
+        assert [link.link for link in after.links if link.errors[kind]] == [storm_link(3, 1)]
+    healthy = _at([f"1={fault}@1h+4h"], 4 * 3600.0, index=0)
+    assert all(healthy.values[k] == 0 for k in ERROR_COUNTERS)
+
+
 def test_health_fault_arguments_are_checked() -> None:
     assert parse_fault("3=nvlink-crc-storm:250@5m")[1].arg == 250
     with pytest.raises(UsageError, match="dbe-burst's argument must be a positive integer"):
         parse_fault("1=dbe-burst:0.5")
+    with pytest.raises(UsageError, match="nvlink-crc-trickle's argument is errors an hour, more than 0"):
+        parse_fault("1=nvlink-crc-trickle:0")
     with pytest.raises(UsageError, match="unknown fault 'fell-off'"):
         parse_fault("1=fell-off")
 

@@ -65,10 +65,10 @@ def test_health_rules_use_each_gpus_own_limits_and_never_count_a_gpu_twice(setti
     assert "unless on (cluster, instance, gpu)\n  max by (cluster, instance, gpu) (DCGM_FI_DEV_MEM_MAX_OP_TEMP)" \
         in temperature[("hbm", "critical")]
     nvlink = [r["expr"] for r in rules if r["alert"] == "GPUNVLinkErrors"]
-    assert len(nvlink) == 2
+    assert len(nvlink) == 3
     for expr in nvlink:  # the DCGM totals give way to the per-link series wherever a GPU has both
-        assert expr.endswith("unless on (cluster, instance, gpu)\nmax by (cluster, instance, gpu) "
-                             "(gpudash_nvlink_errors_total)\n)")
+        assert ("unless on (cluster, instance, gpu)\nmax by (cluster, instance, gpu) "
+                "(gpudash_nvlink_errors_total)\n)") in expr
 
 
 def test_nvidia_smi_profile_keeps_the_health_alerts_it_can_evaluate(tmp_path: Path) -> None:
