@@ -62,7 +62,9 @@ def _hung(profiled: bool) -> RuleSpec:
         + " under {k.power_below_ratio:.0%} of their power limit (or {k.power_below_watts:g} W where no limit is "
         "published): the spin of a collective (NCCL) that never completes." + missing + " Restart it from its "
         "checkpoint; the job dashboard shows its GPUs.",
-        keep_firing_for="keep_firing_for", carries=("job",), words=_hung_words)
+        keep_firing_for="keep_firing_for", carries=("job",), words=_hung_words,
+        # what the GPUs were judged on: two rules of one alert need labels of their own
+        labels=(("judged_on", "tensor_dram_power" if profiled else "power"),))
 
 
 def _hung_words(c: AlertContext) -> Mapping[str, object]:

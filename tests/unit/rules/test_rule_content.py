@@ -77,9 +77,9 @@ def test_every_restart_job_page_of_the_job_alerts_names_the_job(settings: Settin
 
 def test_hung_job_is_judged_per_job_with_profiling_or_on_power_alone(settings: Settings) -> None:
     profiled, unprofiled = alerts_named(render_all(settings), "GPUJobHung")
-    for rule in (profiled, unprofiled):
+    for rule, judged_on in ((profiled, "tensor_dram_power"), (unprofiled, "power")):
         assert rule["for"] == "5m" and rule["keep_firing_for"] == "5m"
-        assert rule["labels"] == {"severity": "warning", "action": "restart_job"}
+        assert rule["labels"] == {"severity": "warning", "action": "restart_job", "judged_on": judged_on}
         # one alert per job: the GPUs' test is counted per job against the job's size
         assert "count by (cluster, hpc_job) (" in rule["expr"] and ">= 0.5\n" in rule["expr"]
         assert "min_over_time(DCGM_FI_DEV_GPU_UTIL{hpc_job!=\"\"}[10m])) >= 80" in rule["expr"]
