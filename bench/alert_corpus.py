@@ -12,7 +12,8 @@ GPUs only, so three things a scenario also needs are modelled here, separately a
 
 Job scenarios lay jobs over the node's GPUs (gpudash.exporter.sim.jobs, the node as one of a simulated
 cluster): their GPU series carry `hpc_job` while a job runs, as the exporter's job attribution publishes it,
-and the profiling series the job rules read (SM and tensor activity) and power come along.
+and the profiling series the job rules read (SM, tensor and DRAM activity) and power (with its limit where
+the flavour publishes it) come along. The hang scenarios are in bench/scenarios_jobs.py.
 
 Two exporter flavours: `bundled` publishes what `gpudash exporter` does (every catalog signal the rules
 read, both XID forms, throttle reasons, gpudash_gpu_up); `dcgm` only dcgm-exporter's default counters.
@@ -22,25 +23,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
+from bench import scenarios_jobs
+from bench.corpus_scenario import GPUS, HOST, STEP, Sample, Scenario
 from bench.scenarios_corrected import CORRECTED
 from bench.scenarios_offenders import OFFENDERS
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
-from gpudash.exporter.sim.cluster_node import cluster_fleet
-from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
-from gpudash.exporter.sim.jobs import layout_from_specs
-from gpudash.exporter.sim.spec import parse_fault
+from gpudash.exporter.sim.fleet import Fleet
 from gpudash.exporter.source import GpuReading
 
-STEP = 15  # seconds between samples and between rule evaluations
 CLUSTER = "sim"
-HOST = "gpu-node-01"
 GPU_JOB = "gpu-exporter"
 NODE_JOB = "node"
 CPUS = 16
-GPUS = 8
-SEED = 7
 # The signals the rules (ours and the naive set) read; the rest of the catalog would only slow promtool.
 KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "sm_clock_max",
         "clock_event_reasons", "xid_last")
@@ -50,70 +45,11 @@ HEALTH_KEYS = ("ecc_dbe_vol", "ecc_dbe_agg", "remapped_rows_unc", "remapped_rows
                "gpu_max_op_temp", "mem_max_op_temp")
 SBE_KEYS = ("ecc_sbe_vol", "ecc_sbe_agg")  # corrected ECC errors, no rule's input: only where a scenario counts them
 HBM_RAMP = 300.0  # s: how long an `hbm_heat` step takes to reach its full rise
-JOB_KEYS = ("sm_active", "tensor_active", "power")  # what the job rules read besides KEYS, in job scenarios only
-PROFILING_KEYS = ("sm_active", "tensor_active")
+# what the job rules read besides KEYS, in job scenarios only
+JOB_KEYS = ("sm_active", "tensor_active", "dram_active", "power", "power_limit")
+PROFILING_KEYS = ("sm_active", "tensor_active", "dram_active")
 FLAVOURS = ("bundled", "dcgm")
 
-Sample = float | str | None  # a number, "stale" (the series just vanished), or None (absent)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    kind: str  # "benign" or "fault"
-    description: str
-    hours: float = 4.0
-    workloads: tuple[str, ...] = ()
-    faults: tuple[str, ...] = ()
-    fault_gpu: int | None = None  # the GPU a fault hits; None: the whole node (or fault_gpus)
-    fault_gpus: tuple[int, ...] = ()  # the GPUs a fault hits, when it is several but not the whole node
-    jobs: tuple[str, ...] = ()  # --sim-job specs on HOST: GPU series carry hpc_job while their job runs
-    profiling: bool = True  # False: no SM or tensor activity series, whatever the flavour
-    cpu_load: float = 0.45  # node_load1 per core in normal operation
-    saturated: tuple[tuple[float, float], ...] = ()  # (start, end) s: CPU saturated
-    starved: tuple[float, float] | None = None  # (start, end) s: input pipeline starves the GPUs
-    target_down: tuple[float, float] | None = None  # (start, end) s: exporter unreachable
-    hbm_heat: tuple[float, float, float] | None = None  # (start, end, degrees) s, C: HBM this much warmer
-    expected: tuple[str, ...] = ()  # the gpudash alerts meant to catch the fault
-    naive_expected: tuple[str, ...] = ()  # the naive rule (if any) that watches the signal the fault moves
-    notes: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def samples(self) -> int:
-        return int(self.hours * 3600 // STEP) + 1
-
-    def fleet(self) -> Fleet:
-        if not self.jobs:
-            return fleet_from_specs(GPUS, SEED, self.workloads, self.faults, epoch=0.0)
-        layout = layout_from_specs(self.jobs, False, SEED, [HOST], GPUS)
-        return cluster_fleet(GPUS, SEED, self.faults, node=HOST, layout=layout, epoch=0.0)
-
-    @property
-    def targets(self) -> tuple[int, ...]:
-        """The GPUs the fault hits; () for the whole node."""
-        return self.fault_gpus or (() if self.fault_gpu is None else (self.fault_gpu,))
-
-    @property
-    def link_errors(self) -> bool:
-        return any("nvlink" in f for f in self.faults)
-
-    def on(self, gpu: int) -> bool:
-        """Whether the fault hits this GPU."""
-        return not self.targets or gpu in self.targets
-
-    @property
-    def fault_window(self) -> tuple[float, float] | None:
-        """When the fault is present: from its start to its end (or the end of the scenario)."""
-        if self.target_down:
-            return self.target_down
-        if self.starved:
-            return self.starved
-        if self.hbm_heat and self.kind == "fault":
-            return self.hbm_heat[0], min(self.hbm_heat[1], self.hours * 3600)
-        if not self.faults:
-            return None
-        fault = parse_fault(self.faults[0])[1]
-        return fault.start, min(fault.end, self.hours * 3600)
 
 
 def _m(minutes: float) -> float:
@@ -205,6 +141,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              expected=("GPUJobStraggler",), naive_expected=("NaiveSlowClock",)),
     *(Scenario(**offender) for offender in OFFENDERS),  # a GPU that needs a reset three times: an RMA
     *(Scenario(**corrected) for corrected in CORRECTED),  # replays, CRC and single-bit ECC errors: never an alert
+    *scenarios_jobs.SCENARIOS,
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 

@@ -87,6 +87,19 @@ class JobStalledAlert:
 
 
 @dataclass(frozen=True)
+class JobHungAlert:
+    window: Span  # every reading of the window must show the hang
+    util_above_percent: Percent  # busy by utilization: its lowest reading over the window at or above this ...
+    tensor_below_ratio: Ratio  # ... while its highest tensor activity stays under this ...
+    dram_below_ratio: Ratio  # ... and its highest DRAM activity under this (where profiling is published) ...
+    power_below_ratio: Ratio  # ... and its highest power draw under this share of its power limit ...
+    power_below_watts: Annotated[float, Number(1, 10000)]  # ... or under this where no power limit is published
+    gpus_ratio: Ratio  # a job is hung when at least this share of its GPUs is
+    for_: Span
+    keep_firing_for: Span
+
+
+@dataclass(frozen=True)
 class DataLoaderAlert:
     window: Span
     util_below_percent: Percent
@@ -169,6 +182,7 @@ class Alerts:
     memory_pressure: MemoryPressureAlert
     memory_leak: MemoryLeakAlert
     job_stalled: JobStalledAlert
+    job_hung: JobHungAlert
     data_loader: DataLoaderAlert
     xid: XidAlert
     exporter_down: ExporterDownAlert

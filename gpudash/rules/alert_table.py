@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec
+from gpudash.rules.alert_spec import KUBERNETES_JOB_LABELS, AlertContext, AlertSpec, RuleSpec, target_labels
 from gpudash.rules.health_alerts import HEALTH_ALERTS, TEMPERATURE
 from gpudash.rules.node_state import NODE_DRAINED_ALERT, WATCHDOG_ALERT
 
@@ -26,13 +26,52 @@ def _straggler_words(c: AlertContext) -> Mapping[str, object]:
     return {"activity": activity, "clock": clock}
 
 
-def _pressure(severity: str, level: str) -> RuleSpec:
+def _job_words(c: AlertContext) -> Mapping[str, object]:
+    """`the_job`: the job on the GPU as its labels name it (with its pod on Kubernetes), or "the job on it"."""
+    job, namespace, pod = target_labels(c.settings, ("job",))[:1] + KUBERNETES_JOB_LABELS
+    return {"the_job": f"{{{{ with $labels.{job} }}}}job {{{{ . }}}}{{{{ else }}}}the job on it{{{{ end }}}}"
+                       f"{{{{ with $labels.{pod} }}}} (pod {{{{ $labels.{namespace} }}}}/{{{{ . }}}}){{{{ end }}}}"}
+
+
+def _job(c: AlertContext) -> tuple[str, ...]:
+    return target_labels(c.settings, ("job",))
+
+
+def _pressure(level: str) -> RuleSpec:
+    # the job's memory, not on-call's: a warning to the job's owner at either level (`level` tells them apart)
     return RuleSpec(
-        severity, "none", lambda c: c.x.memory_pressure(c.level),
-        "Framebuffer memory over {level:.0%} and growing on {where}",
+        "warning", "none", lambda c: c.x.memory_pressure(c.level, _job(c)),
+        "Framebuffer memory over {level:.0%} and growing on {where} ({the_job})",
         "{where} has {{{{ $value | humanizePercentage }}}} of its framebuffer in use, above {level:.0%}, "
-        "and its lowest level rose across each third of the last {k.growth_window}.",
-        level=level)
+        "and its lowest level rose across each third of the last {k.growth_window}: {the_job} is heading for "
+        "out-of-memory.",
+        level=f"memory.{level}", labels=(("audience", "job_owner"), ("level", level)), words=_job_words,
+        carries=("job",))
+
+
+def _hung(profiled: bool) -> RuleSpec:
+    signals = ("their tensor-pipe activity under {k.tensor_below_ratio:.0%}, their DRAM activity under "
+               "{k.dram_below_ratio:.0%} and their power" if profiled else "their power")
+    missing = "" if profiled else (
+        " These GPUs publish no tensor or DRAM activity ({tensor_metric}, {dram_metric}: profiling off or not "
+        "supported), so the hang is judged on utilization and power alone.")
+    return RuleSpec(
+        "warning", "restart_job", lambda c: c.x.job_hung(_job(c), profiled),
+        "Job {job_id} ({{{{ $labels.cluster }}}}) is hung: its GPUs spin and do no work",
+        "{{{{ $value | humanizePercentage }}}} of the GPUs of {the_job} in cluster {{{{ $labels.cluster }}}} "
+        "have read at least {k.util_above_percent:g} % utilization for the last {k.window} with " + signals
+        + " under {k.power_below_ratio:.0%} of their power limit (or {k.power_below_watts:g} W where no limit is "
+        "published): the spin of a collective (NCCL) that never completes." + missing + " Restart it from its "
+        "checkpoint; the job dashboard shows its GPUs.",
+        keep_firing_for="keep_firing_for", carries=("job",), words=_hung_words,
+        # what the GPUs were judged on: two rules of one alert need labels of their own
+        labels=(("judged_on", "tensor_dram_power" if profiled else "power"),))
+
+
+def _hung_words(c: AlertContext) -> Mapping[str, object]:
+    ref = c.x.q.profile.metrics
+    name = {key: ref[key].name if key in ref else key for key in ("tensor_active", "dram_active")}
+    return {**_job_words(c), "tensor_metric": name["tensor_active"], "dram_metric": name["dram_active"]}
 
 
 ALERTS: tuple[AlertSpec, ...] = (
@@ -46,23 +85,30 @@ ALERTS: tuple[AlertSpec, ...] = (
         "while at or above {t.temperature.gpu.warning:g} C, or with a thermal / power-brake throttle reason "
         "set, for {k.for_}."),),
         reads=("alerts.temperature.window", "throttle_drop_ratio", "temperature.gpu.warning")),
-    AlertSpec("GPUMemoryPressure", "memory_pressure",
-              (_pressure("warning", "memory.warning"), _pressure("critical", "memory.critical")),
+    AlertSpec("GPUMemoryPressure", "memory_pressure", (_pressure("warning"), _pressure("critical")),
               reads=("memory.warning", "memory.critical")),
     # a leak is the job's: restarting it (from its checkpoint) frees the memory before it runs out
     AlertSpec("GPUMemoryLeakPredicted", "memory_leak", (RuleSpec(
-        "warning", "restart_job", lambda c: c.x.memory_leak(),
-        "Framebuffer memory on {where} is on course for {t.memory.critical:.0%} within {k.horizon}",
+        "warning", "restart_job", lambda c: c.x.memory_leak(_job(c)),
+        "Framebuffer memory of {the_job} on {where} is on course for {t.memory.critical:.0%} within {k.horizon}",
         "A linear fit over the last {k.window} projects framebuffer use of {where} to reach "
         "{{{{ $value | humanizePercentage }}}} in {k.horizon} (critical level {t.memory.critical:.0%}), and "
-        "usage is still growing: a likely leak, heading for out-of-memory."),),
+        "usage is still growing: a likely leak of {the_job}, heading for out-of-memory.",
+        carries=("job",), words=_job_words),),
         reads=("memory.critical", "alerts.memory_pressure.growth_window")),
     AlertSpec("GPUJobStalled", "job_stalled", (RuleSpec(
-        "warning", "restart_job", lambda c: c.x.job_stalled(),
-        "Job on {where} holds memory but does no work",
-        "{where} holds more than {k.memory_above_ratio:.0%} of its framebuffer, yet its highest utilization "
-        "over the last {k.window} is {{{{ $value }}}} % (under {k.util_below_percent:g} %): the job looks hung."),
-    )),
+        "warning", "restart_job", lambda c: c.x.job_stalled(_job(c)),
+        "{where} holds memory for {the_job} but does no work",
+        "{where} holds more than {k.memory_above_ratio:.0%} of its framebuffer, yet over the last {k.window} "
+        "it did no work: its highest utilization is {{{{ $value }}}} % (under {k.util_below_percent:g} %: idle), "
+        "or (on a GPU no job label names) its utilization stayed at or above "
+        "{t.alerts.job_hung.util_above_percent:g} % while its work (tensor and DRAM activity where published, "
+        "power) stayed idle: a spin that never ends. "
+        "The job looks hung: restart {the_job} from its checkpoint.",
+        carries=("job",), words=_job_words),
+    ), reads=("alerts.job_hung",)),
+    # a hung collective: the job's GPUs spin at ~100 % utilization doing nothing; one page per job
+    AlertSpec("GPUJobHung", "job_hung", (_hung(True), _hung(False))),
     AlertSpec("GPUDataLoaderBottleneck", "data_loader", (RuleSpec(
         "warning", "none", lambda c: c.x.data_loader(),
         "{where} is starved by its input pipeline",
@@ -97,10 +143,11 @@ ALERTS: tuple[AlertSpec, ...] = (
         "info", "none", lambda c: c.x.allocated_idle(),
         "Job {job_id} ({{{{ $labels.cluster }}}}) holds GPUs it does not use: {{{{ $value }}}} idle",
         "Job {job_id} in cluster {{{{ $labels.cluster }}}} holds GPUs that have stayed under "
-        "{k.util_below_percent:g} % utilization (their highest reading) for the last {k.window}, and for "
-        "{k.for_} more: {{{{ $value }}}} of them, GPU-hours held and not used. Ask the job's owner to release "
+        "{k.util_below_percent:g} % utilization (their highest reading), or spun (busy by utilization, their "
+        "work idle: a hung job, GPUJobHung) for the last {k.window}, and for {k.for_} more: {{{{ $value }}}} of "
+        "them, GPU-hours held and not used. Ask the job's owner to release "
         "them or fix the job; the job dashboard shows which GPUs, the fleet dashboard the largest idle holders."),
-    )),
+    ), reads=("alerts.job_hung",)),
     *HEALTH_ALERTS,
 )
 

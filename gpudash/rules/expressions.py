@@ -12,7 +12,7 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 from __future__ import annotations
 
 from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
-from gpudash.config.durations import duration_text
+from gpudash.config.durations import Duration, duration_text
 from gpudash.config.site import Site
 from gpudash.escape import promql_matcher
 from gpudash.promql.query import THROTTLE_REASONS, PromQL
@@ -107,31 +107,106 @@ class AlertExpressions:
             forms.append(self.q.per_gpu(f"max_over_time(({terms})[{window}:{step}])"))
         return " or ".join(forms) or None
 
-    def memory_pressure(self, level: float) -> str | None:
+    def memory_pressure(self, level: float, job: tuple[str, ...] = ()) -> str | None:
+        """Over the level and growing, per GPU and per job on it (`job`: the labels that name the job)."""
         if not self.has("fb_used", "fb_free"):
             return None
-        return self.q.per_gpu(f"\n  {self.fb_ratio} > {level:g}\n  and\n  {self.memory_growing()}\n")
+        return self.q.per_gpu(f"\n  {self.fb_ratio} > {level:g}\n  and\n  {self.memory_growing()}\n", *job)
 
-    def memory_leak(self) -> str | None:
+    def memory_leak(self, job: tuple[str, ...] = ()) -> str | None:
         if not self.has("fb_used", "fb_free"):
             return None
         leak = self.a.memory_leak
         # capped at 1: the value shown is "where memory is heading", and nothing exceeds all of it
         projected = f"clamp_max(predict_linear({self.fb_ratio}[{leak.window}], {leak.horizon.seconds}), 1)"
         return self.q.per_gpu(
-            f"\n  {projected} >= {self.t.memory.critical:g}\n  and\n  {self.memory_growing()}\n"
+            f"\n  {projected} >= {self.t.memory.critical:g}\n  and\n  {self.memory_growing()}\n", *job
         )
 
-    def job_stalled(self) -> str | None:
+    def job_stalled(self, job: tuple[str, ...] = ()) -> str | None:
+        """A GPU holds memory and does no work, whichever way its utilization reads: under the level, or
+        spinning (`spinning`) on a GPU no job holds (a job's spinning GPUs are GPUJobHung's, once per job).
+        The value is its highest utilization over the window."""
         if not self.has("gpu_util", "fb_used", "fb_free"):
             return None
-        s = self.a.job_stalled
-        busiest = self.q.per_gpu(self.q.over_time("max", "gpu_util", s.window))
-        held = self.q.per_gpu(f"min_over_time({self.fb_ratio}[{s.window}])")
+        s, q = self.a.job_stalled, self.q
+        busiest = q.per_gpu(q.over_time("max", "gpu_util", s.window), *job)
+        held = q.per_gpu(f"min_over_time({self.fb_ratio}[{s.window}])", *job)
         # ... and already held it a whole window ago, so a job that just started is not judged on a part-window
-        before = self.q.per_gpu(f"{self.fb_ratio} offset {s.window}")
+        before = q.per_gpu(f"{self.fb_ratio} offset {s.window}", *job)
         above = f"{s.memory_above_ratio:g}"
-        return f"{busiest} < {s.util_below_percent:g}\nand\n{held} > {above}\nand\n{before} > {above}"
+        idle = f"{busiest} < {s.util_below_percent:g}"
+        spinning = self.spinning(s.window, job, in_job=False)
+        if spinning is not None:
+            alone = f"(\n{_indent(spinning)}\n)\nunless on (cluster, instance, {q.gpu})\n{q.in_job_raw('gpu_util')}"
+            idle = f"(\n  {idle}\n  or\n  {busiest}\n  and\n  (\n{_indent(alone, 4)}\n  )\n)"
+        return f"{idle}\nand\n{held} > {above}\nand\n{before} > {above}"
+
+    # -- hangs: busy by utilization (spin kernels of a hung collective), doing no work -------------------
+
+    def _gpu_over(self, func: str, key: str, window: Duration, keep: tuple[str, ...], in_job: bool) -> str:
+        """`func_over_time` of one signal per GPU (and per job, the `keep` labels), converted; only GPUs a job
+        holds with `in_job`."""
+        q = self.q
+        raw = q.in_job_raw(key) if in_job else q.profile.ref(key).name
+        inner = f"{func}_over_time({raw}[{window}])"
+        convert = q.profile.ref(key).convert
+        return q.per_gpu(f"{inner} {convert}" if convert else inner, *keep)
+
+    def power_idle(self, window: Duration, keep: tuple[str, ...], in_job: bool) -> str | None:
+        """Per GPU: its highest power draw over the window stayed under power_below_ratio of its enforced
+        limit, or under power_below_watts where the limit is not published (dcgm-exporter's default counters)."""
+        if not self.has("power"):
+            return None
+        h, q = self.a.job_hung, self.q
+        drawn = self._gpu_over("max", "power", window, keep, in_job)
+        if not self.has("power_limit"):
+            return f"{drawn} < {h.power_below_watts:g}"
+        limit = q.per_gpu(q.in_job("power_limit") if in_job else q.metric("power_limit"), *keep)
+        return f"(\n  {drawn} / {limit} < {h.power_below_ratio:g}\n  or\n  {drawn} < {h.power_below_watts:g}" \
+               f"\n  unless\n  {limit}\n)"
+
+    def spinning(self, window: Duration, keep: tuple[str, ...], in_job: bool,
+                 profiled: bool | None = None) -> str | None:
+        """Per GPU (and job): busy by utilization for the whole window while doing no work.
+
+        No work is tensor and DRAM activity idle and power near idle where the GPU publishes profiling
+        (`profiled` True), power near idle alone where it does not (False: the GPUs without tensor activity);
+        None: either. The value is the lowest utilization.
+        """
+        idle_power = self.power_idle(window, keep, in_job)
+        if idle_power is None or not self.has("gpu_util"):
+            return None
+        h = self.a.job_hung
+        busy = f"{self._gpu_over('min', 'gpu_util', window, keep, in_job)} >= {h.util_above_percent:g}"
+        has_profiling = self.has("tensor_active", "dram_active")
+        forms = []
+        if profiled in (True, None) and has_profiling:
+            tensor = f"{self._gpu_over('max', 'tensor_active', window, keep, in_job)} < {h.tensor_below_ratio:g}"
+            dram = f"{self._gpu_over('max', 'dram_active', window, keep, in_job)} < {h.dram_below_ratio:g}"
+            forms.append(f"{busy}\nand\n{tensor}\nand\n{dram}\nand\n{idle_power}")
+        if profiled in (False, None):
+            unprofiled = f"{busy}\nand\n{idle_power}"
+            if has_profiling:
+                present = self.q.in_job_raw("tensor_active") if in_job else self.q.profile.ref("tensor_active").name
+                unprofiled += f"\nunless on (cluster, instance, {self.q.gpu})\n{present}"
+            forms.append(unprofiled)
+        if not forms:
+            return None
+        return forms[0] if len(forms) == 1 else _or([f"(\n{_indent(f)}\n)" for f in forms])
+
+    def job_hung(self, job: tuple[str, ...], profiled: bool) -> str | None:
+        """Per job: at least gpus_ratio of its GPUs spin (`spinning`) for the window, and the job held GPUs a
+        window ago. One alert per job (per pod of it on Kubernetes); the value is the share of its GPUs."""
+        h, q = self.a.job_hung, self.q
+        spinning = self.spinning(h.window, job, in_job=True, profiled=profiled)
+        if spinning is None:
+            return None
+        size = q.use("cluster_job:gpu_count:count")
+        share = (f"count by ({q.job}) (\n{_indent(spinning)}\n)\n/ on ({q.job})\n{size}\n"
+                 f">= {h.gpus_ratio:g}\nand on ({q.job})\n{size} offset {h.window}")
+        named = f"max by (cluster, {', '.join(job)}) ({q.in_job_raw('gpu_util')})"
+        return f"{named} * 0\n+ on ({q.job}) group_left ()\n(\n{_indent(share)}\n)"
 
     def data_loader(self) -> str | None:
         if not self.has("gpu_util"):
@@ -230,9 +305,14 @@ class AlertExpressions:
             return None
         i, q = self.a.allocated_idle, self.q
         busiest = q.in_job_over_time("max", "gpu_util", i.window)
+        idle = f"{busiest} < {i.util_below_percent:g}"
+        # a GPU that spun for the whole window (a hung collective) did no work either: it counts as idle
+        spinning = self.spinning(i.window, (q.job_label,), in_job=True)
+        if spinning is not None:
+            idle = f"(\n    {idle}\n    or\n{_indent(spinning, 4)}\n  )"
         # the raw series: only its presence a window ago counts (and offset takes no parentheses)
         held_before = f"max by ({q.job_gpu}) ({q.in_job_raw('gpu_util')} offset {i.window})"
-        return (f"count by ({q.job}) (\n  {busiest} < {i.util_below_percent:g}\n"
+        return (f"count by ({q.job}) (\n  {idle}\n"
                 f"  and on ({q.job_gpu})\n  {held_before}\n)")
 
 

@@ -280,6 +280,8 @@ class Fleet:
                 s.heat_excess = (peak - _BUSY_TEMP_C) * rise * fall
             elif fault.kind == "idle-holder" and fault.active(t) and s.process is not None:
                 jobphysics.hold_idle(s, self.seed, i)
+            elif fault.kind == "hang" and fault.active(t) and s.process is not None:
+                jobphysics.spin(s, t, self.seed, i)
             elif fault.kind == "foreign" and fault.active(t) and not self._lost(i, t):
                 jobphysics.add_foreign(s, self.seed, i, self._foreign_job(i, t, fault))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudash.exporter.sim.gpu_state import GpuState
-from gpudash.exporter.sim.noise import clamp, name_key, uniform
+from gpudash.exporter.sim.noise import clamp, name_key, smooth, uniform
 from gpudash.exporter.sim.spec import Fault
 from gpudash.exporter.source import ProcessUsage
 
@@ -118,6 +118,18 @@ def hold_idle(s: GpuState, seed: int, index: int) -> None:
     s.pcie_tx = s.pcie_rx = 1e5
     s.fb_used = 1500.0 + 3000.0 * uniform(seed, _CH_HELD, index)
     s.process = s.process or "python3"
+
+
+def spin(s: GpuState, t: float, seed: int, index: int) -> None:
+    """A hung collective: the spin kernels of a collective that never completes keep utilization at ~100 %
+    on a few SMs while nothing computes: tensor and DRAM activity, NVLink traffic near 0, power just above
+    idle. Memory stays held."""
+    s.util = 98.0 + 2.0 * smooth(t, 7.0, seed, _CH_HELD, index)
+    s.sm_active = 0.10 + 0.04 * smooth(t, 9.0, seed, _CH_HELD, index, 1)
+    s.tensor, s.dram = 0.0, 0.002 + 0.004 * smooth(t, 11.0, seed, _CH_HELD, index, 2)
+    s.nvlink_kib_s = 0.0
+    s.power_activity = 0.06 + 0.02 * smooth(t, 13.0, seed, _CH_HELD, index, 3)
+    s.pcie_tx = s.pcie_rx = 1e5
 
 
 def add_foreign(s: GpuState, seed: int, index: int, job_id: str) -> None:

@@ -21,7 +21,7 @@ FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one
 HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus",
                  "nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle")
 TRICKLES = ("nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle")  # corrected errors, ARG an hour
-JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign")  # what goes wrong with a job's use of its GPUs
+JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign", "hang")  # what goes wrong with a job's use of its GPUs
 SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
 DEFAULT_FAULT_START = 60.0
 

@@ -44,9 +44,9 @@ def _per_gpu(series: dict[str, list[corpus.Sample]], name: str, index: int) -> d
 def test_the_job_scenarios_are_in_the_corpus() -> None:
     names = {s.name for s in JOB_SCENARIOS}
     assert names == {"straggler", "idle-holder", "job-wide-dip", "small-job-straggler", "job-start-end",
-                     "straggler-no-profiling"}
+                     "straggler-no-profiling", "hung-collective", "hung-collective-no-prof", "checkpoint-long"}
     assert {s.name for s in JOB_SCENARIOS if s.kind == "benign"} == {"job-wide-dip", "small-job-straggler",
-                                                                      "job-start-end"}
+                                                                      "job-start-end", "checkpoint-long"}
 
 
 def test_job_series_carry_hpc_job_only_while_the_job_runs() -> None:

@@ -122,4 +122,4 @@ def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path:
 def test_alert_names_are_listed_once() -> None:
     from gpudash.rules.alert_table import alert_names
 
-    assert len(alert_names()) == len(set(alert_names())) == 16
+    assert len(alert_names()) == len(set(alert_names())) == 17

@@ -20,7 +20,9 @@ from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alert_table import alert_names
 from gpudash.rules.generated_files import render_all
 
-JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle")
+JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle", "GPUJobHung")
+# Alerts about one GPU that name the job on it too: what to restart, whose memory it is.
+NAMING_THE_JOB = ("GPUMemoryPressure", "GPUMemoryLeakPredicted", "GPUJobStalled")
 LEVELS = ("critical", "warning", "info")
 
 
@@ -29,7 +31,7 @@ def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Set
     rules = rules_of(files)
     assert {r["alert"] for r in rules} == set(alert_names())
     for rule in rules:
-        per_job = rule["alert"] in JOB_ALERTS
+        per_job = rule["alert"] in JOB_ALERTS + NAMING_THE_JOB
         severity, action = rule["labels"]["severity"], rule["labels"]["action"]
         assert severity in LEVELS and action in ACTIONS, rule["alert"]
         # info never pages: an idle job, or an XID whose table action is none
@@ -39,18 +41,55 @@ def test_every_alert_is_there_with_severity_labels_and_annotations(settings: Set
         assert set(notes) == {"summary", "description", "runbook"}  # no runbook_base_url: the repository's section
         assert notes["runbook"] == "docs/alerts.md#" + rule["alert"].lower()
         text = notes["summary"] + notes["description"]
-        assert ("$labels.instance" in text) != (rule["alert"] == "GPUAllocatedIdle"), rule["alert"]
+        assert ("$labels.instance" in text) != (rule["alert"] in ("GPUAllocatedIdle", "GPUJobHung")), rule["alert"]
         assert ("$labels.hpc_job" in text) == per_job, rule["alert"]
         shown = "$value" in notes["description"] or "$labels.xid" in notes["description"]
         flags = ("GPUExporterDown", "GPURowRemapPending", "GPURowRemapFailure")  # the value is only 0/1
         assert shown or rule["alert"] in flags, f"{rule['alert']}: description shows no value"
         # one GPU's labels (one job's for a job alert), whatever else the exporter attaches (UUID, modelName, pod ...)
         outer = {"GPUJobStraggler": "max by (cluster, instance, gpu, hpc_job) (",
-                 "GPUAllocatedIdle": "count by (cluster, hpc_job) ("}.get(rule["alert"])
+                 "GPUAllocatedIdle": "count by (cluster, hpc_job) (",
+                 "GPUJobHung": "max by (cluster, hpc_job, namespace, pod) ("}.get(rule["alert"])
         assert rule["expr"].startswith(outer) if outer else "by (cluster, instance" in rule["expr"], rule["alert"]
     severities = {(r["alert"], r["labels"]["severity"]) for r in rules}
-    for alert in ("GPUHighTemperature", "GPUMemoryPressure", "GPUXidError"):
+    for alert in ("GPUHighTemperature", "GPUXidError"):
         assert {(alert, "warning"), (alert, "critical")} <= severities
+
+
+def test_memory_pressure_goes_to_the_jobs_owner_never_paging_and_names_the_job(settings: Settings) -> None:
+    rules = alerts_named(render_all(settings), "GPUMemoryPressure")
+    assert [r["labels"] for r in rules] == [
+        {"severity": "warning", "action": "none", "audience": "job_owner", "level": level}
+        for level in ("warning", "critical")]
+    for rule in rules:
+        assert rule["expr"].startswith("max by (cluster, instance, gpu, hpc_job, namespace, pod) (")
+        assert "$labels.hpc_job" in rule["annotations"]["summary"]
+
+
+def test_every_restart_job_page_of_the_job_alerts_names_the_job(settings: Settings) -> None:
+    rules = [r for r in rules_of(render_all(settings))
+             if r["alert"] in JOB_ALERTS + NAMING_THE_JOB and r["labels"]["action"] == "restart_job"]
+    assert {r["alert"] for r in rules} == {"GPUMemoryLeakPredicted", "GPUJobStalled", "GPUJobHung"}
+    for rule in rules:
+        assert "hpc_job, namespace, pod) (" in rule["expr"], rule["alert"]
+        assert "$labels.hpc_job" in rule["annotations"]["summary"] + rule["annotations"]["description"]
+
+
+def test_hung_job_is_judged_per_job_with_profiling_or_on_power_alone(settings: Settings) -> None:
+    profiled, unprofiled = alerts_named(render_all(settings), "GPUJobHung")
+    for rule, judged_on in ((profiled, "tensor_dram_power"), (unprofiled, "power")):
+        assert rule["for"] == "5m" and rule["keep_firing_for"] == "5m"
+        assert rule["labels"] == {"severity": "warning", "action": "restart_job", "judged_on": judged_on}
+        # one alert per job: the GPUs' test is counted per job against the job's size
+        assert "count by (cluster, hpc_job) (" in rule["expr"] and ">= 0.5\n" in rule["expr"]
+        assert "min_over_time(DCGM_FI_DEV_GPU_UTIL{hpc_job!=\"\"}[10m])) >= 80" in rule["expr"]
+        # power against the limit where published, else against the watts level
+        assert "(DCGM_FI_DEV_ENFORCED_POWER_LIMIT{hpc_job!=\"\"}) < 0.25" in rule["expr"]
+        assert "[10m])) < 175\n" in rule["expr"]
+    assert "DCGM_FI_PROF_DRAM_ACTIVE" in profiled["expr"] and "DCGM_FI_PROF_DRAM_ACTIVE" not in unprofiled["expr"]
+    assert "unless on (cluster, instance, gpu)\nDCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in unprofiled["expr"].replace("  ", "")
+    assert "publish no tensor or DRAM activity" in unprofiled["annotations"]["description"]
+    assert "publish no" not in profiled["annotations"]["description"]
 
 
 def test_runbook_links_point_at_a_section_of_docs_alerts(settings: Settings) -> None:
@@ -153,7 +192,11 @@ def test_nvidia_smi_profile_leaves_out_what_it_cannot_evaluate(tmp_path: Path) -
     files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"profile": "nvidia_smi"})))
     names = {r["alert"] for r in rules_of(files)}
     assert "GPUXidError" not in names  # nvidia_gpu_exporter publishes no XID series
-    assert {"GPUHighTemperature", "GPUMemoryPressure", "GPUJobStalled"} <= names
+    assert {"GPUHighTemperature", "GPUMemoryPressure", "GPUJobStalled", "GPUJobHung"} <= names
+    # no profiling in that profile: the hang is judged on utilization and power (against the limit) alone
+    (hung,) = [r for r in rules_of(files) if r["alert"] == "GPUJobHung"]
+    assert "nvidia_smi_power_draw_watts" in hung["expr"] and "nvidia_smi_enforced_power_limit_watts" in hung["expr"]
+    assert "publish no tensor or DRAM activity" in hung["annotations"]["description"]
     text = files[ALERTS_FILE] + files[RECORDING_FILE]
     assert "DCGM_FI_" not in text and "by (cluster, instance, uuid)" in text
     assert "(nvidia_smi_utilization_gpu_ratio[" in text  # ranges on the raw series, converted after
@@ -163,9 +206,13 @@ def test_job_alerts_read_the_sites_job_label(tmp_path: Path) -> None:
     label = "training_kubeflow_org_job_name"
     files = render_all(load_settings(ROOT / "thresholds.yaml", site_file(tmp_path, {"jobs": {"label": label}})))
     for alert in JOB_ALERTS:
-        (rule,) = alerts_named(files, alert)
-        assert "hpc_job" not in rule["expr"] + json.dumps(rule["annotations"]), alert
-        assert f'{label}!=""' in rule["expr"] and f"$labels.{label}" in rule["annotations"]["summary"], alert
+        for rule in alerts_named(files, alert):
+            assert "hpc_job" not in rule["expr"] + json.dumps(rule["annotations"]), alert
+            assert f'{label}!=""' in rule["expr"] and f"$labels.{label}" in rule["annotations"]["summary"], alert
+    for alert in NAMING_THE_JOB:
+        for rule in alerts_named(files, alert):
+            assert "hpc_job" not in rule["expr"] + json.dumps(rule["annotations"]), alert
+            assert f"{label}, namespace, pod)" in rule["expr"] and f"$labels.{label}" in rule["annotations"]["summary"]
     straggler = alerts_named(files, "GPUJobStraggler")[0]["expr"]
     assert f"on (cluster, {label}) group_left ()" in straggler
     assert f"max by (cluster, instance, gpu, {label})" in straggler
