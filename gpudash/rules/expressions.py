@@ -69,9 +69,9 @@ class AlertExpressions:
 
     # -- alerts ------------------------------------------------------------------------------------------
 
-    def typical(self, key: str) -> str:
+    def typical(self, key: str, *keep: str) -> str:
         """The median of a signal over the short window: a spike or a dip shorter than half of it is ignored."""
-        return self.q.per_gpu(self.q.over_time("quantile", key, self.a.temperature.window, "0.5"))
+        return self.q.per_gpu(self.q.over_time("quantile", key, self.a.temperature.window, "0.5"), *keep)
 
     def throttling(self) -> str | None:
         """Hot and clocked down against the recent (or max) clock, or a thermal / power-brake reason set.
@@ -162,9 +162,9 @@ class AlertExpressions:
         hostname = self.q.profile.hostname_label
         gpu_host = f"label_replace(\n  {gpu},\n  {_HOST_FROM_INSTANCE}\n)"
         if hostname:
-            gpu_host = f'label_replace(\n  {gpu_host},\n  "host", "$1", "{hostname}", "(.+)"\n)'
+            gpu_host = f'label_replace(\n{_indent(gpu_host)},\n  "host", "$1", "{hostname}", "(.+)"\n)'
         uname = f"{NODE_UNAME}{{{promql_matcher('job', '=', self.site.node_job)}}}"
-        node = f"(\n{_indent(node)}\n)"  # in parentheses: the operators below bind tighter than a comparison
+        node = f"({node})" if NL not in node else f"(\n{_indent(node)}\n)"  # `*` binds tighter than a comparison
         named = (f"label_replace(\n  {node}\n  * on (instance) group_left (nodename)\n"
                  f"  max by (instance, nodename) ({uname}),\n  \"host\", \"$1\", \"nodename\", \"(.+)\"\n)")
         by_instance = f"label_replace(\n  {node}\n  unless on (instance)\n  {uname},\n  {_HOST_FROM_INSTANCE}\n)"
