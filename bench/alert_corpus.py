@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from bench.scenarios_health import HEALTH_SCENARIOS
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
 from gpudash.exporter.sim.cluster_node import cluster_fleet
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
@@ -45,7 +46,7 @@ KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "s
 # The health alerts' signals: memory errors, NVLink per GPU (DCGM's totals), each GPU's own temperature limits.
 HEALTH_KEYS = ("ecc_dbe_vol", "ecc_dbe_agg", "remapped_rows_unc", "remapped_rows_cor", "row_remap_pending",
                "row_remap_failure", "nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay", "nvlink_recovery",
-               "gpu_max_op_temp", "mem_max_op_temp")
+               "gpu_max_op_temp", "mem_max_op_temp", "recovery_action")
 HBM_RAMP = 300.0  # s: how long an `hbm_heat` step takes to reach its full rise
 JOB_KEYS = ("sm_active", "tensor_active", "power")  # what the job rules read besides KEYS, in job scenarios only
 PROFILING_KEYS = ("sm_active", "tensor_active")
@@ -200,6 +201,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              "the straggler scenario without SM or tensor activity series (utilization and clocks only)",
              jobs=(f"48213={HOST}:0-7",), faults=("5=straggler:30@1h10m+1h",), fault_gpu=5, profiling=False,
              expected=("GPUJobStraggler",), naive_expected=("NaiveSlowClock",)),
+    *(Scenario(**health) for health in HEALTH_SCENARIOS),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -270,6 +272,8 @@ def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenar
     if not reading.up:
         return
     values = dict(reading.values)
+    if flavour == "dcgm":
+        values["xid_last"] = _dcgm_last_xid(fleet, reading.index, float(t))
     if scenario.starved and scenario.starved[0] <= t < scenario.starved[1] and fleet.workload(reading.index) == "train":
         values["gpu_util"] = round(values["gpu_util"] * (0.28 + 0.08 * _noise(index, reading.index)))
     if scenario.hbm_heat:
@@ -290,6 +294,16 @@ def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenar
         for bit, name in CLOCK_EVENT_REASONS:
             out.put(f'{BY_KEY["clock_event_active"].dcgm_name}{{{gpu},clock_event="{name}"}}', index,
                     1.0 if mask & bit else 0.0)
+
+
+def _dcgm_last_xid(fleet: Fleet, i: int, t: float) -> float:
+    """dcgm-exporter's last-XID gauge keeps the last code until DCGM restarts with a reset (a fault's end);
+    the bundled exporter's returns to 0 after XID_HOLD_SECONDS, which the simulated reading follows."""
+    events = [(when, code) for when, code in fleet.xid_events(i) if when <= t]
+    resets = [f.end for f in fleet.faults.get(i, ()) if f.end <= t]
+    if not events or (resets and max(resets) >= events[-1][0]):
+        return 0.0
+    return float(events[-1][1])
 
 
 def _mark_stale(data: dict[str, list[Sample]]) -> None:

@@ -15,6 +15,8 @@ links (an H200 SXM) and reports the H200's limits (GPU max operating 87 C, memor
 - ``nvlink-crc-storm[:RATE]``: one link (chosen by the seed) counts RATE (default 300) flow-control CRC errors
   a second, a third as many data CRC errors and a replay every 100 CRC errors, until DURATION ends.
 - ``fell-off-bus``: as ``lost`` (docs/simulation.md): XID 79, then the GPU reads up=0.
+- ``recovery-action[:N]``: the driver's recovery action reads N (default 1, GPU reset) from START, with XID 154
+  ("recovery action changed"); after DURATION the GPU has been reset and it reads 0 again.
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ from gpudash.exporter.source import LinkHealth
 __all__ = ["RETIRED_KEYS", "health", "storm_link", "violations", "xid_events"]
 
 NVLINK_LINKS = 18  # an H200 SXM's NVLink 4 links
-XID_DBE, XID_REMAP, XID_REMAP_FAILURE = 48, 63, 64
+XID_DBE, XID_REMAP, XID_REMAP_FAILURE, XID_RECOVERY_ACTION = 48, 63, 64, 154
 DRAIN_AND_RESET, GPU_RESET = 4.0, 1.0  # nvmlDeviceGpuRecoveryAction_t
 _CH_SBE, _CH_LINK = 11, 12  # noise channels of their own (fleet.py and rhythm.py use 0-8)
 
 
 def xid_events(faults: Sequence[Fault]) -> list[tuple[float, int]]:
     """The XIDs the health faults raise, at their start."""
-    codes = {"dbe-burst": (XID_DBE, XID_REMAP), "remap-pending": (XID_REMAP,), "remap-failure": (XID_REMAP_FAILURE,)}
+    codes = {"dbe-burst": (XID_DBE, XID_REMAP), "remap-pending": (XID_REMAP,), "remap-failure": (XID_REMAP_FAILURE,),
+             "recovery-action": (XID_RECOVERY_ACTION,)}
     return [(f.start, code) for f in faults for code in codes.get(f.kind, ())]
 
 
@@ -79,6 +82,8 @@ def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault]
             v["remapped_rows_unc"] += 1
             v["row_remap_failure"] = 1.0
             v["recovery_action"] = max(v["recovery_action"], GPU_RESET)
+        elif f.kind == "recovery-action" and not reset:
+            v["recovery_action"] = max(v["recovery_action"], f.arg if f.arg is not None else GPU_RESET)
         elif f.kind == "nvlink-crc-storm":
             rate = f.arg if f.arg is not None else 300.0
             link = storm_link(seed, i)

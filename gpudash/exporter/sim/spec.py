@@ -18,7 +18,7 @@ WORKLOADS = ("train", "inference", "idle")
 FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one GPU's work
 # what goes wrong with one GPU's hardware (gpudash.exporter.sim.faults_health); apart from FAULTS, whose random
 # draws the fleet benchmarks replay
-HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus")
+HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus", "recovery-action")
 JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign")  # what goes wrong with a job's use of its GPUs
 SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
 DEFAULT_FAULT_START = 60.0
@@ -30,7 +30,7 @@ class Fault:
     start: float = DEFAULT_FAULT_START
     duration: float | None = None  # None: lasts until the end
     # leak: seconds to OOM; thermal: peak C; xid: code; straggler: % slower; foreign: job id; dbe-burst: errors;
-    # nvlink-crc-storm: CRC errors a second
+    # nvlink-crc-storm: CRC errors a second; recovery-action: the driver's recovery action
     arg: float | None = None
 
     @property
@@ -76,7 +76,8 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
         raise UsageError(f"--fault {spec!r}: bad number or time {exc.args[0]!r}; {usage}") from None
     if kind in ("leak",) and value is not None and value <= 0:
         raise UsageError(f"--fault {spec!r}: time to OOM must be positive")
-    if kind in ("xid", "dbe-burst", "nvlink-crc-storm") and value is not None and (value != int(value) or value < 1):
+    whole = ("xid", "dbe-burst", "nvlink-crc-storm", "recovery-action")  # a count, a code or a rate
+    if kind in whole and value is not None and (value != int(value) or value < 1):
         raise UsageError(f"--fault {spec!r}: {kind}'s argument must be a positive integer (e.g. {kind}:48)")
     if kind == "straggler" and value is not None and not 0 < value < 90:
         raise UsageError(f"--fault {spec!r}: a straggler runs between 0 and 90 % slower (e.g. straggler:30)")
