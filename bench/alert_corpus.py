@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from bench import scenarios_jobs
 from bench.corpus_scenario import GPUS, HOST, STEP, Sample, Scenario
 from bench.scenarios_corrected import CORRECTED
+from bench.scenarios_health import HEALTH_SCENARIOS
 from bench.scenarios_offenders import OFFENDERS
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
 from gpudash.exporter.sim.fleet import Fleet
@@ -42,7 +43,7 @@ KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "s
 # The health alerts' signals: memory errors, NVLink per GPU (DCGM's totals), each GPU's own temperature limits.
 HEALTH_KEYS = ("ecc_dbe_vol", "ecc_dbe_agg", "remapped_rows_unc", "remapped_rows_cor", "row_remap_pending",
                "row_remap_failure", "nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay", "nvlink_recovery",
-               "gpu_max_op_temp", "mem_max_op_temp")
+               "gpu_max_op_temp", "mem_max_op_temp", "recovery_action")
 SBE_KEYS = ("ecc_sbe_vol", "ecc_sbe_agg")  # corrected ECC errors, no rule's input: only where a scenario counts them
 HBM_RAMP = 300.0  # s: how long an `hbm_heat` step takes to reach its full rise
 # what the job rules read besides KEYS, in job scenarios only
@@ -142,6 +143,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *(Scenario(**offender) for offender in OFFENDERS),  # a GPU that needs a reset three times: an RMA
     *(Scenario(**corrected) for corrected in CORRECTED),  # replays, CRC and single-bit ECC errors: never an alert
     *scenarios_jobs.SCENARIOS,
+    *(Scenario(**health) for health in HEALTH_SCENARIOS),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -213,6 +215,8 @@ def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenar
     if not reading.up:
         return
     values = dict(reading.values)
+    if flavour == "dcgm":
+        values["xid_last"] = _dcgm_last_xid(fleet, reading.index, float(t))
     if scenario.starved and scenario.starved[0] <= t < scenario.starved[1] and fleet.workload(reading.index) == "train":
         values["gpu_util"] = round(values["gpu_util"] * (0.28 + 0.08 * _noise(index, reading.index)))
     if scenario.hbm_heat:
@@ -233,6 +237,16 @@ def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenar
         for bit, name in CLOCK_EVENT_REASONS:
             out.put(f'{BY_KEY["clock_event_active"].dcgm_name}{{{gpu},clock_event="{name}"}}', index,
                     1.0 if mask & bit else 0.0)
+
+
+def _dcgm_last_xid(fleet: Fleet, i: int, t: float) -> float:
+    """dcgm-exporter's last-XID gauge keeps the last code until DCGM restarts with a reset (a fault's end);
+    the bundled exporter's returns to 0 after XID_HOLD_SECONDS, which the simulated reading follows."""
+    events = [(when, code) for when, code in fleet.xid_events(i) if when <= t]
+    resets = [f.end for f in fleet.faults.get(i, ()) if f.end <= t]
+    if not events or (resets and max(resets) >= events[-1][0]):
+        return 0.0
+    return float(events[-1][1])
 
 
 def _mark_stale(data: dict[str, list[Sample]]) -> None:

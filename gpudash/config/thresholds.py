@@ -119,8 +119,13 @@ class XidAlert:
 
 
 @dataclass(frozen=True)
+class RecoveryActionAlert:
+    for_: Span  # the driver's recovery action set this long
+
+
+@dataclass(frozen=True)
 class MemoryErrorsAlert:
-    window: Span  # an uncorrectable ECC error or remapped row within this window fires (and keeps firing)
+    window: Span  # without a volatile count: an uncorrectable error or remapped row within this window fires
     pending_for: Span  # a row remap pending this long fires
 
 
@@ -192,6 +197,7 @@ class Alerts:
     nvlink: NVLinkAlert
     fell_off_bus: FellOffBusAlert
     repeat_offender: RepeatOffenderAlert
+    recovery_action: RecoveryActionAlert
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from gpudash.promql.query import THROTTLE_REASONS, PromQL
 
 NODE_LOAD1 = "node_load1"
 NODE_CPU_SECONDS = "node_cpu_seconds_total"
+NODE_BOOT_TIME = "node_boot_time_seconds"
+NODE_UNAME = "node_uname_info"  # its `nodename` label is the node's host name, whatever its `instance` is
 UP = "up"  # Prometheus' own per-target health series
 
 # The signal whose disappearance means "this GPU stopped reporting": dcgm-exporter publishes it on every
@@ -26,6 +28,8 @@ UP = "up"  # Prometheus' own per-target health series
 PRESENCE_SIGNAL = "fb_used"
 # `instance` without its port, so a GPU exporter (host:9400) and node_exporter (host:9100) meet on `host`.
 _HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
+# Binary operators that compare or compute (not `and`/`or`/`unless`): many GPUs of a node meet one node series.
+_ARITHMETIC = frozenset({"<", "<=", ">", ">=", "==", "!=", "+", "-", "*", "/"})
 
 
 class AlertExpressions:
@@ -65,9 +69,9 @@ class AlertExpressions:
 
     # -- alerts ------------------------------------------------------------------------------------------
 
-    def typical(self, key: str) -> str:
+    def typical(self, key: str, *keep: str) -> str:
         """The median of a signal over the short window: a spike or a dip shorter than half of it is ignored."""
-        return self.q.per_gpu(self.q.over_time("quantile", key, self.a.temperature.window, "0.5"))
+        return self.q.per_gpu(self.q.over_time("quantile", key, self.a.temperature.window, "0.5"), *keep)
 
     def throttling(self) -> str | None:
         """Hot and clocked down against the recent (or max) clock, or a thermal / power-brake reason set.
@@ -220,12 +224,27 @@ class AlertExpressions:
             f'      count by (instance) ({NODE_CPU_SECONDS}{{{node},mode="idle"}})\n'
             f"      > {d.cpu_load_ratio:g}"
         )
-        joined = (
-            f"\n  label_replace(\n    {util},\n    {_HOST_FROM_INSTANCE}\n  )\n"
-            f"  and on (host)\n"
-            f"  label_replace(\n    {load},\n    {_HOST_FROM_INSTANCE}\n  )\n"
-        )
-        return self.q.per_gpu(joined)
+        return self.q.per_gpu(f"\n{_indent(self.on_node(util, 'and', load))}\n")
+
+    def on_node(self, gpu: str, op: str, node: str) -> str:
+        """`gpu <op> node`, a GPU series against its node's node_exporter series, matched on a `host` label.
+
+        The GPU side's host is its host-name label where the exporter sets one, else its `instance` without
+        the port; node_exporter's is the `nodename` of its node_uname_info where published (so an exporter
+        scraped by IP meets one scraped by name), else its `instance` without the port. `node` must keep
+        node_exporter's `instance`. A comparison or arithmetic `op` matches many GPUs to one node (group_left).
+        """
+        hostname = self.q.profile.hostname_label
+        gpu_host = f"label_replace(\n  {gpu},\n  {_HOST_FROM_INSTANCE}\n)"
+        if hostname:
+            gpu_host = f'label_replace(\n{_indent(gpu_host)},\n  "host", "$1", "{hostname}", "(.+)"\n)'
+        uname = f"{NODE_UNAME}{{{promql_matcher('job', '=', self.site.node_job)}}}"
+        node = f"({node})" if NL not in node else f"(\n{_indent(node)}\n)"  # `*` binds tighter than a comparison
+        named = (f"label_replace(\n  {node}\n  * on (instance) group_left (nodename)\n"
+                 f"  max by (instance, nodename) ({uname}),\n  \"host\", \"$1\", \"nodename\", \"(.+)\"\n)")
+        by_instance = f"label_replace(\n  {node}\n  unless on (instance)\n  {uname},\n  {_HOST_FROM_INSTANCE}\n)"
+        match = f"{op} on (host){' group_left ()' if op in _ARITHMETIC else ''}"
+        return f"{gpu_host}\n{match}\n(\n{_indent(named)}\n  or\n{_indent(by_instance)}\n)"
 
     def exporter_down(self) -> str:
         """The exporter target is down (no gpu label), or one GPU stopped reporting on a target that is up."""

@@ -1,18 +1,26 @@
 """The PromQL of the GPU health alerts: temperature against each GPU's own limits, ECC and row remapping,
-GPUs off the bus, and XIDs by the XID table's (severity, action) groups (NVLink's: gpudash.rules.nvlink_alert).
+GPUs off the bus, the driver's recovery action, and XIDs by the XID table's groups (NVLink's:
+gpudash.rules.nvlink_alert).
 
 Like every alert expression, each ends in `max by (cluster, instance, <gpu>)` (`by (cluster, instance)` for a
-node missing GPUs).
+node missing GPUs), plus the labels `keep` names: what the page must carry (the card, or the job).
+
+A latched expression (an alert whose action is reset_gpu, reboot_node, drain or rma) reads state the
+exporters keep until the remedy, not a window: a gauge still reading the code or flag, a counter that exists
+since the exporter started (a reset or reboot restarts the exporter and its counters), a volatile count that
+a GPU reset zeroes, and node_exporter's boot time later than the event where the event's time is published.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpudash.config.durations import Duration
-from gpudash.escape import re2_any
+from gpudash.escape import promql_matcher, re2_any
 from gpudash.health.xid import XidClass
 from gpudash.promql.query import Matcher
 from gpudash.promql.resets import EPISODES, card
-from gpudash.rules.expressions import NL, AlertExpressions
+from gpudash.rules.expressions import NL, NODE_BOOT_TIME, AlertExpressions
 
 
 def _or(parts: list[str]) -> str | None:
@@ -33,14 +41,15 @@ class HealthExpressions:
 
     # -- temperature -------------------------------------------------------------------------------------
 
-    def temperature(self, key: str, limit_key: str, fallback: float, margin: float | None) -> str:
+    def temperature(self, key: str, limit_key: str, fallback: float, margin: float | None,
+                    keep: Sequence[str] = ()) -> str:
         """The median temperature at or above its GPU's own limit less `margin` (None: at the limit itself),
         and, for a GPU that publishes no limit, above the fixed fallback level.
 
         The limit is per GPU (an H200's memory runs to 95 C, its core to 87 C), matched `on` the GPU's labels,
         so each GPU is judged by its own number; `unless on` keeps a GPU with a limit out of the fallback.
         """
-        typical = self.x.typical(key)
+        typical = self.x.typical(key, *keep)
         fixed = f"{typical} > {fallback:g}"
         if not self.q.has(limit_key):
             return fixed
@@ -51,36 +60,54 @@ class HealthExpressions:
 
     # -- memory errors -----------------------------------------------------------------------------------
 
-    def ecc_uncorrectable(self) -> str | None:
-        """Double-bit errors (volatile or aggregate) or rows remapped for uncorrectable errors rose in the window.
+    def ecc_uncorrectable(self, keep: Sequence[str] = ()) -> str | None:
+        """Latched on the volatile double-bit count (a GPU reset or driver reload zeroes it) where the GPU
+        publishes it; elsewhere, double-bit errors (aggregate) or rows remapped for them rose in the window.
 
         Single-bit errors are corrected in hardware and are not here: a trickle of them is normal.
         """
         w = self.a.memory_errors.window
-        keys = [k for k in ("ecc_dbe_vol", "ecc_dbe_agg", "remapped_rows_unc") if self.q.has(k)]
-        return _or([self._increase(k, w, self.gpu) for k in keys])
+        by = ", ".join((self.gpu, *keep))
+        windowed = _or([self._increase(k, w, by) for k in ("ecc_dbe_agg", "remapped_rows_unc") if self.q.has(k)])
+        if not self.q.has("ecc_dbe_vol"):
+            return windowed
+        volatile = self.q.metric("ecc_dbe_vol")
+        latched = f"max by ({by}) ({volatile} > 0)"
+        if windowed is None:
+            return latched
+        return f"{latched}\nor\n(\n{windowed}\n)\nunless on ({self.gpu})\n{volatile}"
 
-    def row_remap_pending(self) -> str | None:
-        if not self.q.has("row_remap_pending"):
+    def flag(self, key: str, keep: Sequence[str] = ()) -> str | None:
+        """A per-GPU flag (row remap pending, row remap failure) while it is set: the flag is the state."""
+        if not self.q.has(key):
             return None
-        return f"{self.q.per_gpu(self.q.metric('row_remap_pending'))} > 0"
+        return f"{self.q.per_gpu(self.q.metric(key), *keep)} > 0"
 
-    def row_remap_failure(self) -> str | None:
-        if not self.q.has("row_remap_failure"):
+    # -- the driver's verdict ----------------------------------------------------------------------------
+
+    def recovery_action(self, values: Sequence[int] | None, named: Sequence[int], keep: Sequence[str]) -> str | None:
+        """The GPU's recovery action field while it reads one of `values` (None: any non-zero value not in
+        `named`). The field stays set until the action is done, so this is its own latch."""
+        if not self.q.has("recovery_action"):
             return None
-        return f"{self.q.per_gpu(self.q.metric('row_remap_failure'))} > 0"
+        field = self.q.metric("recovery_action")
+        if values is not None:
+            return self.q.per_gpu(" or ".join(f"{field} == {v}" for v in values), *keep)
+        others = " or ".join(f"{field} == {v}" for v in named)
+        return self.q.per_gpu(f"{field} > 0 unless ({others})" if others else f"{field} > 0", *keep)
 
     # -- off the bus -------------------------------------------------------------------------------------
 
-    def fell_off_bus(self) -> str | None:
+    def fell_off_bus(self, keep: Sequence[str] = ()) -> str | None:
         """A GPU the exporter reports down (gpu_up 0), or a node publishing fewer GPUs than it expects.
 
         The second counts every GPU the node publishes, down ones included, so a GPU that is reported down
-        fires once (per GPU), and one that vanished is counted in its node's missing number.
+        fires once (per GPU), and one that vanished is counted in its node's missing number. Both are state:
+        they hold until the node's restart brings the GPU back.
         """
         parts = []
         if self.q.has("gpu_up"):
-            parts.append(f"{self.q.per_gpu(self.q.metric('gpu_up'))} == 0")
+            parts.append(f"{self.q.per_gpu(self.q.metric('gpu_up'), *keep)} == 0")
         if self.q.has("gpu_up", "gpus_expected"):
             node = "cluster, instance"
             expected = f"max by ({node}) ({self.q.metric('gpus_expected')})"
@@ -91,26 +118,39 @@ class HealthExpressions:
 
     # -- XIDs --------------------------------------------------------------------------------------------
 
-    def xid(self, group: list[XidClass] | None, known: list[int]) -> str | None:
-        """New XID events of the codes in `group` (None: every code not in `known`), labelled `xid`.
+    def xid(self, group: list[XidClass] | None, known: list[int], keep: Sequence[str] = (),
+            latched: bool = False) -> str | None:
+        """XID events of the codes in `group` (None: every code not in `known`), labelled `xid`.
 
-        From dcgm-exporter's last-code gauge (a new event changes it, or starts a series with err_code) and
-        from the bundled exporter's counter per code (a new event raises it, or starts the code's series).
+        Not latched: new events within the window, from dcgm-exporter's last-code gauge (a new event changes
+        it, or starts a series with err_code) and from the bundled exporter's counter per code (a new event
+        raises it, or starts the code's series). Latched: while the gauge still reads the code, or the
+        counter of the code exists (the exporter's restart at a reset or reboot starts it afresh), unless the
+        node booted after the GPU's last XID (the bundled exporter publishes its time).
         """
         w = self.a.xid.window
         codes = [r.code for r in group] if group is not None else known
+        by = ", ".join((self.gpu, *keep))
         parts = []
         if self.q.has("xid_last"):
             x = self.q.metric("xid_last")
-            new = f"{x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))"
+            now = f"{x} > 0" if latched else (
+                f"{x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))")
             match = " or ".join(f"{x} == {c}" for c in codes)
-            keep = "and" if group is not None else "unless"
-            parts.append(f'count_values by ({self.gpu}) ("xid",\n  ({new})\n  {keep}\n  ({match})\n)')
+            op = "and" if group is not None else "unless"
+            parts.append(f'count_values by ({by}) ("xid",\n  ({now})\n  {op}\n  ({match})\n)')
         if self.q.has("xid_total"):
             op = "=~" if group is not None else "!~"
             c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in codes)),))
-            parts.append(f"max by ({self.gpu}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
-                         f"  ({c} unless {c} offset {w})\n)")
+            if latched:
+                body = f"{c} > 0"
+                if self.q.has("xid_last_time"):
+                    booted = self.x.on_node(self.q.metric("xid_last_time"), "<", self._boot_time())
+                    body += f"\n  unless on ({self.gpu})\n  (\n{_indent(booted, 4)}\n  )"
+                parts.append(f"max by ({by}, xid) (\n  {body}\n)")
+            else:
+                parts.append(f"max by ({by}, xid) (\n  increase({c}[{w}]) > 0\n  or\n"
+                             f"  ({c} unless {c} offset {w})\n)")
         return _or(parts)
 
     # -- repeat offenders --------------------------------------------------------------------------------
@@ -132,3 +172,17 @@ class HealthExpressions:
         return (f"(sum by ({uuid}) (count_over_time({episodes}[{r.window}])) >= {r.resets})\n"
                 f"* on ({uuid}) group_left ({', '.join(place)})\n"
                 f"group by ({where}) ({last})")
+
+    def _boot_time(self) -> str:
+        return f"{NODE_BOOT_TIME}{{{promql_matcher('job', '=', self.x.site.node_job)}}}"
+
+    def where_published(self, expr: str | None, key: str, published: bool) -> str | None:
+        """`expr` for the GPUs that publish `key` (published) or for those that do not, decided at evaluation
+        time: dcgm-exporter publishes an optional field only where its counters file enables it."""
+        if expr is None or not self.q.has(key):
+            return None if published else expr
+        return f"(\n{_indent(expr, 2)}\n)\n{'and' if published else 'unless'} on ({self.gpu})\n{self.q.metric(key)}"
+
+
+def _indent(text: str, spaces: int) -> str:
+    return NL.join(" " * spaces + line if line else line for line in text.splitlines())

@@ -46,7 +46,7 @@ def test_busy_h200_with_hbm_in_the_low_80s_stays_quiet_and_an_hbm_at_its_own_lim
 
 
 HEALTH_FAULTS = {  # scenario -> the alert (severity, GPU) it must fire, from the bundled exporter's series
-    "dbe-burst": ("GPUEccUncorrectable", "critical", "1"),
+    "dbe-burst": ("GPUEccUncorrectable", "warning", "1"),
     "remap-pending": ("GPURowRemapPending", "warning", "2"),
     "remap-failure": ("GPURowRemapFailure", "critical", "3"),
     "nvlink-crc-storm": ("GPUNVLinkErrors", "critical", "4"),
@@ -97,3 +97,23 @@ def test_corrected_errors_fire_nothing_and_wear_on_healthy_gpus_stays_off_a_stor
     assert ours[-1].catches() and not ours[-1].false_alerts()
     dcgm, _ = quality.evaluate(scenarios, "dcgm", None, tmp_path / "dcgm", jobs=cpus(), naive=False)
     assert [o.fired for o in dcgm] == [[], [], []]
+
+
+def test_an_xid_79_nobody_resets_still_fires_hours_later_and_the_recovery_action_fires_until_the_reset(
+        tmp_path: Path) -> None:
+    latched, verdict = corpus.BY_NAME["xid-79-latched"], corpus.BY_NAME["recovery-action"]
+    for flavour in corpus.FLAVOURS:
+        ours, _ = quality.evaluate([latched, verdict], flavour, None, tmp_path / flavour, jobs=cpus(), naive=False)
+        (xid,) = [f for f in ours[0].fired if f.alertname == "GPUXidError"]
+        assert (xid.severity, xid.gpu, xid.episodes) == ("critical", "6", 1), flavour
+        assert latched.fault_window is not None
+        assert xid.seconds >= latched.hours * 3600 - latched.fault_window[0] - 120, flavour  # to the end, one page
+        assert ours[0].catches() and not ours[0].false_alerts(), flavour
+        asks = [f for f in ours[1].fired if f.alertname == "GPURecoveryAction"]
+        if flavour == "bundled":
+            assert [(f.severity, f.gpu, f.episodes) for f in asks] == [("critical", "2", 1)]
+            assert 55 * 60 <= asks[0].seconds <= 62 * 60  # from 1h10m (+ its 1m for) to the reset at 2h10m
+            assert ours[1].catches() and not ours[1].false_alerts()
+        else:
+            assert asks == []  # dcgm-exporter's default counters do not publish the field
+            assert not ours[1].false_alerts()

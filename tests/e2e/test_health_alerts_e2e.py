@@ -47,12 +47,14 @@ EXPORTER_ARGS = ["--simulate", "16", "--seed", str(SEED), "--expected-gpus", "16
 
 # (alertname, gpu, xid or None) -> (severity, action): what each fault must deliver
 EXPECTED: dict[tuple[str, str, str | None], tuple[str, str]] = {
-    ("GPUEccUncorrectable", "0", None): ("critical", "reset_gpu"),
+    ("GPUEccUncorrectable", "0", None): ("warning", "reset_gpu"),  # contained: reset when idle
+    ("GPURecoveryAction", "0", None): ("critical", "drain"),  # the burst's recovery action 4, drain and reset
     ("GPURowRemapPending", "0", None): ("warning", "reset_gpu"),
     ("GPUXidError", "0", "48"): ("critical", "reset_gpu"),
     ("GPURowRemapPending", "1", None): ("warning", "reset_gpu"),
     ("GPURowRemapFailure", "2", None): ("critical", "rma"),
     ("GPUXidError", "2", "64"): ("critical", "reset_gpu"),
+    ("GPURecoveryAction", "2", None): ("critical", "reset_gpu"),  # the remap failure's recovery action 1
     ("GPUNVLinkErrors", "3", None): ("critical", "reset_gpu"),
     ("GPUXidError", "4", "13"): ("warning", "restart_job"),
     ("GPUXidError", "5", "94"): ("warning", "restart_job"),
@@ -74,6 +76,7 @@ def short_thresholds(path: Path) -> Path:
     # a 300/s storm's CRC rate over 10 s passes 100/s within 4 s: the warning's `for:` outlasts that onset
     alerts["nvlink"].update({"window": "10s", "storm_window": "10s", "for": "15s"})
     alerts["fell_off_bus"].update({"for": "1s"})
+    alerts["recovery_action"].update({"for": "1s"})
     for route in ("critical", "digest"):
         data["alertmanager"][route] = {"group_wait": GROUP_WAIT, "group_interval": "2s", "repeat_interval": "1h"}
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -18,6 +18,8 @@ links (an H200 SXM) and reports the H200's limits (GPU max operating 87 C, memor
 - corrected errors, RATE an hour from START until DURATION ends, evenly spaced: ``nvlink-crc-trickle[:RATE]``
   (default 2) flow-control CRC errors on the storm's link, ``nvlink-replay-trickle[:RATE]`` (default 6) CRC
   errors each with the replay that corrected it, ``sbe-trickle[:RATE]`` (default 30) single-bit ECC errors.
+- ``recovery-action[:N]``: the driver's recovery action reads N (default 1, GPU reset) from START, with XID 154
+  ("recovery action changed"); after DURATION the GPU has been reset and it reads 0 again.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from gpudash.exporter.source import LinkHealth
 __all__ = ["RETIRED_KEYS", "health", "storm_link", "violations", "xid_events"]
 
 NVLINK_LINKS = 18  # an H200 SXM's NVLink 4 links
-XID_DBE, XID_REMAP, XID_REMAP_FAILURE = 48, 63, 64
+XID_DBE, XID_REMAP, XID_REMAP_FAILURE, XID_RECOVERY_ACTION = 48, 63, 64, 154
 DRAIN_AND_RESET, GPU_RESET = 4.0, 1.0  # nvmlDeviceGpuRecoveryAction_t
 TRICKLE_PER_HOUR = {"nvlink-crc-trickle": 2.0, "nvlink-replay-trickle": 6.0, "sbe-trickle": 30.0}
 _CH_SBE, _CH_LINK = 11, 12  # noise channels of their own (fleet.py and rhythm.py use 0-8)
@@ -43,7 +45,8 @@ _CH_SBE, _CH_LINK = 11, 12  # noise channels of their own (fleet.py and rhythm.p
 
 def xid_events(faults: Sequence[Fault]) -> list[tuple[float, int]]:
     """The XIDs the health faults raise, at their start."""
-    codes = {"dbe-burst": (XID_DBE, XID_REMAP), "remap-pending": (XID_REMAP,), "remap-failure": (XID_REMAP_FAILURE,)}
+    codes = {"dbe-burst": (XID_DBE, XID_REMAP), "remap-pending": (XID_REMAP,), "remap-failure": (XID_REMAP_FAILURE,),
+             "recovery-action": (XID_RECOVERY_ACTION,)}
     return [(f.start, code) for f in faults for code in codes.get(f.kind, ())]
 
 
@@ -83,6 +86,8 @@ def health(seed: int, i: int, t: float, gpu_temp: float, faults: Sequence[Fault]
             v["remapped_rows_unc"] += 1
             v["row_remap_failure"] = 1.0
             v["recovery_action"] = max(v["recovery_action"], GPU_RESET)
+        elif f.kind == "recovery-action" and not reset:
+            v["recovery_action"] = max(v["recovery_action"], f.arg if f.arg is not None else GPU_RESET)
         elif f.kind == "nvlink-crc-storm":
             crc = math.floor((f.arg if f.arg is not None else 300.0) * (min(t, f.end) - f.start))
             _add(errors, storm_link(seed, i), crc_flit=crc, crc_data=crc // 3, replay=crc // 100)

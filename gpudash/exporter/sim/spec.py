@@ -19,7 +19,7 @@ FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one
 # what goes wrong with one GPU's hardware (gpudash.exporter.sim.faults_health); apart from FAULTS, whose random
 # draws the fleet benchmarks replay
 HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus",
-                 "nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle")
+                 "nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle", "recovery-action")
 TRICKLES = ("nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle")  # corrected errors, ARG an hour
 JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign", "hang")  # what goes wrong with a job's use of its GPUs
 SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
@@ -32,7 +32,7 @@ class Fault:
     start: float = DEFAULT_FAULT_START
     duration: float | None = None  # None: lasts until the end
     # leak: seconds to OOM; thermal: peak C; xid: code; straggler: % slower; foreign: job id; dbe-burst: errors;
-    # nvlink-crc-storm: CRC errors a second; the trickles: errors an hour
+    # nvlink-crc-storm: CRC errors a second; the trickles: errors an hour; recovery-action: the driver's recovery action
     arg: float | None = None
 
     @property
@@ -78,7 +78,8 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
         raise UsageError(f"--fault {spec!r}: bad number or time {exc.args[0]!r}; {usage}") from None
     if kind in ("leak",) and value is not None and value <= 0:
         raise UsageError(f"--fault {spec!r}: time to OOM must be positive")
-    if kind in ("xid", "dbe-burst", "nvlink-crc-storm") and value is not None and (value != int(value) or value < 1):
+    whole = ("xid", "dbe-burst", "nvlink-crc-storm", "recovery-action")  # a count, a code or a rate
+    if kind in whole and value is not None and (value != int(value) or value < 1):
         raise UsageError(f"--fault {spec!r}: {kind}'s argument must be a positive integer (e.g. {kind}:48)")
     if kind in TRICKLES and value is not None and value <= 0:
         raise UsageError(f"--fault {spec!r}: {kind}'s argument is errors an hour, more than 0 (e.g. {kind}:2)")

@@ -159,3 +159,12 @@ def test_violation_time_grows_only_while_throttled() -> None:
     assert thermal[2] - thermal[1] == pytest.approx(300e9)
     assert fleet.sample_gpu(1, 3000.0).values["thermal_violation"] == 0
     assert fleet.sample_gpu(0, 3000.0).values["power_violation"] == 0
+
+
+def test_recovery_action_reads_its_value_with_xid_154_until_the_reset() -> None:
+    spec = ["0=recovery-action:2@10m+1h"]
+    assert _at(spec, 500.0).values["recovery_action"] == 0
+    during = _at(spec, 1800.0)
+    assert during.values["recovery_action"] == 2 and during.xid.counts == {154: 1}
+    assert _at(spec, 4300.0).values["recovery_action"] == 0  # the reset at 1h10m cleared it
+    assert _at(["0=recovery-action@10m"], 1800.0).values["recovery_action"] == 1  # default: a GPU reset

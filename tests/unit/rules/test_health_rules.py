@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from gpudash.health.xid import ACTIONS, UNKNOWN_ACTION, UNKNOWN_SEVERITY, XID_TA
 from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE
 from gpudash.rules.alert_spec import ACTION_TEXT
 from gpudash.rules.generated_files import render_all
-from gpudash.rules.health_alerts import xid_groups
+from gpudash.rules.health_alerts import HEALTH_ALERTS, LATCHED, TEMPERATURE, WATCHED_BY, xid_groups
 
 
 def rules_of(files: dict[str, str]) -> list[dict[str, Any]]:
@@ -39,9 +40,14 @@ def test_every_xid_of_the_table_is_in_exactly_one_group_of_its_severity_and_acti
 
 def test_one_xid_rule_per_group_and_one_for_codes_not_in_the_table(settings: Settings) -> None:
     xid = [r for r in rules_of(render_all(settings)) if r["alert"] == "GPUXidError"]
-    groups = xid_groups(XID_TABLE)
-    assert len(xid) == len(groups) + 1
-    for rule, (severity, action, group) in zip(xid, groups, strict=False):
+    expected = []
+    for severity, action, group in xid_groups(XID_TABLE):
+        if plain := [row for row in group if row.code not in WATCHED_BY]:
+            expected.append((severity, action, plain))
+        for row in (r for r in group if r.code in WATCHED_BY):  # its own rule, and a reset where unwatched
+            expected += [(severity, action, [row]), ("warning", "reset_gpu", [row])]
+    assert len(xid) == len(expected) + 1
+    for rule, (severity, action, group) in zip(xid, expected, strict=False):
         assert rule["labels"] == {"severity": severity, "action": action}
         codes = "|".join(str(r.code) for r in group)
         assert f'xid=~"{codes}"' in rule["expr"]
@@ -122,4 +128,20 @@ def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path:
 def test_alert_names_are_listed_once() -> None:
     from gpudash.rules.alert_table import alert_names
 
-    assert len(alert_names()) == len(set(alert_names())) == 17
+    assert len(alert_names()) == len(set(alert_names())) == 18
+
+
+def test_health_pages_name_the_card_or_the_job(settings: Settings) -> None:
+    """A reset, reboot, drain or RMA keeps the UUID and host name; a restart_job XID keeps the job label."""
+    health = {spec.name for spec in (*HEALTH_ALERTS, TEMPERATURE)} - {"GPUNVLinkErrors"}
+    judged = 0
+    for rule in (r for r in rules_of(render_all(settings)) if r["alert"] in health):
+        action = rule["labels"]["action"]
+        kept = {name.strip() for by in re.findall(r"\bby \(([^)]*)\)", rule["expr"]) for name in by.split(",")}
+        if action in LATCHED:
+            assert {"UUID", "hostname"} <= kept, rule["alert"]
+            judged += 1
+        elif action == "restart_job":
+            assert {"hpc_job", "namespace", "pod"} <= kept, rule["alert"]
+            judged += 1
+    assert judged >= 10

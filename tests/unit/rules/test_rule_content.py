@@ -134,7 +134,7 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "temperature", "window"), "90s", "GPUHighTemperature", "DCGM_FI_DEV_GPU_TEMP[90s]"),
     (("alerts", "memory_leak", "horizon"), "6h", "GPUMemoryLeakPredicted", "[1h], 21600)"),
     (("alerts", "job_stalled", "util_below_percent"), 2, "GPUJobStalled", ")) < 2\n"),
-    (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75,"),
+    (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75\n"),
     (("alerts", "xid", "overrides"), {777: "rma"}, "GPUXidError", 'xid=~"777"'),
     (("temperature", "gpu_margin_celsius"), 7, "GPUHighTemperature", "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
     (("temperature", "hbm_margin_celsius"), 3, "GPUHighTemperature", "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
@@ -143,7 +143,7 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "nvlink", "window"), "2h", "GPUNVLinkErrors", "offset 2h) >= 7200)"),  # 3,600 an hour, for 2h
     (("alerts", "nvlink", "crc_per_hour_warning"), 1800, "GPUNVLinkErrors", "offset 1h) >= 1800)"),
     (("alerts", "nvlink", "replay_per_hour_warning"), 30, "GPUNVLinkErrors", "offset 1h) >= 30)"),
-    (("alerts", "memory_errors", "window"), "30m", "GPUEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[30m]"),
+    (("alerts", "memory_errors", "window"), "30m", "GPUEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL[30m]"),
     (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
     (("alerts", "exporter_down", "lookback"), "3h", "GPUExporterDown", "DCGM_FI_DEV_FB_USED[3h]"),
     (("alerts", "job_straggler", "min_gpus"), 8, "GPUJobStraggler", "cluster_job:gpu_count:count >= 8\n"),
