@@ -61,7 +61,8 @@ class AlertExpressions:
         newest = f"min_over_time({r}[{third}])"
         middle = f"min_over_time({r}[{third}] offset {third})"
         oldest = f"min_over_time({r}[{third}] offset {two_thirds})"
-        return f"{newest} > {middle}\n  and\n  {middle} > {oldest}"
+        # each third read once: `newest > (middle > oldest)` keeps newest where both comparisons hold
+        return f"{newest}\n  > ({middle} > {oldest})"
 
     # -- alerts ------------------------------------------------------------------------------------------
 

@@ -23,6 +23,12 @@ GPU_FATAL = ("nvlink_replay", "nvlink_recovery")
 _Source = tuple[str, "Matcher | None"]  # a signal key and the matcher that picks its error kinds, if any
 
 
+def _codes(codes: Sequence[int]) -> str:
+    """One constant series per XID code, labelled `xid`: matching the codes on that label costs one join,
+    where comparing the gauge with each code would read every GPU's series once per code."""
+    return "(" + " or ".join(f'label_replace(vector(1), "xid", "{c}", "", "")' for c in codes) + ")"
+
+
 def _or(parts: list[str]) -> str | None:
     return f"{NL}or{NL}".join(parts) or None
 
@@ -150,9 +156,9 @@ class HealthExpressions:
         if self.q.has("xid_last"):
             x = self.q.metric("xid_last")
             new = f"{x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))"
-            match = " or ".join(f"{x} == {c}" for c in codes)
             keep = "and" if group is not None else "unless"
-            parts.append(f'count_values by ({self.gpu}) ("xid",\n  ({new})\n  {keep}\n  ({match})\n)')
+            # in parentheses: `and` and `unless` bind tighter than the `or` below; a reader need not know it
+            parts.append(f'(\ncount_values by ({self.gpu}) ("xid",\n  {new}\n)\n{keep} on (xid)\n{_codes(codes)}\n)')
         if self.q.has("xid_total"):
             op = "=~" if group is not None else "!~"
             c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in codes)),))
