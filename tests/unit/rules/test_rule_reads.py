@@ -1,0 +1,44 @@
+"""What a rule reads bounds what it costs Prometheus at every evaluation: each series at most a few times,
+however many XID codes a group holds."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import yaml
+
+from gpudash.config.loading import Settings
+from gpudash.promql.scanner import metric_names
+from gpudash.repository import ALERTS_FILE, RECORDING_FILE
+from gpudash.rules.generated_files import render_all
+
+MOST_READS = 4  # e.g. a memory-growth test: the ratio now and in each of three thirds of the window
+
+
+def reads(expr: str) -> Counter[str]:
+    """How many selectors of each metric name an expression holds."""
+    return Counter({name: len(re.findall(rf"(?<![\w:]){re.escape(name)}(?![\w:(])", expr))
+                    for name in metric_names(expr)})
+
+
+def every_rule(settings: Settings) -> list[tuple[str, str]]:
+    files = render_all(settings)
+    return [(rule.get("alert") or rule["record"], rule["expr"]) for path in (RECORDING_FILE, ALERTS_FILE)
+            for group in yaml.safe_load(files[path])["groups"] for rule in group["rules"]]
+
+
+def test_reads_counts_each_selector_of_a_name() -> None:
+    expr = "x > 0 and (changes(x[10m]) > 0 or (x unless x offset 10m)) or x_total{a='b'} or rate(x_total[5m])"
+    assert reads(expr) == {"x": 4, "x_total": 2}
+
+
+def test_no_rule_reads_one_series_more_than_a_few_times(settings: Settings) -> None:
+    over = {name: {m: n for m, n in reads(expr).items() if n > MOST_READS} for name, expr in every_rule(settings)}
+    assert {name: counts for name, counts in over.items() if counts} == {}
+
+
+def test_an_xid_rule_reads_the_gauge_as_often_whatever_its_group_holds(settings: Settings) -> None:
+    xid = [expr for name, expr in every_rule(settings) if name == "GPUXidError"]
+    counts = {reads(expr)["DCGM_FI_DEV_XID_ERRORS"] for expr in xid}
+    assert len(xid) > 2 and counts == {4}
