@@ -102,10 +102,9 @@ class AlertExpressions:
         if self.has("clock_event_reasons"):
             mask = self.q.profile.ref("clock_event_reasons").name
             bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
-            # PromQL has no bitwise AND: bit b of x is floor(x / b) % 2.
-            terms = " + ".join(f"floor({mask} / {bits[name]}) % 2" for name in THERMAL_OR_BRAKE_REASONS)
             step = self.site.scrape_interval
-            forms.append(self.q.per_gpu(f"max_over_time(({terms})[{window}:{step}])"))
+            test = any_bit_set(mask, [bits[name] for name in THERMAL_OR_BRAKE_REASONS])
+            forms.append(self.q.per_gpu(f"max_over_time(({test})[{window}:{step}])"))
         return " or ".join(forms) or None
 
     def memory_pressure(self, level: float) -> str | None:
@@ -238,6 +237,24 @@ class AlertExpressions:
 
 
 NL = "\n"
+
+
+def any_bit_set(x: str, bits: list[int]) -> str:
+    """> 0 where any of `bits` (powers of two) is set in `x`, reading `x` once where the bits allow it.
+
+    PromQL has no bitwise AND: bit b of x is floor(x / b) % 2, one read of x per bit, which a subquery repeats at
+    every step. One read: z = floor(x / lowest) % (2 * highest / lowest) holds the bits from the lowest wanted
+    to the highest; none of the wanted is set exactly when z is made of the others only, 0 or (with one other
+    bit u) u, that is where |z - u/2| == u/2.
+    """
+    low, high = min(bits), max(bits)
+    others = [b // low for b in (low << i for i in range((high // low).bit_length())) if b not in bits]
+    z = f"floor({x} / {low}) % {2 * high // low}"
+    if not others:
+        return f"{z} > bool 0"
+    if len(others) == 1:
+        return f"abs({z} - {others[0] / 2:g}) != bool {others[0] / 2:g}"
+    return " + ".join(f"floor({x} / {b}) % 2" for b in bits)
 
 
 def _indent(text: str, spaces: int = 2) -> str:

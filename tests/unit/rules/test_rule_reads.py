@@ -3,14 +3,17 @@ however many XID codes a group holds."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 
+import pytest
 import yaml
 
 from gpudash.config.loading import Settings
 from gpudash.promql.scanner import metric_names
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
+from gpudash.rules.expressions import any_bit_set
 from gpudash.rules.generated_files import render_all
 
 MOST_READS = 4  # e.g. a memory-growth test: the ratio now and in each of three thirds of the window
@@ -42,3 +45,16 @@ def test_an_xid_rule_reads_the_gauge_as_often_whatever_its_group_holds(settings:
     xid = [expr for name, expr in every_rule(settings) if name == "GPUXidError"]
     counts = {reads(expr)["DCGM_FI_DEV_XID_ERRORS"] for expr in xid}
     assert len(xid) > 2 and counts == {4}
+
+
+@pytest.mark.parametrize("bits", [[32, 64, 128, 8], [8], [8, 16], [1, 8], [2, 8, 32], [4, 16, 32]])
+def test_any_bit_set_is_true_exactly_where_a_bit_is_set(bits: list[int]) -> None:
+    test = any_bit_set("x", bits)
+    as_python = test.replace("!= bool", "!=").replace("> bool", ">").replace("floor(", "math.floor(")
+    for x in range(1024):
+        assert bool(eval(as_python, {"math": math, "x": x})) == any(x & b for b in bits), (x, test)
+
+
+def test_the_throttle_reasons_mask_is_read_once_per_step(settings: Settings) -> None:
+    throttling = next(expr for name, expr in every_rule(settings) if name == "GPUThermalThrottling")
+    assert reads(throttling)["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == 1
