@@ -22,7 +22,8 @@ NODE_CPU_SECONDS = "node_cpu_seconds_total"
 UP = "up"  # Prometheus' own per-target health series
 
 # The signal whose disappearance means "this GPU stopped reporting": dcgm-exporter publishes it on every
-# GPU (MIG instances included) and nvidia_gpu_exporter has it too.
+# GPU (MIG instances included) and nvidia_gpu_exporter has it too. The recording GPUExporterDown reads
+# (cluster_instance_gpu:gpu_reporting:stopped) is of the same signal.
 PRESENCE_SIGNAL = "fb_used"
 # `instance` without its port, so a GPU exporter (host:9400) and node_exporter (host:9100) meet on `host`.
 _HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
@@ -166,13 +167,13 @@ class AlertExpressions:
     def gpu_silent(self) -> str:
         """A GPU seen within the lookback that reports nothing now, on a target that is itself up.
 
-        The lookback tells "stopped reporting" from "never existed": a GPU silent for longer drops out.
+        The lookback tells "stopped reporting" from "never existed": a GPU silent for longer drops out. The
+        fleet dashboard's recording holds exactly those GPUs (of PRESENCE_SIGNAL, over the same lookback), so
+        the alert reads it rather than every GPU's series over the lookback a second time.
         """
-        key = PRESENCE_SIGNAL
-        seen = self.q.per_gpu(self.q.over_time("max", key, self.a.exporter_down.lookback))
-        now = self.q.per_gpu(self.q.metric(key))
+        stopped = self.q.use("cluster_instance_gpu:gpu_reporting:stopped")
         down = f"{self.up()} == 0"
-        parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
+        parts = [f"(\n  {stopped}\n  unless on (cluster, instance)\n  {down}\n)"]
         if self.has("gpu_up"):
             parts.append(f"{self.q.per_gpu(self.q.metric('gpu_up'))} == 0")
         return f"{NL}or{NL}".join(parts)
