@@ -58,3 +58,14 @@ def test_any_bit_set_is_true_exactly_where_a_bit_is_set(bits: list[int]) -> None
 def test_the_throttle_reasons_mask_is_read_once_per_step(settings: Settings) -> None:
     throttling = next(expr for name, expr in every_rule(settings) if name == "GPUThermalThrottling")
     assert reads(throttling)["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == 1
+
+
+def test_no_rule_computes_the_memory_ratio_again(settings: Settings) -> None:
+    """Every rule that needs used / (used + free) of each GPU reads the recording of it."""
+    files = render_all(settings)
+    ratio = "cluster_instance_gpu:gpu_fb_used:ratio"
+    body = next(rule["expr"] for group in yaml.safe_load(files[RECORDING_FILE])["groups"]
+                for rule in group["rules"] if rule.get("record") == ratio)
+    again = [name for name, expr in every_rule(settings) if name != ratio and body in expr]
+    readers = [name for name, expr in every_rule(settings) if ratio in expr]
+    assert again == [] and "cluster_instance_gpu:gpu_fb_hours_to_full:growing" in readers
