@@ -100,13 +100,9 @@ def build_tsdb(gpus: int, settings: Settings, keys: list[str], cache: Path, end:
     missing = [r for r in rules if r not in saved["rules"]]
     if missing:
         began = time.monotonic()
-        rule_file = home / "recording.rules.yml"
-        fleet_tsdb.rules_file(rule_file, [(record, expr) for record, expr in missing], timeline.scrape_s)
-        shutil.rmtree(home / "rule-blocks", ignore_errors=True)
-        with fleet_tsdb.running_prometheus(data, log) as url:
-            fleet_tsdb.backfill_rules(url, rule_file, timeline, home / "rule-blocks")
-        for block in (home / "rule-blocks").iterdir():
-            block.rename(data / block.name)
+        windows = [fg.Window(w.start, min(w.end, timeline.end - 1)) for w in timeline.detail]
+        fleet_tsdb.backfill_rules_in_passes(data, log, rule_cost.passes([(name, expr) for name, expr in missing]),
+                                            timeline.scrape_s, windows, home)
         saved["seconds"]["rules"] = saved["seconds"].get("rules", 0) + time.monotonic() - began
         saved["rules"] += missing
     if missing or fleet_tsdb.overlapping(fleet_tsdb.blocks(data)):

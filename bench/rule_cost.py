@@ -100,16 +100,17 @@ def history_s(exprs: Sequence[str]) -> tuple[int, list[str]]:
     return max((r for r in reach if r <= DENSE_CAP_S), default=LOOKBACK_S) + MARGIN_S, further
 
 
-def passes(recordings: Sequence[Rule]) -> list[list[Rule]]:
-    """The recording rules in backfill passes: a rule comes after every recording it reads."""
-    names = {r.name for r in recordings}
+def passes(recordings: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """(record, expression) pairs in backfill passes: a recording comes in a pass after every one it reads
+    (promtool evaluates each rule against the Prometheus it is given, which holds no recording written yet)."""
+    names = {name for name, _ in recordings}
     level: dict[str, int] = {}
-    for rule in recordings:  # the registry lists a recording after the ones it reads
-        reads = [n for n in metric_names(rule.expr) if n in names and n != rule.name]
-        level[rule.name] = 1 + max((level.get(n, 0) for n in reads), default=-1)
-    out: list[list[Rule]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
-    for rule in recordings:
-        out[level[rule.name]].append(rule)
+    for name, expr in recordings:  # the registry lists a recording after the ones it reads
+        reads = [n for n in metric_names(expr) if n in names and n != name]
+        level[name] = 1 + max((level.get(n, 0) for n in reads), default=-1)
+    out: list[list[tuple[str, str]]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
+    for name, expr in recordings:
+        out[level[name]].append((name, expr))
     return out
 
 
@@ -154,18 +155,10 @@ def build(gpus: int, all_rules: Sequence[Rule], cache: Path, end: int, workers: 
         _hardlink_copy(raw, data)
         began = time.monotonic()
         end_saved = int(saved["end"])
-        for i, batch in enumerate(passes(recordings)):
-            out_dir = home / f"rule-blocks-{i}"
-            shutil.rmtree(out_dir, ignore_errors=True)
-            rule_file = home / f"recording-{i}.rules.yml"
-            fleet_tsdb.rules_file(rule_file, [(r.name, r.expr) for r in batch], batch[0].interval_s)
-            with fleet_tsdb.running_prometheus(data, log) as url:
-                fleet_tsdb.promtool("tsdb", "create-blocks-from", "rules", "--quiet", f"--url={url}",
-                                    f"--start={end_saved - span + MARGIN_S}", f"--end={end_saved - 1}",
-                                    f"--output-dir={out_dir}", str(rule_file))
-            for block in out_dir.iterdir():
-                block.rename(data / block.name)
-            out_dir.rmdir()
+        window = fg.Window(end_saved - span + MARGIN_S, end_saved - 1)
+        interval = recordings[0].interval_s
+        fleet_tsdb.backfill_rules_in_passes(data, log, passes([(r.name, r.expr) for r in recordings]), interval,
+                                            (window,), home)
         recorded = time.monotonic() - began
         began = time.monotonic()
         fleet_tsdb.compact(data, log)
