@@ -114,6 +114,18 @@ def passes(recordings: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]
     return out
 
 
+def read_back(recordings: Sequence[Rule], all_rules: Sequence[Rule]) -> dict[str, int]:
+    """Per recording, how far back from the end the rules read what it recorded (0: only its own cost counts,
+    nothing reads it): a reading recording's own history comes on top of the range it reads."""
+    need = dict.fromkeys((r.name for r in recordings), 0)
+    for _ in range(len(recordings) + 1):  # settles once every chain of readers is followed
+        for rule in all_rules:
+            for name in metric_names(rule.expr):
+                if name in need and name != rule.name:
+                    need[name] = max(need[name], reach_s(rule.expr) + need.get(rule.name, 0))
+    return need
+
+
 def keys_read(all_rules: Sequence[Rule]) -> list[str]:
     found = set()
     for rule in all_rules:
@@ -155,10 +167,12 @@ def build(gpus: int, all_rules: Sequence[Rule], cache: Path, end: int, workers: 
         _hardlink_copy(raw, data)
         began = time.monotonic()
         end_saved = int(saved["end"])
-        window = fg.Window(end_saved - span + MARGIN_S, end_saved - 1)
-        interval = recordings[0].interval_s
-        fleet_tsdb.backfill_rules_in_passes(data, log, passes([(r.name, r.expr) for r in recordings]), interval,
-                                            (window,), home)
+        need = read_back(recordings, all_rules)
+        for batch in passes([(r.name, r.expr) for r in recordings if need[r.name]]):
+            for seconds in sorted({need[name] for name, _ in batch}):
+                window = fg.Window(end_saved - seconds, end_saved - 1)
+                fleet_tsdb.backfill_rules_in_passes(data, log, [[r for r in batch if need[r[0]] == seconds]],
+                                                    recordings[0].interval_s, (window,), home)
         recorded = time.monotonic() - began
         began = time.monotonic()
         fleet_tsdb.compact(data, log)
