@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.rule_cost import LOOKBACK_S, passes, reach_s
+from bench.rule_cost import LOOKBACK_S, Rule, passes, reach_s, read_back
 
 
 def test_reach_is_each_range_plus_its_own_offset() -> None:
@@ -15,3 +15,14 @@ def test_a_recording_is_backfilled_after_the_ones_it_reads() -> None:
     rules = [("ratio", "used / (used + free)"), ("full", "max by (gpu) (ratio) > 0.9"), ("count", "count(x)"),
              ("odd", "full and on (gpu) count")]
     assert passes(rules) == [[rules[0], rules[2]], [rules[1]], [rules[3]]]
+
+
+def test_a_recording_is_backfilled_as_far_back_as_its_readers_read() -> None:
+    def rule(name: str, expr: str, recording: bool = True) -> Rule:
+        return Rule("g", name, expr, recording, 15)
+
+    ratio, departure, median, alone = (rule("ratio", "used / total"), rule("dep", "x - avg_over_time(med[5m])"),
+                                       rule("med", "quantile(0.5, x)"), rule("sum", "sum(x)"))
+    alerts = [rule("Leak", "predict_linear(ratio[1h], 60) > 1", False), rule("Odd", "abs(dep) > 20", False)]
+    need = read_back([ratio, departure, median, alone], [ratio, departure, median, alone, *alerts])
+    assert need == {"ratio": 3600, "dep": LOOKBACK_S, "med": 300 + LOOKBACK_S, "sum": 0}
