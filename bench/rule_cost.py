@@ -162,6 +162,12 @@ def build(gpus: int, all_rules: Sequence[Rule], cache: Path, end: int, workers: 
         saved = {**wanted, "end": end, "seconds": {"simulate": simulated, "openmetrics+promtool": done["wall_s"]},
                  "openmetrics_gb": done["bytes"] / 1e9, "recordings": []}
         manifest_path.write_text(json.dumps(saved, indent=1))
+    if not saved.get("raw_compacted"):  # once: a query over the promtool pieces, side by side, is far slower
+        began = time.monotonic()
+        fleet_tsdb.compact(raw, log)
+        took = {**saved["seconds"], "compaction": time.monotonic() - began}
+        saved = {**saved, "raw_compacted": True, "seconds": took}
+        manifest_path.write_text(json.dumps(saved, indent=1))
     wanted_recordings = [[r.name, r.expr] for r in recordings]
     if saved["recordings"] != wanted_recordings or not data.exists():
         _hardlink_copy(raw, data)
@@ -177,7 +183,7 @@ def build(gpus: int, all_rules: Sequence[Rule], cache: Path, end: int, workers: 
         began = time.monotonic()
         fleet_tsdb.compact(data, log)
         seconds = dict(saved["seconds"])
-        seconds.update({"rules": recorded, "compaction": time.monotonic() - began})
+        seconds.update({"rules": recorded, "compaction with the recordings": time.monotonic() - began})
         saved = {**saved, "recordings": wanted_recordings, "seconds": seconds}
         manifest_path.write_text(json.dumps(saved, indent=1))
     saved["further"] = further
