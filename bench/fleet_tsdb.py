@@ -58,15 +58,17 @@ def http_get(url: str, timeout: float = 10.0) -> bytes:
 
 
 @contextmanager
-def running_prometheus(data_dir: Path, log: Path | None = None) -> Iterator[str]:
-    """A Prometheus on 127.0.0.1 serving `data_dir` (no scrapes, no rules); yields its base URL."""
+def running_prometheus(data_dir: Path, log: Path | None = None, query_timeout: str | None = None) -> Iterator[str]:
+    """A Prometheus on 127.0.0.1 serving `data_dir` (no scrapes, no rules); yields its base URL. `query_timeout`
+    replaces Prometheus's 2 minutes (a backfill's range query over thousands of GPUs on a busy machine)."""
     port = free_port()
     config = data_dir.parent / f".prometheus-{port}.yml"
     config.write_text("global:\n  scrape_interval: 15s\n")
     out = open(log or os.devnull, "ab")  # noqa: SIM115 (closed below, after the process)
     proc = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=info"],
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=info",
+         *([f"--query.timeout={query_timeout}"] if query_timeout else [])],
         stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -218,7 +220,7 @@ def backfill_rules_in_passes(data_dir: Path, log: Path | None, passes: Sequence[
         out_dir, rule_file = scratch / f"rule-blocks-{i}", scratch / f"recording-{i}.rules.yml"
         shutil.rmtree(out_dir, ignore_errors=True)
         rules_file(rule_file, batch, interval_s)
-        with running_prometheus(data_dir, log) as url:
+        with running_prometheus(data_dir, log, query_timeout="30m") as url:
             for window in windows:
                 promtool("tsdb", "create-blocks-from", "rules", "--quiet", f"--url={url}", f"--start={window.start}",
                          f"--end={window.end}", f"--output-dir={out_dir}", str(rule_file))
