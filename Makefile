@@ -15,7 +15,7 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo schema-deps apt-missing dashboards rules generate check-generated lint types test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync \
-        bench-alerts bench-scale bench-backtest backtest e2e-grafana kubernetes-example git-diff-driver preview clean
+        bench-alerts bench-scale bench-rules bench-backtest backtest e2e-grafana kubernetes-example git-diff-driver preview clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -144,6 +144,9 @@ bench-backtest: venv deps ## backtest on the scenario corpus against promtool, t
 
 bench-scale: venv deps ## dashboard load time against fleet size (first run ~1 h, cached in .bench/; SIZES=256,1024)
 	$(BIN)/python bench/fleet_scale.py $(if $(SIZES),--sizes $(SIZES),)
+
+bench-rules: venv deps ## what every recording and alerting rule costs Prometheus (SIZES=1024,8192; BASELINE=a git revision to time beside)
+	$(BIN)/python bench/fleet_scale.py --rule-cost --sizes $(or $(SIZES),1024,8192) $(if $(BASELINE),--rule-baseline $(BASELINE),)
 
 e2e-grafana: venv ## run the sync tests against a real Grafana (GRAFANA_URL, GRAFANA_TOKEN)
 	@[ -n "$$GRAFANA_URL" ] || { echo "set GRAFANA_URL (and GRAFANA_TOKEN) to a Grafana you can write to"; exit 2; }

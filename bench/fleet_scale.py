@@ -18,6 +18,12 @@ fleet-scale.png to --out.
 
 measures the fleet and job dashboards only and writes (or replaces) the section "The job dashboard" of
 the existing fleet-scale.md, leaving the rest of it as it was.
+
+    python bench/fleet_scale.py --sizes 1024,8192 --rule-cost
+
+times every rule, recording and alerting, on a TSDB that holds only the rules' history (bench/rule_cost.py:
+about 15 minutes at 8,192 GPUs the first time, seconds later) and writes (or replaces) the section "What every
+rule costs Prometheus" of the existing fleet-scale.md.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 if not __package__:  # run as `python bench/fleet_scale.py`: the sibling modules come through the bench package
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from bench import fleet_report, fleet_tsdb, grafana_load
+from bench import fleet_report, fleet_tsdb, grafana_load, rule_cost
 from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
@@ -94,13 +100,9 @@ def build_tsdb(gpus: int, settings: Settings, keys: list[str], cache: Path, end:
     missing = [r for r in rules if r not in saved["rules"]]
     if missing:
         began = time.monotonic()
-        rule_file = home / "recording.rules.yml"
-        fleet_tsdb.rules_file(rule_file, [(record, expr) for record, expr in missing], timeline.scrape_s)
-        shutil.rmtree(home / "rule-blocks", ignore_errors=True)
-        with fleet_tsdb.running_prometheus(data, log) as url:
-            fleet_tsdb.backfill_rules(url, rule_file, timeline, home / "rule-blocks")
-        for block in (home / "rule-blocks").iterdir():
-            block.rename(data / block.name)
+        windows = [fg.Window(w.start, min(w.end, timeline.end - 1)) for w in timeline.detail]
+        fleet_tsdb.backfill_rules_in_passes(data, log, rule_cost.passes([(name, expr) for name, expr in missing]),
+                                            timeline.scrape_s, windows, home)
         saved["seconds"]["rules"] = saved["seconds"].get("rules", 0) + time.monotonic() - began
         saved["rules"] += missing
     if missing or fleet_tsdb.overlapping(fleet_tsdb.blocks(data)):
@@ -213,6 +215,25 @@ def topk_as_range(url: str, board: dict[str, Any], end: int) -> list[tuple[str, 
     return out
 
 
+def rules_only(sizes: list[int], settings: Settings, args: argparse.Namespace) -> int:
+    """--rule-cost: every rule's cost at each size, printed and written into fleet-scale.md."""
+    args.cache.mkdir(parents=True, exist_ok=True)
+    end = int(time.time()) // fleet_tsdb.BLOCK_S * fleet_tsdb.BLOCK_S
+    results = {}
+    for gpus in sizes:
+        print(f"{gpus} GPUs: TSDB for the rules")
+        results[gpus] = rule_cost.run(gpus, settings, args.cache, end, args.workers, args.seed, args.repeat,
+                                       lambda: wait_for_quiet(args.quiet_load), args.rule_baseline)
+        rule_cost.print_costs(gpus, results[gpus])
+    machine = f"{platform.machine()}, {fleet_report.cpu_count()} cores, {fleet_report.memory_gb():.0f} GB RAM"
+    command = f"python bench/fleet_scale.py --sizes {','.join(str(g) for g in sizes)} --rule-cost" + (
+        f" --rule-baseline {args.rule_baseline}" if args.rule_baseline else "")
+    path = args.out / "fleet-scale.md"
+    rule_cost.write_section(path, rule_cost.lines(results, machine, args.repeat, command, args.rule_baseline))
+    print(f"wrote the rule-cost section of {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="256,1024,4096,8192", help="fleet sizes in GPUs, comma-separated")
@@ -229,9 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs-section", action="store_true",
                         help="measure the fleet and job dashboards only; write the job section of --out's "
                              "fleet-scale.md, keeping the rest")
+    parser.add_argument("--rule-cost", action="store_true",
+                        help="time every recording and alerting rule on a TSDB of the rules' history only; write "
+                             "the rule-cost section of --out's fleet-scale.md, keeping the rest")
+    parser.add_argument("--rule-baseline", metavar="REVISION",
+                        help="with --rule-cost: also time the generated rule files committed at this git revision, "
+                             "in the same run")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = load_settings(ROOT / "thresholds.yaml")
+    if args.rule_cost:
+        return rules_only(sizes, settings, args)
     boards = dashboards(settings)
     keys = fg.keys_read(boards.values())
     if args.jobs_section:

@@ -5,7 +5,8 @@
    `promtool tsdb create-blocks-from openmetrics`, on every core at once. A piece holds one block's
    time range only, so promtool reads its file twice (bounds, then samples) instead of once per block.
 2. Recording rules: `promtool tsdb create-blocks-from rules` evaluates gpudash's recording rules
-   (gpudash.promql.for_settings.recording_rules) against a Prometheus serving the raw blocks, over the detail windows.
+   (gpudash.promql.for_settings.recording_rules) against a Prometheus serving the raw blocks, over the detail
+   windows only (a recorded series is read nowhere else), in passes: a recording that reads another comes after it.
 3. Compaction: Prometheus itself merges the overlapping pieces and compacts 2 h blocks into 6 h and 18 h
    ones, as it would have done to data it scraped; `compact` waits until it has.
 """
@@ -57,15 +58,17 @@ def http_get(url: str, timeout: float = 10.0) -> bytes:
 
 
 @contextmanager
-def running_prometheus(data_dir: Path, log: Path | None = None) -> Iterator[str]:
-    """A Prometheus on 127.0.0.1 serving `data_dir` (no scrapes, no rules); yields its base URL."""
+def running_prometheus(data_dir: Path, log: Path | None = None, query_timeout: str | None = None) -> Iterator[str]:
+    """A Prometheus on 127.0.0.1 serving `data_dir` (no scrapes, no rules); yields its base URL. `query_timeout`
+    replaces Prometheus's 2 minutes (a backfill's range query over thousands of GPUs on a busy machine)."""
     port = free_port()
     config = data_dir.parent / f".prometheus-{port}.yml"
     config.write_text("global:\n  scrape_interval: 15s\n")
     out = open(log or os.devnull, "ab")  # noqa: SIM115 (closed below, after the process)
     proc = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data_dir}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=info"],
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=info",
+         *([f"--query.timeout={query_timeout}"] if query_timeout else [])],
         stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -209,12 +212,21 @@ def rules_file(path: Path, rules: Sequence[tuple[str, str]], interval_s: int) ->
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def backfill_rules(url: str, rules: Path, timeline: fg.Timeline, out_dir: Path) -> None:
-    """Evaluate the rules over the detail windows only: a recorded series is read nowhere else, and each
-    evaluation of an aggregation over thousands of GPUs costs Prometheus milliseconds."""
-    for window in timeline.detail:
-        promtool("tsdb", "create-blocks-from", "rules", "--quiet", f"--url={url}", f"--start={window.start}",
-                 f"--end={min(window.end, timeline.end - 1)}", f"--output-dir={out_dir}", str(rules))
+def backfill_rules_in_passes(data_dir: Path, log: Path | None, passes: Sequence[Sequence[tuple[str, str]]],
+                             interval_s: int, windows: Sequence[fg.Window], scratch: Path) -> None:
+    """Backfill (record, expression) pairs pass by pass into `data_dir`: each pass is evaluated against a
+    Prometheus serving what the passes before it wrote, so a recording that reads another one finds it."""
+    for i, batch in enumerate(passes):
+        out_dir, rule_file = scratch / f"rule-blocks-{i}", scratch / f"recording-{i}.rules.yml"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        rules_file(rule_file, batch, interval_s)
+        with running_prometheus(data_dir, log, query_timeout="30m") as url:
+            for window in windows:
+                promtool("tsdb", "create-blocks-from", "rules", "--quiet", f"--url={url}", f"--start={window.start}",
+                         f"--end={window.end}", f"--output-dir={out_dir}", str(rule_file))
+        for block in out_dir.iterdir() if out_dir.exists() else ():
+            block.rename(data_dir / block.name)
+        shutil.rmtree(out_dir, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------ blocks

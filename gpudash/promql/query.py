@@ -130,6 +130,10 @@ class PromQL:
         inner = f"{func}_over_time({self.in_job_raw(key)}[{window}]{shift})"
         return f"max by ({self.job_gpu}) ({f'({inner} {ref.convert})' if ref.convert else inner})"
 
+    def recorded_series(self, record: str) -> str:
+        """A recorded series, always the recorded one: for a recording that reads one its group writes first."""
+        return f"{self.recordings[record].record}{self.scope.selector()}"
+
     def recorded_over_time(self, func: str, record: str, window: Duration | str) -> str:
         """`func_over_time` of a recorded series: always the recorded one (a range needs a selector)."""
         return f"{func}_over_time({self.recordings[record].record}{self.scope.selector()}[{window}])"

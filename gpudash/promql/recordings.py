@@ -69,7 +69,8 @@ def _fb_hours_to_full(q: PromQL) -> str:
     before = q.with_scope(Scope(q.scope.matchers, str(window)))
     used_now, used_before = q.per_gpu(q.metric("fb_used")), q.per_gpu(before.metric("fb_used"))
     growth = f"({used_now} - {used_before}) * {3600 / window.seconds:g} > 0"
-    full = f"{q.per_gpu(q.fb_used_ratio())} > {t.memory.warning:g}"
+    # the ratio as recorded at the head of the group: computing it again would read used and free of every GPU
+    full = f"{q.per_gpu(q.recorded_series('cluster_instance_gpu:gpu_fb_used:ratio'))} > {t.memory.warning:g}"
     return f"{q.per_gpu(q.metric('fb_free'))} / {on} ({growth}) and {on} ({full})"
 
 

@@ -24,7 +24,8 @@ NODE_UNAME = "node_uname_info"  # its `nodename` label is the node's host name, 
 UP = "up"  # Prometheus' own per-target health series
 
 # The signal whose disappearance means "this GPU stopped reporting": dcgm-exporter publishes it on every
-# GPU (MIG instances included) and nvidia_gpu_exporter has it too.
+# GPU (MIG instances included) and nvidia_gpu_exporter has it too. The recording GPUExporterDown reads
+# (cluster_instance_gpu:gpu_reporting:stopped) is of the same signal.
 PRESENCE_SIGNAL = "fb_used"
 # `instance` without its port, so a GPU exporter (host:9400) and node_exporter (host:9100) meet on `host`.
 _HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
@@ -65,7 +66,8 @@ class AlertExpressions:
         newest = f"min_over_time({r}[{third}])"
         middle = f"min_over_time({r}[{third}] offset {third})"
         oldest = f"min_over_time({r}[{third}] offset {two_thirds})"
-        return f"{newest} > {middle}\n  and\n  {middle} > {oldest}"
+        # each third read once: `newest > (middle > oldest)` keeps newest where both comparisons hold
+        return f"{newest}\n  > ({middle} > {oldest})"
 
     # -- alerts ------------------------------------------------------------------------------------------
 
@@ -105,10 +107,9 @@ class AlertExpressions:
         if self.has("clock_event_reasons"):
             mask = self.q.profile.ref("clock_event_reasons").name
             bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
-            # PromQL has no bitwise AND: bit b of x is floor(x / b) % 2.
-            terms = " + ".join(f"floor({mask} / {bits[name]}) % 2" for name in THERMAL_OR_BRAKE_REASONS)
             step = self.site.scrape_interval
-            forms.append(self.q.per_gpu(f"max_over_time(({terms})[{window}:{step}])"))
+            test = any_bit_set(mask, [bits[name] for name in THERMAL_OR_BRAKE_REASONS])
+            forms.append(self.q.per_gpu(f"max_over_time(({test})[{window}:{step}])"))
         return " or ".join(forms) or None
 
     def memory_pressure(self, level: float, job: tuple[str, ...] = ()) -> str | None:
@@ -260,13 +261,13 @@ class AlertExpressions:
     def gpu_silent(self) -> str:
         """A GPU seen within the lookback that reports nothing now, on a target that is itself up.
 
-        The lookback tells "stopped reporting" from "never existed": a GPU silent for longer drops out.
+        The lookback tells "stopped reporting" from "never existed": a GPU silent for longer drops out. The
+        fleet dashboard's recording holds exactly those GPUs (of PRESENCE_SIGNAL, over the same lookback), so
+        the alert reads it rather than every GPU's series over the lookback a second time.
         """
-        key = PRESENCE_SIGNAL
-        seen = self.q.per_gpu(self.q.over_time("max", key, self.a.exporter_down.lookback))
-        now = self.q.per_gpu(self.q.metric(key))
+        stopped = self.q.use("cluster_instance_gpu:gpu_reporting:stopped")
         down = f"{self.up()} == 0"
-        parts = [f"(\n  {seen}\n  unless\n  {now}\n  unless on (cluster, instance)\n  {down}\n)"]
+        parts = [f"(\n  {stopped}\n  unless on (cluster, instance)\n  {down}\n)"]
         if self.has("gpu_up"):
             parts.append(f"{self.q.per_gpu(self.q.metric('gpu_up'))} == 0")
         return f"{NL}or{NL}".join(parts)
@@ -336,6 +337,24 @@ class AlertExpressions:
 
 
 NL = "\n"
+
+
+def any_bit_set(x: str, bits: list[int]) -> str:
+    """> 0 where any of `bits` (powers of two) is set in `x`, reading `x` once where the bits allow it.
+
+    PromQL has no bitwise AND: bit b of x is floor(x / b) % 2, one read of x per bit, which a subquery repeats at
+    every step. One read: z = floor(x / lowest) % (2 * highest / lowest) holds the bits from the lowest wanted
+    to the highest; none of the wanted is set exactly when z is made of the others only, 0 or (with one other
+    bit u) u, that is where |z - u/2| == u/2.
+    """
+    low, high = min(bits), max(bits)
+    others = [b // low for b in (low << i for i in range((high // low).bit_length())) if b not in bits]
+    z = f"floor({x} / {low}) % {2 * high // low}"
+    if not others:
+        return f"{z} > bool 0"
+    if len(others) == 1:
+        return f"abs({z} - {others[0] / 2:g}) != bool {others[0] / 2:g}"
+    return " + ".join(f"floor({x} / {b}) % 2" for b in bits)
 
 
 def _indent(text: str, spaces: int = 2) -> str:

@@ -23,6 +23,12 @@ from gpudash.promql.resets import EPISODES, card
 from gpudash.rules.expressions import NL, NODE_BOOT_TIME, AlertExpressions
 
 
+def _codes(codes: Sequence[int]) -> str:
+    """One constant series per XID code, labelled `xid`: matching the codes on that label costs one join,
+    where comparing the gauge with each code would read every GPU's series once per code."""
+    return "(" + " or ".join(f'label_replace(vector(1), "xid", "{c}", "", "")' for c in codes) + ")"
+
+
 def _or(parts: list[str]) -> str | None:
     return f"{NL}or{NL}".join(parts) or None
 
@@ -136,9 +142,9 @@ class HealthExpressions:
             x = self.q.metric("xid_last")
             now = f"{x} > 0" if latched else (
                 f"{x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))")
-            match = " or ".join(f"{x} == {c}" for c in codes)
             op = "and" if group is not None else "unless"
-            parts.append(f'count_values by ({by}) ("xid",\n  ({now})\n  {op}\n  ({match})\n)')
+            # in parentheses: `and` and `unless` bind tighter than the `or` below; a reader need not know it
+            parts.append(f'(\ncount_values by ({by}) ("xid",\n  {now}\n)\n{op} on (xid)\n{_codes(codes)}\n)')
         if self.q.has("xid_total"):
             op = "=~" if group is not None else "!~"
             c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in codes)),))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from support.paths import ROOT
 
-from bench import fleet_tsdb, fleetgen, grafana_load
+from bench import fleet_tsdb, fleetgen, grafana_load, rule_cost
 from gpudash.catalog import DCGM, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all
@@ -60,11 +60,9 @@ def opened(tmp_path_factory: pytest.TempPathFactory) -> Opened:
         data = home / "data"
         data.mkdir()
         fleet_tsdb.backfill_raw(fleetgen.FleetShape(gpus, 1), timeline, keys, pool, data, workers=2, say=None)
-        fleet_tsdb.rules_file(home / "rules.yml", rules, timeline.scrape_s)
-        with fleet_tsdb.running_prometheus(data, home / "prometheus.log") as url:
-            fleet_tsdb.backfill_rules(url, home / "rules.yml", timeline, home / "rule-blocks")
-        for block in (home / "rule-blocks").iterdir():
-            block.rename(data / block.name)
+        windows = [fleetgen.Window(w.start, min(w.end, timeline.end - 1)) for w in timeline.detail]
+        fleet_tsdb.backfill_rules_in_passes(data, home / "prometheus.log", rule_cost.passes(rules), timeline.scrape_s,
+                                            windows, home)
         with fleet_tsdb.running_prometheus(data, home / "prometheus.log") as url:
             out[gpus] = {name: grafana_load.open_dashboard(url, board, END) for name, board in boards.items()}
     return out

@@ -52,10 +52,10 @@ def test_one_xid_rule_per_group_and_one_for_codes_not_in_the_table(settings: Set
         codes = "|".join(str(r.code) for r in group)
         assert f'xid=~"{codes}"' in rule["expr"]
         for row in group:
-            assert f"DCGM_FI_DEV_XID_ERRORS == {row.code}" in rule["expr"]
+            assert f'label_replace(vector(1), "xid", "{row.code}", "", "")' in rule["expr"]
     unknown = xid[-1]
     assert unknown["labels"] == {"severity": UNKNOWN_SEVERITY, "action": UNKNOWN_ACTION}
-    assert 'xid!~"' in unknown["expr"] and "\n  unless\n" in unknown["expr"]
+    assert 'xid!~"' in unknown["expr"] and "\nunless on (xid)\n" in unknown["expr"]
 
 
 def test_every_alert_has_an_action_with_a_text() -> None:

@@ -145,7 +145,6 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
     (("alerts", "nvlink", "replay_per_hour_warning"), 30, "GPUNVLinkErrors", "offset 1h) >= 30)"),
     (("alerts", "memory_errors", "window"), "30m", "GPUEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL[30m]"),
     (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
-    (("alerts", "exporter_down", "lookback"), "3h", "GPUExporterDown", "DCGM_FI_DEV_FB_USED[3h]"),
     (("alerts", "job_straggler", "min_gpus"), 8, "GPUJobStraggler", "cluster_job:gpu_count:count >= 8\n"),
     (("alerts", "job_straggler", "busy_above_percent"), 70, "GPUJobStraggler", "median[5m]) > 70\n"),
     (("alerts", "job_straggler", "clock_below_ratio"), 0.2, "GPUJobStraggler",
@@ -166,6 +165,16 @@ def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Pat
     exprs = "\n".join(r["expr"] + "\n" for r in alerts_named(after, alert))
     assert expected in exprs
     assert expected not in "\n".join(r["expr"] + "\n" for r in alerts_named(before, alert))
+
+
+def test_the_exporter_down_lookback_moves_the_recording_the_alert_reads(
+        thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    after = render_all(load_settings(thresholds_copy((("alerts", "exporter_down", "lookback"), "3h"))))
+    stopped = "cluster_instance_gpu:gpu_reporting:stopped"
+    recorded = next(r["expr"] for r in rules_of(after, RECORDING_FILE) if r.get("record") == stopped)
+    assert "DCGM_FI_DEV_FB_USED[3h]" in recorded
+    assert all(stopped in r["expr"] for r in alerts_named(after, "GPUExporterDown"))
 
 
 @pytest.mark.parametrize(("path", "value", "alert", "expected", "scale"), [

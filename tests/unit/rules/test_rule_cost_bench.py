@@ -1,0 +1,28 @@
+"""bench/rule_cost.py: how much history the rules read, and the order their recordings are backfilled in."""
+
+from __future__ import annotations
+
+from bench.rule_cost import LOOKBACK_S, Rule, passes, reach_s, read_back
+
+
+def test_reach_is_each_range_plus_its_own_offset() -> None:
+    assert reach_s("max_over_time(x[1h]) < 5 and on (gpu) x offset 1h") == 3600 + LOOKBACK_S
+    assert reach_s("min_over_time(r[5m] offset 10m) > 0 and y[20m:15s]") == 20 * 60
+    assert reach_s("up == 0") == LOOKBACK_S
+
+
+def test_a_recording_is_backfilled_after_the_ones_it_reads() -> None:
+    rules = [("ratio", "used / (used + free)"), ("full", "max by (gpu) (ratio) > 0.9"), ("count", "count(x)"),
+             ("odd", "full and on (gpu) count")]
+    assert passes(rules) == [[rules[0], rules[2]], [rules[1]], [rules[3]]]
+
+
+def test_a_recording_is_backfilled_as_far_back_as_its_readers_read() -> None:
+    def rule(name: str, expr: str, recording: bool = True) -> Rule:
+        return Rule("g", name, expr, recording, 15)
+
+    ratio, departure, median, alone = (rule("ratio", "used / total"), rule("dep", "x - avg_over_time(med[5m])"),
+                                       rule("med", "quantile(0.5, x)"), rule("sum", "sum(x)"))
+    alerts = [rule("Leak", "predict_linear(ratio[1h], 60) > 1", False), rule("Odd", "abs(dep) > 20", False)]
+    need = read_back([ratio, departure, median, alone], [ratio, departure, median, alone, *alerts])
+    assert need == {"ratio": 3600, "dep": LOOKBACK_S, "med": 300 + LOOKBACK_S, "sum": 0}

@@ -1,0 +1,76 @@
+"""What a rule reads bounds what it costs Prometheus at every evaluation: each series at most a few times,
+however many XID codes a group holds."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import pytest
+import yaml
+
+from gpudash.config.loading import Settings
+from gpudash.promql.scanner import metric_names
+from gpudash.repository import ALERTS_FILE, RECORDING_FILE
+from gpudash.rules.expressions import any_bit_set
+from gpudash.rules.generated_files import render_all
+
+MOST_READS = 4  # e.g. a memory-growth test: the ratio now and in each of three thirds of the window
+
+
+def reads(expr: str) -> Counter[str]:
+    """How many times an expression selects each set of series: a metric name with its matchers (the same name
+    under other matchers selects other series: a link's replay counter is not its CRC counter)."""
+    found: Counter[str] = Counter()
+    for name in metric_names(expr):
+        for matchers in re.findall(rf"(?<![\w:]){re.escape(name)}(?![\w:(])(\{{[^}}]*\}})?", expr):
+            found[name + matchers] += 1
+    return found
+
+
+def every_rule(settings: Settings) -> list[tuple[str, str]]:
+    files = render_all(settings)
+    return [(rule.get("alert") or rule["record"], rule["expr"]) for path in (RECORDING_FILE, ALERTS_FILE)
+            for group in yaml.safe_load(files[path])["groups"] for rule in group["rules"]]
+
+
+def test_reads_counts_each_selector_of_a_name() -> None:
+    expr = "x > 0 and (changes(x[10m]) > 0 or (x unless x offset 10m)) or x_total{a='b'} or rate(x_total[5m])"
+    assert reads(expr) == {"x": 4, "x_total{a='b'}": 1, "x_total": 1}
+
+
+def test_no_rule_reads_one_series_more_than_a_few_times(settings: Settings) -> None:
+    over = {name: {m: n for m, n in reads(expr).items() if n > MOST_READS} for name, expr in every_rule(settings)}
+    assert {name: counts for name, counts in over.items() if counts} == {}
+
+
+def test_an_xid_rule_reads_the_gauge_as_often_whatever_its_group_holds(settings: Settings) -> None:
+    xid = [expr for name, expr in every_rule(settings) if name == "GPUXidError"]
+    counts = {reads(expr)["DCGM_FI_DEV_XID_ERRORS"] for expr in xid}
+    # a latched group reads the gauge's value now (1); a group of new events, its value and changes (4)
+    assert len(xid) > 2 and counts == {1, 4}
+
+
+@pytest.mark.parametrize("bits", [[32, 64, 128, 8], [8], [8, 16], [1, 8], [2, 8, 32], [4, 16, 32]])
+def test_any_bit_set_is_true_exactly_where_a_bit_is_set(bits: list[int]) -> None:
+    test = any_bit_set("x", bits)
+    as_python = test.replace("!= bool", "!=").replace("> bool", ">").replace("floor(", "math.floor(")
+    for x in range(1024):
+        assert bool(eval(as_python, {"math": math, "x": x})) == any(x & b for b in bits), (x, test)
+
+
+def test_the_throttle_reasons_mask_is_read_once_per_step(settings: Settings) -> None:
+    throttling = next(expr for name, expr in every_rule(settings) if name == "GPUThermalThrottling")
+    assert reads(throttling)["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == 1
+
+
+def test_no_rule_computes_the_memory_ratio_again(settings: Settings) -> None:
+    """Every rule that needs used / (used + free) of each GPU reads the recording of it."""
+    files = render_all(settings)
+    ratio = "cluster_instance_gpu:gpu_fb_used:ratio"
+    body = next(rule["expr"] for group in yaml.safe_load(files[RECORDING_FILE])["groups"]
+                for rule in group["rules"] if rule.get("record") == ratio)
+    again = [name for name, expr in every_rule(settings) if name != ratio and body in expr]
+    readers = [name for name, expr in every_rule(settings) if ratio in expr]
+    assert again == [] and "cluster_instance_gpu:gpu_fb_hours_to_full:growing" in readers
