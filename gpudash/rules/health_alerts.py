@@ -101,7 +101,8 @@ def _xid_expr(group: list[XidClass] | None, action: str, c: AlertContext) -> str
     return c.h.xid(group, list(c.t.alerts.xid.table), keep, latched=action in LATCHED)
 
 
-def _xid_rule(severity: str, action: str, expr: Callable[[AlertContext], str | None]) -> RuleSpec:
+def _xid_rule(severity: str, action: str, expr: Callable[[AlertContext], str | None],
+              labels: tuple[tuple[str, str], ...] = ()) -> RuleSpec:
     if action in LATCHED:
         description = ("{where} reported XID {{{{ $labels.xid }}}}: {to_do}. It keeps firing until the GPU is "
                        "reset or its node rebooted (docs/alerts.md, XID classes, says what each code means).")
@@ -109,7 +110,7 @@ def _xid_rule(severity: str, action: str, expr: Callable[[AlertContext], str | N
         description = ("{where} reported XID {{{{ $labels.xid }}}} within the last {k.window}: {to_do} "
                        "(docs/alerts.md, XID classes, says what each code means).")
     return RuleSpec(severity, action, expr, "XID {{{{ $labels.xid }}}} on {where}", description, for_=None,
-                    carries=carried(action))
+                    carries=carried(action), labels=labels)
 
 
 def _watched(group: list[XidClass], key: str, c: AlertContext) -> str | None:
@@ -130,8 +131,10 @@ def _xid_rules(c: AlertContext) -> Iterator[RuleSpec]:
         if plain:
             yield _xid_rule(severity, action, partial(_xid_expr, plain, action))
         for row in (r for r in group if r.code in watched):
-            yield _xid_rule(severity, action, partial(_watched, [row], watched[row.code]))
-            yield _xid_rule("warning", "reset_gpu", partial(_unwatched, [row], watched[row.code]))
+            # labelled by whether the GPU publishes the field: each rule keeps an identity of its own
+            key = watched[row.code]
+            yield _xid_rule(severity, action, partial(_watched, [row], key), ((key, "published"),))
+            yield _xid_rule("warning", "reset_gpu", partial(_unwatched, [row], key), ((key, "absent"),))
 
 
 def _recovery_rules(c: AlertContext) -> Iterator[RuleSpec]:
