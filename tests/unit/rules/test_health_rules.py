@@ -45,10 +45,14 @@ def test_one_xid_rule_per_group_and_one_for_codes_not_in_the_table(settings: Set
         if plain := [row for row in group if row.code not in WATCHED_BY]:
             expected.append((severity, action, plain))
         for row in (r for r in group if r.code in WATCHED_BY):  # its own rule, and a reset where unwatched
-            expected += [(severity, action, [row]), ("warning", "reset_gpu", [row])]
+            field = WATCHED_BY[row.code]
+            expected += [(severity, action, [row], {field: "published"}),
+                         ("warning", "reset_gpu", [row], {field: "absent"})]
     assert len(xid) == len(expected) + 1
-    for rule, (severity, action, group) in zip(xid, expected, strict=False):
-        assert rule["labels"] == {"severity": severity, "action": action}
+    # no two rules of the alert share their labels (promtool check rules refuses duplicates)
+    assert len({tuple(sorted(r["labels"].items())) for r in xid}) == len(xid)
+    for rule, (severity, action, group, *field) in zip(xid, expected, strict=False):
+        assert rule["labels"] == {"severity": severity, "action": action, **(field[0] if field else {})}
         codes = "|".join(str(r.code) for r in group)
         assert f'xid=~"{codes}"' in rule["expr"]
         for row in group:
