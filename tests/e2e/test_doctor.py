@@ -259,7 +259,7 @@ def test_a_dcgm_exporter_target(stack: Stack, reference: Path, host_label: str) 
         # DCGM_EXP_XID_ERRORS_COUNT is not among them: the fleet counts XIDs from the default last-XID gauge
         ("ok", "dcgm-exporter"), ("hint", "missing optional fields DCGM_FI_DEV_CLOCKS_EVENT_REASONS, "
                                           "DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_FI_DEV_ECC_DBE_AGG_TOTAL, "
-                                          "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL and 16 more")]
+                                          "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL and 17 more")]
     assert "dcgm-exporter's counters file" in found[1]["fix"]
 
 
