@@ -23,8 +23,10 @@ from gpudash.promql.query import PromQL
 from gpudash.promql.recordings import FLEET_LISTS
 
 INTERVAL = parse_duration("1m")
+# the lists, the job GPU-seconds, and the memory ratio the memory-pressure list reads (recorded before it)
 WANTED = {rec.record for rec in FLEET_LISTS} | {"cluster_job:gpu_held_seconds:interval",
-                                                  "cluster_job:gpu_idle_seconds:interval"}
+                                                  "cluster_job:gpu_idle_seconds:interval",
+                                                  "cluster_instance_gpu:gpu_fb_used:ratio"}
 
 
 def run_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str, Any]]) -> None:
