@@ -98,8 +98,8 @@ def test_leak_fires_in_prometheus_and_reaches_the_webhook_as_the_jobs_never_as_a
         assert alert["annotations"]["runbook"] == "docs/alerts.md#gpumemorypressure"
         assert alert["labels"]["action"] == "none" and alert["labels"]["severity"] == "warning"
     assert "Framebuffer memory over 30%" in " ".join(a["annotations"]["summary"] for a in notification["alerts"])
-    # delivered while the job is still leaking, before its OOM: both GPUs' memory still grows
-    growing = s.prometheus.query('deriv(DCGM_FI_DEV_FB_USED{gpu=~"0|1"}[5s]) > 0')
+    # delivered while the job leaks (the owner route waits its group_wait first): both GPUs grew within 2 minutes
+    growing = s.prometheus.query('deriv(DCGM_FI_DEV_FB_USED{gpu=~"0|1"}[2m]) > 0')
     assert sorted(g["metric"]["gpu"] for g in growing) == ["0", "1"]
 
     # 3. nothing paged, and the quiet GPUs never alerted
