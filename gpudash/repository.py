@@ -13,6 +13,7 @@ from pathlib import Path
 DEFINITIONS_DIR = Path("dashboards")  # one grafanalib definition (*.py) per dashboard
 JSON_DIR_NAME = "json"  # the generated dashboard JSON, inside the definitions folder
 DASHBOARDS_JSON_DIR = DEFINITIONS_DIR / JSON_DIR_NAME
+V2_DIR_NAME = "v2"  # the same dashboards as dashboard.grafana.app/v2 resources, beside the JSON
 
 GENERATED_DIR = Path("generated")  # `gpudash rules` output; the file names below are relative to it
 ALERTS_FILE = "prometheus/gpu-alerts.rules.yml"
