@@ -74,7 +74,7 @@ lint: venv ## ruff and mypy
 	$(BIN)/ruff check gpudash dashboards tests bench
 	$(BIN)/mypy
 
-types: venv schema-deps ## tsc --strict over every dashboard against each pinned @grafana/schema release
+types: venv schema-deps ## tsc --strict over every dashboard against each pinned @grafana/schema release, and the v2 resources against 13.2's v2 types
 	$(BIN)/pytest -q tests/e2e/test_dashboards_tsc.py $(PYTEST_ARGS)
 
 test: venv deps schema-deps lint check-generated ## the whole suite: lint, types, generated files, unit and end-to-end tests

@@ -17,15 +17,18 @@ from typing import Any
 import pytest
 from support.paths import REFERENCE, ROOT
 from support.slack import budget
-from support.tsc import SCHEMA_DIR, Finding, check, releases, tsc
+from support.tsc import SCHEMA_DIR, Finding, check, check_v2, releases, tsc, v2_releases
 
-from gpudash.catalog import PROFILES
+from gpudash.catalog import PROFILES, profile
 from gpudash.config.loading import load_settings
 from gpudash.panels import typescript
 from gpudash.panels.build import build_all
+from gpudash.panels.formats import v2_resources
 from gpudash.panels.json_files import read_json_files
+from gpudash.schema_v2.layout import TABS
 
 WRONG = REFERENCE / "grafana_schema" / "wrong-options.json"
+WRONG_V2 = REFERENCE / "grafana_schema" / "wrong-v2.json"
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +47,8 @@ def _unreadable(file: Path, exc: Exception) -> Any:
     raise AssertionError(f"{file}: {exc}")
 
 
-def committed() -> dict[str, dict[str, Any]]:
-    return {file.name: data for file, data in read_json_files(ROOT / "dashboards" / "json", _unreadable)}
+def committed(folder: str = "json") -> dict[str, dict[str, Any]]:
+    return {file.name: data for file, data in read_json_files(ROOT / "dashboards" / folder, _unreadable)}
 
 
 def test_the_supported_releases_are_pinned() -> None:
@@ -112,3 +115,41 @@ def test_the_check_takes_seconds_not_minutes(schema_tools: Path, tmp_path: Path)
     start = time.monotonic()
     check(committed(), tmp_path)
     assert time.monotonic() - start < budget(30)
+
+
+def test_the_v2_types_come_with_the_newest_release() -> None:
+    assert [r.key for r in v2_releases()] == [max(r.key for r in releases())] == [(13, 2)]
+
+
+def test_the_committed_v2_resources_type_check(schema_tools: Path, tmp_path: Path) -> None:
+    resources = committed("v2")
+    assert sorted(resources) == sorted(committed("json"))
+    findings = check_v2(resources, tmp_path)
+    assert not findings, "\n".join(map(str, findings))
+
+
+@pytest.mark.parametrize("profile_name", sorted(PROFILES))
+def test_every_profile_type_checks_as_v2_in_rows_and_in_tabs(schema_tools: Path, tmp_path: Path,
+                                                              profile_name: str) -> None:
+    built = build_all(load_settings(ROOT / "thresholds.yaml"), ROOT / "dashboards", profile_name=profile_name)
+    rows = v2_resources(built, profile(profile_name))
+    tabs = {f"tabs-{name}": r for name, r in v2_resources(built, profile(profile_name), sections=TABS).items()}
+    findings = check_v2({**rows, **tabs}, tmp_path)
+    assert not findings, "\n".join(map(str, findings))
+
+
+def test_a_wrong_v2_field_fails_naming_the_element_and_the_field(schema_tools: Path, tmp_path: Path) -> None:
+    findings = check_v2({WRONG_V2.name: json.loads(WRONG_V2.read_text())}, tmp_path)
+    assert all(f.dashboard == WRONG_V2.name and f.release.key == (13, 2) for f in findings)
+    found = [f"{f.panel}: {f.message}" for f in findings]
+    expected = [
+        ("panel 2: An option no Grafana knows (panel-2): error TS2353: Object literal may only specify known "
+         "properties, and '\"sideways\"' does not exist in type"),
+        "panel 3: A query hidden as text (panel-3): error TS2322: Type 'string' is not assignable to type 'boolean'.",
+        (": error TS2353: Object literal may only specify known properties, and '\"conditionalRendering\"' does "
+         "not exist in type 'GridLayoutItemSpec'."),
+        ": error TS2322: Type 'number' is not assignable to type 'VariableHide'.",
+    ]
+    for start in expected:
+        assert any(m.startswith(start) for m in found), (start, found)
+    assert len(findings) == len(expected)

@@ -23,6 +23,7 @@ from gpudash.panels.typescript import (
     release_of,
     tsconfig_json,
 )
+from gpudash.schema_v2.v2_typescript import V2_PRELUDE, V2_PRELUDE_FILE, V2_TYPES, resource_typescript
 from support.paths import ROOT
 from support.slack import budget
 
@@ -90,6 +91,38 @@ def check(dashboards: dict[str, dict[str, Any]], work: Path, schema_dir: Path = 
         run = subprocess.run([str(tsc(schema_dir)), "-p", str(config)], capture_output=True, text=True,
                              timeout=budget(120), check=False)
         found = _findings(run.stdout + run.stderr, release, config.parent)
+        if run.returncode != 0 and not found:
+            raise RuntimeError(f"tsc failed without a type error for {release.version}: {run.stdout}{run.stderr}")
+        findings += found
+    return findings
+
+
+def v2_releases(schema_dir: Path = SCHEMA_DIR) -> list[Release]:
+    """The pinned releases that publish the dashboard v2 types (13.x)."""
+    return [r for r in releases(schema_dir)
+            if (schema_dir / "node_modules" / r.package / f"{V2_TYPES}.d.ts").exists()]
+
+
+def check_v2(resources: dict[str, dict[str, Any]], work: Path, schema_dir: Path = SCHEMA_DIR) -> list[Finding]:
+    """tsc --strict over every v2 resource (keyed by file name) against each release with v2 types; every error."""
+    findings: list[Finding] = []
+    for release in v2_releases(schema_dir):
+        folder = work / f"{release.package}-v2"
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        files = [PRELUDE_FILE, V2_PRELUDE_FILE]
+        (folder / PRELUDE_FILE).write_text(PRELUDE)
+        (folder / V2_PRELUDE_FILE).write_text(V2_PRELUDE)
+        for name, resource in sorted(resources.items()):
+            ts = Path(name).stem + ".ts"
+            (folder / ts).write_text(resource_typescript(resource, name))
+            files.append(ts)
+        config = folder / "tsconfig.json"
+        config.write_text(tsconfig_json(files, str((schema_dir / "node_modules" / release.package).resolve())))
+        run = subprocess.run([str(tsc(schema_dir)), "-p", str(config)], capture_output=True, text=True,
+                             timeout=budget(120), check=False)
+        found = _findings(run.stdout + run.stderr, release, folder)
         if run.returncode != 0 and not found:
             raise RuntimeError(f"tsc failed without a type error for {release.version}: {run.stdout}{run.stderr}")
         findings += found
