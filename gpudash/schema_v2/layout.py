@@ -48,8 +48,9 @@ def sections(numbered: list[tuple[int, dict[str, Any]]]) -> list[Section]:
     return found
 
 
-def _grid(panels: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
-    top = min((p.get("gridPos", {}).get("y", 0) for _, p in panels), default=0)
+def _grid(panels: list[tuple[int, dict[str, Any]]], in_section: bool = True) -> dict[str, Any]:
+    """The panels at their classic positions; in a section, y counts from the section's first line."""
+    top = min((p.get("gridPos", {}).get("y", 0) for _, p in panels), default=0) if in_section else 0
     items = []
     for pid, panel in panels:
         pos = panel.get("gridPos") or {}
@@ -91,7 +92,7 @@ def layout(numbered: list[tuple[int, dict[str, Any]]], may_be_empty: Callable[[d
     """The v2 layout of the numbered classic panels; `untitled` titles a tab of the panels before any row."""
     found = sections(numbered)
     if not any(s.title is not None for s in found):
-        return _grid([p for s in found for p in s.panels])
+        return _grid([p for s in found for p in s.panels], in_section=False)
     parts = []
     for section in found:
         empty = {pid for pid, panel in section.panels if may_be_empty(panel)}

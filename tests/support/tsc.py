@@ -23,7 +23,7 @@ from gpudash.panels.typescript import (
     release_of,
     tsconfig_json,
 )
-from gpudash.schema_v2.v2_typescript import V2_PRELUDE, V2_PRELUDE_FILE, V2_TYPES, resource_typescript
+from gpudash.panels.v2_typescript import V2_PRELUDE, V2_PRELUDE_FILE, V2_TYPES, resource_typescript
 from support.paths import ROOT
 from support.slack import budget
 
