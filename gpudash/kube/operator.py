@@ -37,6 +37,10 @@ RULES_FILE = f"{OPERATOR_DIR}/prometheus-rules.yaml"
 ALERTMANAGER_CONFIG_FILE = f"{OPERATOR_DIR}/alertmanager-config.yaml"
 MONITOR_FILE = OPERATOR_DIR + "/service-monitor-{cluster}.yaml"  # one per cluster: each Prometheus applies its own
 DASHBOARDS_FILE = f"{OPERATOR_DIR}/grafana-dashboards.yaml"
+# The sidecar provisions files, and Grafana 13's file provisioning refuses schema v2: the classic JSON goes there.
+SIDECAR_NOTE = ("# ConfigMaps for Grafana's dashboard sidecar, one per dashboard, holding the classic JSON\n"
+                "# (dashboards/json): Grafana 13 refuses schema v2 files there; dashboards/v2 is for /apis\n"
+                "# and Git Sync.\n")
 
 # alertmanager.yml's matcher text, as gpudash.escape.am_matcher writes it.
 _MATCHER = re.compile(r'(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>=~|!~|!=|=)"(?P<value>(?:[^"\\]|\\.)*)"')
@@ -222,7 +226,7 @@ def operator_files(settings: Settings, plain: Mapping[str, str], dashboards: Map
     return {
         RULES_FILE: header + apply + documents(prometheus_rules(kube, plain)),
         ALERTMANAGER_CONFIG_FILE: header + apply + documents([routes]),
-        DASHBOARDS_FILE: header + "# ConfigMaps for Grafana's dashboard sidecar, one per dashboard JSON.\n"
+        DASHBOARDS_FILE: header + SIDECAR_NOTE
         + documents(dashboard_config_maps(settings, dashboards)),
         **_monitors(settings, header),
     }

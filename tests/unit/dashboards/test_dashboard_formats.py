@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
 from support.cli import gpudash
 from support.paths import ROOT
 
@@ -85,3 +86,12 @@ def test_help_says_which_format_goes_where() -> None:
     for words in ("classic", "file provisioning", "sidecar", "dashboard.grafana.app/v2", "git-sync",
                   "Git Sync repository", "refuses v2 files"):
         assert words in text, words
+
+
+def test_the_sidecar_config_maps_hold_the_classic_json_and_say_so() -> None:
+    text = (ROOT / "generated" / "kubernetes" / "grafana-dashboards.yaml").read_text()
+    assert "holding the classic JSON" in text.split("---", 1)[0]
+    assert "Grafana 13 refuses schema v2 files there" in text.split("---", 1)[0]
+    held = {name: json.loads(data) for doc in yaml.safe_load_all(text) if doc for name, data in doc["data"].items()}
+    assert held == {name: json.loads(data) for name, data in files(ROOT / "dashboards" / "json").items()}
+    assert not any("apiVersion" in dashboard or "elements" in dashboard for dashboard in held.values())
