@@ -56,7 +56,7 @@ apt-missing:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-dashboards: venv ## regenerate dashboards/json/*.json from dashboards/*.py, then verify they are current
+dashboards: venv ## regenerate dashboards/json/*.json and dashboards/v2/*.json (schema v2) from dashboards/*.py, then verify they are current
 	$(GPUDASH) dashboards
 	$(GPUDASH) dashboards --check
 
