@@ -44,7 +44,7 @@ def test_discovery_lists_v1_first(apis: Client) -> None:
     status, group = apis("GET", "/apis/dashboard.grafana.app/")
     assert status == 200 and group["kind"] == "APIGroup" and group["name"] == "dashboard.grafana.app"
     assert group["preferredVersion"]["version"] == "v1"
-    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1", "v0alpha1"]
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1", "v0alpha1", "v2", "v2beta1"]
     assert apis("GET", "/apis")[1]["kind"] == "APIGroupList"
 
 
