@@ -243,8 +243,10 @@ def _plan_as_stored(local: dict[str, Any], remote: RemoteDashboard, storage: Sto
                   f"({saved(remote)})")
         if not comparable:
             edited += f"; gpudash cannot write {storage.stored} to compare it there"
+    elif not storage.as_gpudash_wrote:
+        edited = f"changed in Grafana since gpudash pushed it as {storage.written} ({saved(remote)})"
     else:
-        edited = f"stored as {storage.stored}; gpudash writes {schema.writes} (grafana.schema)"
+        edited = f"stored as {storage.stored}, as gpudash wrote it; gpudash writes {schema.writes} now (grafana.schema)"
     if force:
         replaced = f"; replaces its v2 storage ({v2_structure(storage)}) with v1" if over_v2 else ""
         return Step(Action.UPDATE, uid, title, local, remote, f"{why}; overwriting: {edited}{replaced}", forced=True)
