@@ -19,7 +19,6 @@ from .store import (
     require_writer,
     slugify,
 )
-from .v2_schema import v2_to_v1
 
 Reply = tuple[int, Any]
 
@@ -195,10 +194,7 @@ def _row(store: Store, uid: str) -> DashboardRow:
 
 def get_by_uid(store: Store, req: Request, uid: str) -> Reply:
     row = _row(store, uid)
-    body = row.stored_json()
-    if row.stored_version == "v2":  # assumption: converted, as one report says (issue #126641); not 406
-        body = {**v2_to_v1(_spec(body)), "id": row.id, "uid": row.uid, "version": row.version}
-    return 200, {"dashboard": body, "meta": _meta(store, row, req)}
+    return 200, {"dashboard": row.classic_json(), "meta": _meta(store, row, req)}
 
 
 def delete_by_uid(store: Store, req: Request, uid: str) -> Reply:

@@ -26,7 +26,7 @@ from . import apis, dashboards, datasources, folders, search
 from .flavor import Flavor
 from .migrate import UI_MODEL_KEYS
 from .store import DashboardRow, Fail, FolderRow, Principal, Request, Store, now
-from .v2_schema import is_v2, v1_to_v2, v2_to_v1
+from .v2_schema import is_v2, v1_to_v2
 
 Handler = Callable[..., tuple[int, Any]]
 UID = r"([^/]+)"
@@ -196,10 +196,7 @@ class StandIn(LoopbackHTTPServer):
         (on 13 with dynamic dashboards: stored as v2, from the classic model `change` edits)."""
         with self.store.lock:
             row = self.store.dashboards[uid]
-            stored = row.stored_json()
-            if row.stored_version == "v2":
-                stored = v2_to_v1({k: v for k, v in stored.items() if k not in ("id", "uid", "version")})
-            data = {k: copy.deepcopy(v) for k, v in stored.items() if k in UI_MODEL_KEYS}
+            data = {k: v for k, v in row.classic_json().items() if k in UI_MODEL_KEYS}
             change(data)
             data["title"] = str(data.get("title", row.title)).strip()
             as_v2 = self.flavor.editor_saves_v2
@@ -219,9 +216,10 @@ class StandIn(LoopbackHTTPServer):
         return self.add_dashboard(data, provisioned=True)
 
     def dashboard(self, uid: str) -> dict[str, Any] | None:
+        """The dashboard's classic JSON (one stored as v2 converted, as the legacy /api answers it)."""
         with self.store.lock:
             row = self.store.dashboards.get(uid)
-            return row.stored_json() if row is not None else None
+            return row.classic_json() if row is not None else None
 
     # ------------------------------------------------------------------ answering
 
