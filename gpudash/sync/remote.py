@@ -154,8 +154,8 @@ class GrafanaRemote:
         if self.apis is not None:
             found: dict[str, RemoteDashboard] = {}
             for item in self.apis.listing():  # stops paging once every wanted uid has been seen
-                if item.uid in wanted:
-                    found[item.uid] = item
+                if item.uid in wanted:  # only these are read again where stored in the other schema
+                    found[item.uid] = self.apis.as_stored(dashboard_label(item.uid, item.title), item)
                     if len(found) == len(wanted):
                         break
             return found

@@ -183,9 +183,9 @@ class ApisDashboards:
             raise GrafanaFailure(f"{what}: Grafana's answer is not a dashboard resource ({shown})") from None
 
     def _remote(self, what: str, item: Any) -> RemoteDashboard:
-        return self._as_stored(what, self._parsed(what, item))
+        return self.as_stored(what, self._parsed(what, item))
 
-    def _as_stored(self, what: str, found: RemoteDashboard) -> RemoteDashboard:
+    def as_stored(self, what: str, found: RemoteDashboard) -> RemoteDashboard:
         """A converted answer: the spec as Grafana stores it, read at the stored version (one more GET, only for
         a dashboard stored in another schema than gpudash reads, e.g. saved as v2 in 13's editor)."""
         storage = found.storage
@@ -208,7 +208,8 @@ class ApisDashboards:
         return None if found is None else self._remote(what, found)
 
     def listing(self) -> Iterator[RemoteDashboard]:
-        """Every dashboard of the namespace, a page per request, until the list has no `continue`."""
+        """Every dashboard of the namespace, a page per request, until the list has no `continue`; as listed
+        (`as_stored` reads one stored in the other schema)."""
         what, path = "dashboard list", self._path(DASHBOARD_GROUP, "dashboards")
         token = ""
         while True:
@@ -218,7 +219,7 @@ class ApisDashboards:
             if not isinstance(items, list):
                 raise GrafanaFailure(f"{what}: Grafana's answer has no items list")
             for item in items:
-                yield self._remote(what, item)
+                yield self._parsed(what, item)
             metadata = page.get("metadata")
             token = str(metadata.get("continue") or "") if isinstance(metadata, dict) else ""
             if not token:

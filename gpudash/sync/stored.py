@@ -88,7 +88,12 @@ def written_annotations(version: str, spec: dict[str, Any]) -> dict[str, str]:
 def stored_diff(storage: Storage, local_spec: dict[str, Any] | None, uid: str) -> str:
     """The unified diff from Grafana's stored spec to the local dashboard in that schema ("" when equal)."""
     if storage.spec is None or local_spec is None:
-        why = f"could not be converted ({storage.failed})" if storage.failed else "cannot be written by gpudash"
+        if storage.failed:
+            why = f"Grafana could not convert ({storage.failed})"
+        elif local_spec is None:
+            why = f"this gpudash cannot write (no v1 -> {storage.stored} dashboard conversion)"
+        else:
+            why = "gpudash could not read as stored"
         return f"{uid}: stored as {storage.stored}, which {why}: no diff in that schema\n"
     texts = [json.dumps(canonical_in(storage.stored, s), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
              for s in (storage.spec, local_spec)]
