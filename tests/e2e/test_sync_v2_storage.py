@@ -90,8 +90,8 @@ def test_a_ui_save_stores_v2_without_resource_version_and_an_unchanged_one_is_no
     assert read is not None and read["status"]["conversion"]["storedVersion"] == "v2"
     assert read["metadata"]["annotations"]["gpudash/schema"] == "v1"  # the person's save kept gpudash's record
     assert grafana.standin is not None
-    grafana.standin.add_dashboard({"uid": "zz-someone", "title": "Someone's", "panels": []})
-    grafana.standin.ui_save("zz-someone", lambda model: None)  # stored as v2 too, and not gpudash's
+    grafana.standin.add_dashboard({"uid": "aa-someone", "title": "Someone's", "panels": []})
+    grafana.standin.ui_save("aa-someone", lambda model: None)  # stored as v2 too, and not gpudash's
     grafana.standin.reset_log()
     synced = grafana.gpudash("sync")
     assert synced.code == 0, synced.text
