@@ -24,7 +24,8 @@ _converter: list[V2Converter] = []  # gpudash's v1 -> v2 conversion, once one is
 
 
 def use_v2_converter(converter: V2Converter | None) -> None:
-    """Install (None: remove) the v1 -> v2 conversion that gives a dashboard's v2 spec."""
+    """Install (None: remove) the v1 -> v2 conversion that gives a dashboard's v2 spec: any function of a v1
+    dashboard that answers its `dashboard.grafana.app/v2` resource (or the bare spec)."""
     _converter.clear()
     if converter is not None:
         _converter.append(converter)

@@ -16,7 +16,7 @@ from gpudash.sync import schema as schemas
 from gpudash.sync.plan import Action, RemoteDashboard, plan_dashboard
 from gpudash.sync.remote_apis import remote_of, resource_body
 from gpudash.sync.schema import Schema, choose
-from gpudash.sync.stored import hash_in, written_annotations
+from gpudash.sync.stored import hash_in, storage_of, written_annotations
 
 SITE = "lab-a1b2c3"
 
@@ -188,3 +188,22 @@ def test_the_schema_follows_the_setting_and_what_grafana_serves() -> None:
     assert choose("auto", "13.2.0", True).writes == "v1"  # no v1 -> v2 conversion in this build
     with pytest.raises(ConfigError, match="no v1 -> v2 dashboard conversion"):
         choose("v2", "13.2.0", True)
+
+
+def test_the_storage_comes_from_status_conversion_and_the_recorded_schema() -> None:
+    annotations = {"gpudash/schema": "v2", "gpudash/contentHashV2": "sha256:ab"}
+    at_v2 = storage_of({"apiVersion": "dashboard.grafana.app/v2", "spec": {"title": "A"}, "status": {}},
+                       annotations, None)
+    assert (at_v2.stored, at_v2.read, at_v2.written, at_v2.spec) == ("v2", "v2", "v2", {"title": "A"})
+    assert at_v2.hashes == {"v2": "sha256:ab"} and not at_v2.person_saved
+    converted = storage_of({"apiVersion": "dashboard.grafana.app/v1", "spec": {"title": "A"},
+                            "status": {"conversion": {"failed": False, "storedVersion": "v2beta1"}}}, {}, "sha256:cd")
+    assert (converted.stored, converted.read, converted.written) == ("v2", "v1", "v1")
+    assert converted.spec is None and converted.person_saved and converted.compared_as_stored  # never the converted
+    from_api = storage_of({"apiVersion": "dashboard.grafana.app/v1", "spec": {"title": "A"},
+                           "status": {"conversion": {"failed": False, "storedVersion": "v0alpha1"}}}, {}, "h")
+    assert from_api.stored == "v1" and from_api.spec == {"title": "A"} and not from_api.compared_as_stored
+    failed = storage_of({"apiVersion": "dashboard.grafana.app/v1", "spec": None,
+                         "status": {"conversion": {"failed": True, "storedVersion": "v2", "error": "data loss"}}},
+                        {}, "h")
+    assert failed.failed == "data loss" and failed.spec is None and failed.compared_as_stored
