@@ -81,8 +81,9 @@ def _converted(item: dict[str, Any]) -> str:
 def remote_of(item: dict[str, Any]) -> RemoteDashboard:
     """A dashboard resource as the plan reads a dashboard: the spec with its uid, generation and marker.
 
-    A dashboard Grafana stores in another shape (v2) or could not convert counts as changed since gpudash
-    pushed it, whatever its converted content says (grafana-13-apis.md §6): its marker's hash is voided.
+    Its `storage` says which schema Grafana stores it in and which gpudash wrote (the plan compares it there).
+    Where only the marker is read (prune), a dashboard Grafana stores as v2 or could not convert counts as
+    changed since gpudash pushed it, whatever its converted content says: its marker's hash is voided.
     """
     metadata, spec, converted = item.get("metadata"), item.get("spec"), _converted(item)
     if converted and spec is None:
