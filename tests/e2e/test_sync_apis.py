@@ -94,6 +94,8 @@ def test_no_op_sync_reads_list_pages_and_writes_nothing(grafana13: GrafanaUnderT
 
 
 def test_an_unchanged_ui_save_is_not_drift(grafana13: GrafanaUnderTest) -> None:
+    if grafana13.editor_saves_v2():  # a real 13 with dynamic dashboards on
+        pytest.skip("this Grafana's editor saves v2: tests/e2e/test_sync_v2_storage.py")
     local = grafana13.dashboards(2)
     assert grafana13.push(local).code == 0
     uid = local[0]["uid"]
@@ -115,6 +117,8 @@ def test_an_unchanged_ui_save_is_not_drift(grafana13: GrafanaUnderTest) -> None:
 
 
 def test_a_changed_threshold_in_the_ui_is_refused_until_forced(grafana13: GrafanaUnderTest) -> None:
+    if grafana13.editor_saves_v2():  # a real 13 with dynamic dashboards on
+        pytest.skip("this Grafana's editor saves v2: tests/e2e/test_sync_v2_storage.py")
     local = grafana13.dashboards(2)
     assert grafana13.push(local).code == 0
     uid = local[0]["uid"]
