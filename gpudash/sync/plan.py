@@ -229,10 +229,12 @@ def _plan_as_stored(local: dict[str, Any], remote: RemoteDashboard, storage: Sto
     equal = comparable and canonical_in(storage.stored, storage.spec or {}) == canonical_in(storage.stored,
                                                                                              local_spec or {})
     moved = remote.folder_uid != folder_uid
-    if equal and not moved:
+    upgrade = schema.writes == "v2" and storage.stored == "v1" and storage.as_gpudash_wrote
+    if equal and not moved and not upgrade:
         return Step(Action.UNCHANGED, uid, title, local, remote)
     why = ", ".join((["content changed"] if not equal else [])
-                    + ([f"folder {_folder_name(remote.folder_uid)} -> {_folder_name(folder_uid)}"] if moved else []))
+                    + ([f"folder {_folder_name(remote.folder_uid)} -> {_folder_name(folder_uid)}"] if moved else [])
+                    + (["stored as v1, written as v2 now (grafana.schema)"] if upgrade else []))
     over_v2 = storage.stored == "v2" and schema.writes == "v1"
     if storage.as_gpudash_wrote and not over_v2:
         return Step(Action.UPDATE, uid, title, local, remote, why)

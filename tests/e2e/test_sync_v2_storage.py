@@ -227,3 +227,17 @@ def test_provisioning_files_refuse_v2_and_take_classic_json(tmp_path: Path) -> N
                                                        "/apis/dashboard.grafana.app/v2 API")):
             standin.provision_file(tmp_path / "v2.json")
         assert "gpu-v2" not in standin.store.dashboards
+
+
+def test_a_site_moving_to_v2_rewrites_its_own_v1_dashboards_once(grafana: GrafanaUnderTest) -> None:
+    local = grafana.dashboards(2)
+    assert grafana.push(local).code == 0
+    grafana.ui_save(local[1]["uid"], lambda model: model.update(description="a person's"))  # v2, changed
+    grafana.site.write_text(grafana.site.read_text().replace("schema: v1", "schema: auto"))
+    moved = grafana.gpudash("sync")
+    assert moved.code == 3, moved.text  # the person's dashboard is drift, not rewritten
+    assert "1 updated" in moved.out and "stored as v1, written as v2 now" in moved.out
+    assert stored_as(grafana, local[0]["uid"]) == "v2" and f"drifted    {local[1]['uid']}" in moved.out
+    assert grafana.resource(local[0]["uid"])["metadata"]["annotations"]["gpudash/schema"] == "v2"
+    again = grafana.gpudash("sync")
+    assert again.writes == 0 and "1 unchanged" in again.out, again.text

@@ -207,3 +207,17 @@ def test_the_storage_comes_from_status_conversion_and_the_recorded_schema() -> N
                          "status": {"conversion": {"failed": True, "storedVersion": "v2", "error": "data loss"}}},
                         {}, "h")
     assert failed.failed == "data loss" and failed.spec is None and failed.compared_as_stored
+
+
+def test_with_v2_chosen_a_v1_dashboard_gpudash_wrote_is_rewritten_as_v2_and_a_persons_v1_is_kept() -> None:
+    local = make_dashboard("a", "A")
+    ours = as_stored(local, "v1")
+    ours = replace(ours, storage=replace(ours.storage, read="v2")) if ours.storage is not None else ours
+    step = plan_dashboard(local, ours, "gpu", SITE, schema=WRITES_V2)
+    assert step.action is Action.UPDATE and not step.forced and "written as v2 now" in step.reason
+    assert plan_dashboard(local, ours, "gpu", SITE, schema=WITH_V2).action is Action.UNCHANGED
+    edited = copy.deepcopy(local)
+    edited["description"] = "a person's"
+    theirs = as_stored(local, "v1", spec=edited)
+    theirs = replace(theirs, storage=replace(theirs.storage, read="v2")) if theirs.storage is not None else theirs
+    assert plan_dashboard(local, theirs, "gpu", SITE, schema=WRITES_V2).action is Action.DRIFTED
