@@ -75,6 +75,11 @@ def _go_dict(members: dict[str, Any], drop_nulls: bool) -> dict[str, Any]:
     return out
 
 
+def saved_copy(body: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy as Grafana stores and its editor saves it: integral floats as integers, no null members."""
+    return _go_dict(body, drop_nulls=True)
+
+
 def _clamped_refresh(refresh: Any) -> Any:
     if not isinstance(refresh, str):
         return refresh

@@ -137,6 +137,11 @@ def _panel(panel: dict[str, Any]) -> None:
         _table_footer(panel, field)
 
 
+def normalise_panel(panel: dict[str, Any]) -> None:
+    """One panel as `grafana_normalised` leaves it, in place (a v2 element's panel goes through here too)."""
+    _panel(panel)
+
+
 def grafana_normalised(dashboard: dict[str, Any]) -> dict[str, Any]:
     """A new dashboard, as Grafana would store it after migrating and saving it unchanged, less what Grafana
     owns (schemaVersion, each panel's pluginVersion). The argument is not changed."""

@@ -42,6 +42,7 @@ class Site:
     site_id: str = ""
     grafana_folder: str = "GPU"
     grafana_folder_uid: str = ""
+    grafana_schema: str = "auto"  # the dashboard schema pushed: v1, v2 or auto (v2 on 13+); gpudash.sync.schema
     datasource_uid: str = "gpudash-prometheus"
     datasource_name: str = "Prometheus (gpudash)"
     # The site's published copy of docs/alerts.md; empty: rules name the section in this repository instead.
@@ -95,6 +96,9 @@ def _parse_clusters(top: FieldReader) -> tuple[Cluster, ...]:
     return tuple(clusters)
 
 
+GRAFANA_SCHEMAS = ("v1", "v2", "auto")
+
+
 def parse_site(source: str, data: Any) -> Site:
     top = FieldReader(source, data if data is not None else {})
     defaults = Site()
@@ -113,6 +117,7 @@ def parse_site(source: str, data: Any) -> Site:
         site_id=site_id,
         grafana_folder=grafana.string("folder", defaults.grafana_folder),
         grafana_folder_uid=folder_uid,
+        grafana_schema=grafana.string("schema", defaults.grafana_schema, GRAFANA_SCHEMAS),
         datasource_uid=grafana.grafana_uid("datasource_uid", defaults.datasource_uid),
         datasource_name=grafana.string("datasource_name", defaults.datasource_name),
         runbook_base_url=top.url("runbook_base_url") if top.has("runbook_base_url") else "",

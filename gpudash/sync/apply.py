@@ -33,6 +33,8 @@ from gpudash.sync.plan import (
     vanished,
 )
 from gpudash.sync.remote import GrafanaRemote, dashboard_label
+from gpudash.sync.schema import Schema
+from gpudash.sync.stored import stored_diff
 
 Echo = Callable[[str], None]
 
@@ -130,7 +132,15 @@ def read_plan(remote: GrafanaRemote, local: Sequence[dict[str, Any]], target: Ta
                     gone[uid] = title
                 else:
                     candidates.append(candidate)
-    return plan_sync(local, existing, target.folder_uid, target.site_id, force, candidates, gone)
+    return plan_sync(local, existing, target.folder_uid, target.site_id, force, candidates, gone, remote.schema)
+
+
+def diff_of(remote: RemoteDashboard, local: dict[str, Any], schema: Schema) -> str:
+    """How Grafana's copy differs from the local dashboard, in the schema Grafana stores it in."""
+    storage = remote.storage
+    if storage is not None and storage.compared_as_stored:
+        return stored_diff(storage, schema.spec_of(local, storage.stored), remote.uid)
+    return diffing.report(remote.dashboard, local, remote.uid)
 
 
 def ensure_folder(remote: GrafanaRemote, target: Target, dry_run: bool, echo: Echo) -> None:
@@ -227,7 +237,8 @@ class Applier:
             if step.forced:
                 return _changed_again(step, self.remote.dashboard(step.uid, step.title), "overwriting")
             fresh = read_remote(self.remote, step.local, self.target.folder_uid)
-            again = plan_dashboard(step.local, fresh, self.target.folder_uid, self.target.site_id)
+            again = plan_dashboard(step.local, fresh, self.target.folder_uid, self.target.site_id,
+                                   schema=self.remote.schema)
             if again.action is Action.UNCHANGED:
                 return Step(Action.UNCHANGED, step.uid, step.title, step.local, fresh, "already as local")
             if again.action in (Action.DRIFTED, Action.CONFLICT):
@@ -241,8 +252,11 @@ class Applier:
             step = again
         if str(answer.get("uid", step.uid)) != step.uid:
             raise GrafanaFailure(f"{what}: Grafana saved it under another uid ({answer.get('uid')})")
+        written = f"version {answer.get('version', '?')}"
+        if answer.get("resourceVersion"):  # /apis: what was written, as Grafana stored it
+            written += f" (generation), resourceVersion {answer['resourceVersion']}, as {answer.get('schema')}"
         return Step(step.action, step.uid, step.title, step.local, step.remote,
-                    f"{step.reason}; version {answer.get('version', '?')}".lstrip("; "), step.forced)
+                    f"{step.reason}; {written}".lstrip("; "), step.forced)
 
     def _show_overwrite(self, step: Step, dry_run: bool) -> None:
         """Before --force overwrites or deletes: which version, whose, and (for an overwrite) the diff."""
@@ -251,7 +265,7 @@ class Applier:
         self.echo(f"{'would ' if dry_run else 'about to '}{verb} {step.uid}  {step.title!r}: Grafana's "
                   f"{saved(step.remote)}")
         if step.local is not None:
-            self.echo(diffing.report(step.remote.dashboard, step.local, step.uid).rstrip("\n"))
+            self.echo(diff_of(step.remote, step.local, self.remote.schema).rstrip("\n"))
 
     def _note(self, outcome: Outcome, step: Step) -> bool:
         """Record a step that writes nothing; False for one that writes."""

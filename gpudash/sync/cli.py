@@ -12,13 +12,12 @@ from typing import Any
 
 import click
 
-from gpudash.compare import diffing
 from gpudash.config.loading import load_settings
 from gpudash.config.options import config_options
 from gpudash.errors import UsageError
 from gpudash.redaction import Secrets
 from gpudash.repository import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, PROVISIONING_DIR
-from gpudash.sync.apply import read_plan
+from gpudash.sync.apply import diff_of, read_plan
 from gpudash.sync.grafana_api import Connection, connection_from
 from gpudash.sync.local import load_local
 from gpudash.sync.plan import Action
@@ -191,7 +190,7 @@ def diff(git_ref: str | None, git_to: str | None, textconv_file: Path | None, pa
             if step.remote.folder_uid != session.target.folder_uid:
                 state += f"; in folder {step.remote.folder_uid or 'General'}"
             click.echo(f"differs     {step.uid}  {step.title!r}: {state}")
-            click.echo(diffing.report(step.remote.dashboard, step.local, step.uid), nl=False)
+            click.echo(diff_of(step.remote, step.local, session.remote.schema), nl=False)
         else:
             if step.action is Action.UNCHANGED and session.verbose:
                 click.echo(f"equal       {step.uid}  {step.title!r}")

@@ -24,6 +24,9 @@ from enum import Enum
 from typing import Any
 
 from gpudash.compare.content import Marker, canonical, provenance, read_marker
+from gpudash.compare.content_v2 import v2_only
+from gpudash.sync.schema import CLASSIC, Schema
+from gpudash.sync.stored import Storage, canonical_in
 
 
 class Action(str, Enum):
@@ -63,6 +66,7 @@ class RemoteDashboard:
     history: History | None = None  # read only when the JSON has no marker and the verdict depends on it
     resource_version: str = ""  # /apis only: what an update sends back, so a save in between answers 409
     annotations: dict[str, str] = field(default_factory=dict, compare=False)  # /apis only: kept on update
+    storage: Storage | None = field(default=None, compare=False)  # /apis only: stored, read and written schemas
 
     @property
     def title(self) -> str:
@@ -206,11 +210,59 @@ def _folder_name(uid: str) -> str:
     return uid or "General"
 
 
+def v2_structure(storage: Storage) -> str:
+    """The v2-only structure of a v2-stored dashboard, as a refusal and --force name it."""
+    found = v2_only(storage.spec) if storage.spec is not None else []
+    return ", ".join(found) if found else "no tabs, auto grids or conditional rendering"
+
+
+def _plan_as_stored(local: dict[str, Any], remote: RemoteDashboard, storage: Storage, folder_uid: str, site: str,
+                    force: bool, schema: Schema) -> Step:
+    """A dashboard whose comparison needs the schema Grafana stores it in (v2 anywhere, or a failed conversion):
+    compared there and only there; a person's save is an edit unless its content is the same as local's."""
+    uid, title = str(local["uid"]), str(local["title"])
+    claim = claim_of(remote, site)
+    if claim.owner not in (Owner.THIS_SITE, Owner.LEGACY):
+        return Step(Action.CONFLICT, uid, title, local, remote, _conflict_reason(remote, claim, site))
+    local_spec = schema.spec_of(local, storage.stored)
+    comparable = storage.spec is not None and local_spec is not None
+    equal = comparable and canonical_in(storage.stored, storage.spec or {}) == canonical_in(storage.stored,
+                                                                                             local_spec or {})
+    moved = remote.folder_uid != folder_uid
+    upgrade = schema.writes == "v2" and storage.stored == "v1" and storage.as_gpudash_wrote
+    if equal and not moved and not upgrade:
+        return Step(Action.UNCHANGED, uid, title, local, remote)
+    why = ", ".join((["content changed"] if not equal else [])
+                    + ([f"folder {_folder_name(remote.folder_uid)} -> {_folder_name(folder_uid)}"] if moved else [])
+                    + (["stored as v1, written as v2 now (grafana.schema)"] if upgrade else []))
+    over_v2 = storage.stored == "v2" and schema.writes == "v1"
+    if storage.as_gpudash_wrote and not over_v2:
+        return Step(Action.UPDATE, uid, title, local, remote, why)
+    if storage.failed:
+        edited = f"Grafana could not convert it from {storage.stored} ({storage.failed}; {saved(remote)})"
+    elif storage.person_saved:
+        edited = (f"saved as {storage.stored} in Grafana's editor since gpudash pushed it as {storage.written} "
+                  f"({saved(remote)})")
+        if not comparable:
+            edited += f"; gpudash cannot write {storage.stored} to compare it there"
+    elif not storage.as_gpudash_wrote:
+        edited = f"changed in Grafana since gpudash pushed it as {storage.written} ({saved(remote)})"
+    else:
+        edited = f"stored as {storage.stored}, as gpudash wrote it; gpudash writes {schema.writes} now (grafana.schema)"
+    if force:
+        replaced = f"; replaces its v2 storage ({v2_structure(storage)}) with v1" if over_v2 else ""
+        return Step(Action.UPDATE, uid, title, local, remote, f"{why}; overwriting: {edited}{replaced}", forced=True)
+    refused = f"; a v1 write would replace its v2 storage ({v2_structure(storage)})" if over_v2 else ""
+    return Step(Action.DRIFTED, uid, title, local, remote, edited + refused)
+
+
 def plan_dashboard(local: dict[str, Any], remote: RemoteDashboard | None, folder_uid: str, site: str,
-                   force: bool = False) -> Step:
+                   force: bool = False, schema: Schema = CLASSIC) -> Step:
     uid, title = str(local["uid"]), str(local["title"])
     if remote is None:
         return Step(Action.CREATE, uid, title, local, None, f"new in folder {_folder_name(folder_uid)}")
+    if remote.storage is not None and remote.storage.compared_as_stored:
+        return _plan_as_stored(local, remote, remote.storage, folder_uid, site, force, schema)
     remote_canonical = canonical(remote.dashboard)
     equal = canonical(local) == remote_canonical
     moved = remote.folder_uid != folder_uid
@@ -261,12 +313,12 @@ def vanished(uid: str, title: str) -> Step:
 
 def plan_sync(local: Sequence[dict[str, Any]], remote: Mapping[str, RemoteDashboard], folder_uid: str, site: str,
               force: bool = False, prune_candidates: Iterable[RemoteDashboard] = (),
-              gone: Mapping[str, str] | None = None) -> Plan:
+              gone: Mapping[str, str] | None = None, schema: Schema = CLASSIC) -> Plan:
     """The plan for every local dashboard, then for each remote-only prune candidate (by uid order).
 
     `gone`: uid -> title of candidates that search listed and that were deleted before they could be read.
     """
-    steps = [plan_dashboard(item, remote.get(str(item["uid"])), folder_uid, site, force) for item in local]
+    steps = [plan_dashboard(item, remote.get(str(item["uid"])), folder_uid, site, force, schema) for item in local]
     local_uids = {str(item["uid"]) for item in local}
     candidates = sorted((c for c in prune_candidates if c.uid not in local_uids), key=lambda c: c.uid)
     pruned = [plan_prune(candidate, site, force) for candidate in candidates]

@@ -20,6 +20,7 @@ from gpudash.sync.grafana_api import Grafana, GrafanaFailure
 from gpudash.sync.local import message_site
 from gpudash.sync.plan import History, RemoteDashboard
 from gpudash.sync.remote_apis import ApisDashboards, discover
+from gpudash.sync.schema import CLASSIC, Schema
 
 SEARCH_CHUNK = 100  # uids per search request: keeps the query string well under proxy limits
 PAGE = 1000
@@ -52,10 +53,23 @@ class GrafanaRemote:
         self.server_version = str(info.get("version", "")).split("-")[0]
         major = self.server_version.split(".")[0]
         if major.isdigit() and int(major) >= 12:  # unified storage; before 12 nothing answers on /apis
-            version = discover(g)
-            if version:
-                self.apis = ApisDashboards(g, version, g.connection.apis_namespace)
+            versions = discover(g)
+            if versions:
+                self.apis = ApisDashboards(g, versions, g.connection.apis_namespace)
         return self.server_version
+
+    @property
+    def v2_served(self) -> bool:
+        return self.apis is not None and "v2" in self.apis.versions
+
+    @property
+    def schema(self) -> Schema:
+        return self.apis.schema if self.apis is not None else CLASSIC
+
+    def use_schema(self, schema: Schema) -> None:
+        """Write (and read) dashboards in `schema` (v2 only where /apis serves it: gpudash.sync.schema.choose)."""
+        if self.apis is not None:
+            self.apis.schema = schema
 
     @property
     def api_name(self) -> str:
@@ -140,8 +154,8 @@ class GrafanaRemote:
         if self.apis is not None:
             found: dict[str, RemoteDashboard] = {}
             for item in self.apis.listing():  # stops paging once every wanted uid has been seen
-                if item.uid in wanted:
-                    found[item.uid] = item
+                if item.uid in wanted:  # only these are read again where stored in the other schema
+                    found[item.uid] = self.apis.as_stored(dashboard_label(item.uid, item.title), item)
                     if len(found) == len(wanted):
                         break
             return found

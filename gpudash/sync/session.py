@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudash.compare import diffing
 from gpudash.config.loading import Settings
 from gpudash.errors import DriftError
-from gpudash.sync.apply import Applier, Echo, Outcome, Target, ensure_folder, read_plan
+from gpudash.sync.apply import Applier, Echo, Outcome, Target, diff_of, ensure_folder, read_plan
 from gpudash.sync.grafana_api import ChangedMeanwhile, Connection, Grafana, GrafanaFailure
 from gpudash.sync.identity import Sighting, site_from_grafana
 from gpudash.sync.local import load_local, version_message
 from gpudash.sync.plan import Action, Plan
 from gpudash.sync.remote import GrafanaRemote
+from gpudash.sync.schema import choose
 
 
 @dataclass
@@ -50,10 +50,12 @@ def open_session(connection: Connection, settings: Settings, directory: Path, ve
     remote = GrafanaRemote(Grafana(connection))
     started = time.monotonic()
     version = remote.probe()
+    remote.use_schema(choose(settings.site.grafana_schema, version, remote.v2_served,
+                             f"{settings.site_path}: grafana.schema"))
     target = Target.for_site(site_from_grafana(remote, settings, local, persist=persist, echo=echo, seen=seen))
     folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
     echo(f"Grafana {version} at {connection.url} ({remote.api_name}): {len(local)} dashboards from {directory} "
-         f"-> {folder}, as site {target.site_id}")
+         f"-> {folder}, as site {target.site_id}, schema {remote.schema.writes}")
     return Session(remote, target, directory, verbose, started, echo), local
 
 
@@ -69,7 +71,7 @@ def write_plan(verb: str, session: Session, local: list[dict[str, Any]], *, forc
     if show_drift:
         for step in outcome.drifted:
             if step.remote is not None and step.local is not None:
-                shown = diffing.report(step.remote.dashboard, step.local, step.uid)
+                shown = diff_of(step.remote, step.local, session.remote.schema)
                 if shown:
                     session.echo(shown.rstrip("\n"))
     _finish(verb, session, plan, outcome, dry_run)

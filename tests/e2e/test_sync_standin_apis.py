@@ -44,7 +44,7 @@ def test_discovery_lists_v1_first(apis: Client) -> None:
     status, group = apis("GET", "/apis/dashboard.grafana.app/")
     assert status == 200 and group["kind"] == "APIGroup" and group["name"] == "dashboard.grafana.app"
     assert group["preferredVersion"]["version"] == "v1"
-    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1", "v0alpha1"]
+    assert [v["version"] for v in group["versions"]] == ["v1", "v1beta1", "v0alpha1", "v2", "v2beta1"]
     assert apis("GET", "/apis")[1]["kind"] == "APIGroupList"
 
 
@@ -136,3 +136,68 @@ def test_a_ui_save_model_is_what_grafana_13_writes() -> None:  # §3.3
     assert gauge["fieldConfig"]["defaults"]["min"] == 0 and gauge["fieldConfig"]["defaults"]["max"] == 100
     assert gauge["options"]["reduceOptions"]["calcs"] == ["lastNotNull"]
     assert ui_save_model(saved, "13.2.0") == saved  # saving again changes nothing
+
+
+V2_DASHBOARDS = "/apis/dashboard.grafana.app/v2/namespaces/default/dashboards"
+
+
+def classic(uid: str) -> dict[str, Any]:
+    """A v1 dashboard: a row, two panels in it, and one panel without an id (grafana#117084 drops it)."""
+    panel = {"type": "stat", "title": "Busy", "gridPos": {"h": 4, "w": 6, "x": 0, "y": 1},
+             "targets": [{"refId": "A", "expr": "up", "datasource": {"type": "prometheus", "uid": "prom"}}]}
+    return {"uid": uid, "title": "GPU node", "schemaVersion": 42, "panels": [
+        {"id": 1, "type": "row", "title": "Overview", "collapsed": False, "gridPos": {"h": 1, "w": 24, "x": 0, "y": 0},
+         "panels": []},
+        {**panel, "id": 2}, {**panel, "id": 3, "title": "Idle", "gridPos": {"h": 4, "w": 6, "x": 6, "y": 1}},
+        {**panel, "title": "No id", "gridPos": {"h": 4, "w": 6, "x": 12, "y": 1}}]}
+
+
+def test_a_read_at_the_other_schema_converts_lossily_and_says_so(apis: Client) -> None:  # §1.11, §1.12
+    assert apis("POST", DASHBOARDS, resource("conv", classic("conv")))[0] == 201
+    status, read = apis("GET", f"{V2_DASHBOARDS}/conv")
+    assert status == 200 and read["apiVersion"] == "dashboard.grafana.app/v2"
+    assert read["status"]["conversion"] == {"failed": False, "storedVersion": "v1", "error": "",
+                                            "source": "dashboard.grafana.app/v1"}
+    assert sorted(read["spec"]["elements"]) == ["panel-2", "panel-3"]  # the panel without an id is gone
+    rows = read["spec"]["layout"]["spec"]["rows"]
+    assert [row["spec"]["title"] for row in rows] == ["Overview"]
+    assert "conversion" not in apis("GET", f"{DASHBOARDS}/conv")[1]["status"]  # stored as v1: no conversion
+
+
+def test_v2_is_stored_as_sent_and_a_v1_write_over_it_stores_v1_again(apis: Client) -> None:  # §1.11
+    status, created = apis("POST", DASHBOARDS, resource("v2d", classic("v2d")))
+    spec = apis("GET", f"{V2_DASHBOARDS}/v2d")[1]["spec"]
+    grid = spec["layout"]["spec"]["rows"][0]["spec"]["layout"]
+    spec["layout"] = {"kind": "TabsLayout", "spec": {"tabs": [
+        {"kind": "TabsLayoutTab", "spec": {"title": "GPUs", "layout": grid}},
+        {"kind": "TabsLayoutTab", "spec": {"title": "Jobs", "layout": {
+            "kind": "AutoGridLayout", "spec": {"items": [{"kind": "AutoGridLayoutItem", "spec": {
+                "element": {"kind": "ElementReference", "name": "panel-3"},
+                "repeat": {"mode": "variable", "value": "gpu"}}}]}}}}]}}
+    unlocked = {"apiVersion": "dashboard.grafana.app/v2", "kind": "Dashboard",
+                "metadata": {"name": "v2d", "annotations": {}}, "spec": spec}  # as the editor's v2 save: no RV
+    status, saved = apis("PUT", f"{V2_DASHBOARDS}/v2d", unlocked)
+    assert status == 200 and saved["metadata"]["generation"] == created["metadata"]["generation"] + 1
+    assert apis.standin.store.dashboards["v2d"].stored_version == "v2"
+    status, back = apis("GET", f"{V2_DASHBOARDS}/v2d")
+    assert back["spec"] == spec and "conversion" not in back["status"]
+    status, as_v1 = apis("GET", f"{DASHBOARDS}/v2d")
+    assert as_v1["status"]["conversion"]["storedVersion"] == "v2"
+    titles = [p["title"] for p in as_v1["spec"]["panels"]]
+    assert titles == ["Busy", "Idle", "Idle"]  # the tabs flattened, the repeat and the auto grid gone
+    assert "repeat" not in as_v1["spec"]["panels"][-1]
+    status, legacy = apis("GET", "/api/dashboards/uid/v2d")
+    assert status == 200 and [p["title"] for p in legacy["dashboard"]["panels"]] == titles
+    over = resource("v2d", classic("v2d"), as_v1["metadata"]["resourceVersion"])
+    status, rewritten = apis("PUT", f"{DASHBOARDS}/v2d", over)  # accepted: the v2 structure is gone
+    assert status == 200 and apis.standin.store.dashboards["v2d"].stored_version == "v1"
+    assert "conversion" not in rewritten["status"]
+
+
+def test_the_editor_stores_v2_only_with_dynamic_dashboards_on() -> None:  # §3.3
+    for dynamic, stored in ((True, "v2"), (False, "v0alpha1")):
+        with StandIn(APIS_VERSIONS[-1], dynamic_dashboards=dynamic) as standin:
+            standin.add_dashboard(classic("ed"))
+            standin.ui_save("ed", lambda model: model.update(description="saved"))
+            assert standin.store.dashboards["ed"].stored_version == stored
+            assert standin.dashboard("ed")["description"] == "saved"

@@ -2,7 +2,9 @@
 
 One store with the legacy /api: a dashboard written on either side is read on both. A v1/v1beta1 write
 runs the schema migrations to 42 and stores the result; a v0alpha1 write (and every legacy /api save) is
-stored as sent, and a v1 read migrates it in memory. Generation (the legacy version) rises only when the
+stored as sent, and a v1 read migrates it in memory. A v2/v2beta1 write stores the v2 spec; a read at the
+other schema converts (v2_schema.py, lossy as Grafana's) and says so in `status.conversion`. A v1 write over
+a v2-stored dashboard is accepted and stores it as v1 again. Generation (the legacy version) rises only when the
 spec or the folder changed; an identical write writes nothing; resourceVersion guards PUT.
 
 Stand-in assumptions where the reference says unconfirmed: admission errors (empty title, missing folder,
@@ -20,6 +22,7 @@ from typing import Any
 from .dashboards import save_dashboard
 from .migrate import backend_migrate
 from .store import UID_CHARS, DashboardRow, Fail, FolderRow, Principal, Request, Store, now
+from .v2_schema import convert, family
 
 Reply = tuple[int, Any]
 DASHBOARD_GROUP, FOLDER_GROUP = "dashboard.grafana.app", "folder.grafana.app"
@@ -91,13 +94,23 @@ def discovery(store: Store, path: str) -> Reply:
 # ------------------------------------------------------------------ dashboards
 
 
+def conversion_status(stored: str) -> dict[str, Any]:
+    """status.conversion on every answer that had to convert (PR #103404, #109912). `source` is listed by the
+    reference without its shape: the stand-in names the stored object's apiVersion there (assumption)."""
+    return {"failed": False, "storedVersion": stored, "error": "", "source": f"{DASHBOARD_GROUP}/{stored}"}
+
+
 def dashboard_object(store: Store, row: DashboardRow, version: str) -> dict[str, Any]:
     # not copied: the answer is serialised under the store's lock, before anything can change the row
     spec = {k: v for k, v in row.data.items() if k not in ("id", "uid", "version")}
     status_part: dict[str, Any] = {}
-    if version != "v0alpha1" and row.stored_version == "v0alpha1":
+    stored = row.stored_version
+    if version != "v0alpha1" and stored == "v0alpha1":
         spec = backend_migrate(spec)  # v0alpha1_to_v1.go: the read converts, the store keeps v0
-        status_part = {"conversion": {"failed": False, "storedVersion": "v0alpha1"}}
+    if family(stored) != family(version):
+        spec = convert(spec, stored, version)  # lossy both ways, as Grafana's (v2_schema.py)
+    if stored != version and (stored == "v0alpha1" or family(stored) != family(version)):
+        status_part = {"conversion": conversion_status(stored)}
     annotations = dict(row.annotations)
     annotations[CREATED_BY] = identity(row.created_by)
     if row.version > 1:
@@ -149,7 +162,7 @@ def _write(store: Store, version: str, principal: Principal, name: str, spec: di
     """prepare.go: id/uid/version leave the spec; v1 writes are migrated; generation only on a spec/folder change."""
     folder = _admit(store, name, spec, annotations, principal)
     data = {k: copy.deepcopy(v) for k, v in spec.items() if k not in ("id", "uid", "version")}
-    if version != "v0alpha1":
+    if version != "v0alpha1" and family(version) == "v1":
         data = backend_migrate(data)
     data["title"] = str(data["title"]).strip()
     kept = {k: v for k, v in annotations.items() if k not in SERVER_KEYS}
@@ -168,7 +181,7 @@ def _write(store: Store, version: str, principal: Principal, name: str, spec: di
                 existing.resource_version = store.next_resource_version()
             return existing
     row = save_dashboard(store, principal.login, data, folder, kept.get(MESSAGE, ""), existing, name,
-                         stored_version="v0alpha1" if version == "v0alpha1" else "v1")
+                         stored_version="v0alpha1" if version == "v0alpha1" else family(version))
     row.annotations = kept
     return row
 

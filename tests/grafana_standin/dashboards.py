@@ -194,7 +194,7 @@ def _row(store: Store, uid: str) -> DashboardRow:
 
 def get_by_uid(store: Store, req: Request, uid: str) -> Reply:
     row = _row(store, uid)
-    return 200, {"dashboard": row.stored_json(), "meta": _meta(store, row, req)}
+    return 200, {"dashboard": row.classic_json(), "meta": _meta(store, row, req)}
 
 
 def delete_by_uid(store: Store, req: Request, uid: str) -> Reply:

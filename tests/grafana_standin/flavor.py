@@ -13,6 +13,9 @@ TESTED_VERSIONS = ("9.5.21", "10.4.3", "11.2.0", "11.6.0", "12.1.0", "13.2.0")
 @dataclass(frozen=True)
 class Flavor:
     version: str
+    # 13's dynamic dashboards (feature `dashboardNewLayouts`): GA and on by default in 13, so the editor saves
+    # a dashboard as v2; False is a 13 with the feature turned off, whose editor saves v1 as 12 did
+    dynamic_dashboards: bool = True
 
     @property
     def major_minor(self) -> tuple[int, int]:
@@ -58,7 +61,12 @@ class Flavor:
         """The dashboard.grafana.app / folder.grafana.app versions served, preferred first. The first release
         that serves GA v1 is unconfirmed; the stand-in serves it from 13.0, and nothing on /apis before
         (beta and alpha versions are off by default)."""
-        return ("v1", "v1beta1", "v0alpha1") if self.major >= 13 else ()
+        return ("v1", "v1beta1", "v0alpha1", "v2", "v2beta1") if self.major >= 13 else ()
+
+    @property
+    def editor_saves_v2(self) -> bool:
+        """A save from 13's editor stores v2, through an update without resourceVersion (utils.ts, PR #105381)."""
+        return self.major >= 13 and self.dynamic_dashboards
 
     # ---- DELETE /api/dashboards/uid/:uid
     @property

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from gpudash.stack.loopback import LoopbackHTTPServer
@@ -25,6 +26,7 @@ from . import apis, dashboards, datasources, folders, search
 from .flavor import Flavor
 from .migrate import UI_MODEL_KEYS
 from .store import DashboardRow, Fail, FolderRow, Principal, Request, Store, now
+from .v2_schema import is_v2, v1_to_v2
 
 Handler = Callable[..., tuple[int, Any]]
 UID = r"([^/]+)"
@@ -106,11 +108,12 @@ class StandIn(LoopbackHTTPServer):
     token: str = "glsa_standin_0123456789abcdef_0a1b2c3d"
     admin_password: str = "admin"
     namespace: str = "default"  # /apis namespace: "default" for org 1, "stacks-<id>" on Grafana Cloud
+    dynamic_dashboards: bool = True  # 13.x: the editor saves v2 (flavor.Flavor.editor_saves_v2)
     log: list[Logged] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.flavor = Flavor(self.version)
+        self.flavor = Flavor(self.version, self.dynamic_dashboards)
         self.store = Store(self.flavor)
         self.store.namespace = self.namespace
         self.store.tokens[self.token] = Principal("sa-1-gpudash", "Admin")
@@ -189,19 +192,34 @@ class StandIn(LoopbackHTTPServer):
             self.store.starred.discard(uid)
 
     def ui_save(self, uid: str, change: Callable[[dict[str, Any]], None], login: str = "alice") -> int:
-        """What a person saving from the dashboard editor does: the frontend's model, changed, as a new version."""
+        """What a person saving from the dashboard editor does: the frontend's model, changed, as a new version
+        (on 13 with dynamic dashboards: stored as v2, from the classic model `change` edits)."""
         with self.store.lock:
             row = self.store.dashboards[uid]
-            data = {k: copy.deepcopy(v) for k, v in row.stored_json().items() if k in UI_MODEL_KEYS}
+            data = {k: v for k, v in row.classic_json().items() if k in UI_MODEL_KEYS}
             change(data)
             data["title"] = str(data.get("title", row.title)).strip()
-            dashboards.save_dashboard(self.store, login, data, row.folder_uid, "edited in the UI", row, row.uid)
+            as_v2 = self.flavor.editor_saves_v2
+            saved = v1_to_v2(data) if as_v2 else data
+            dashboards.save_dashboard(self.store, login, saved, row.folder_uid, "edited in the UI", row, row.uid,
+                                      stored_version="v2" if as_v2 else "v0alpha1")
             return row.version
 
+    def provision_file(self, path: Path) -> DashboardRow:
+        """Grafana reading a dashboard file from its provisioning folder at start. Classic JSON is stored,
+        provisioned; a v2 resource or spec is refused with Grafana 13's message (grafana#122663, #123607)."""
+        data = json.loads(path.read_text())
+        spec = data.get("spec") if isinstance(data.get("spec"), dict) else data
+        if is_v2(spec):
+            raise ValueError(f"{path}: dashboard appears to be in v2 format. Please use the "
+                             f"/apis/dashboard.grafana.app/v2 API")
+        return self.add_dashboard(data, provisioned=True)
+
     def dashboard(self, uid: str) -> dict[str, Any] | None:
+        """The dashboard's classic JSON (one stored as v2 converted, as the legacy /api answers it)."""
         with self.store.lock:
             row = self.store.dashboards.get(uid)
-            return row.stored_json() if row is not None else None
+            return row.classic_json() if row is not None else None
 
     # ------------------------------------------------------------------ answering
 

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from .flavor import Flavor
+from .v2_schema import v2_to_v1
 
 UID_CHARS = re.compile(r"^[a-zA-Z0-9_-]*$")
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -139,6 +140,15 @@ class DashboardRow:
 
     def stored_json(self) -> dict[str, Any]:
         data = copy.deepcopy(self.data)
+        data.update(id=self.id, uid=self.uid, version=self.version)
+        return data
+
+    def classic_json(self) -> dict[str, Any]:
+        """`stored_json`, a v2-stored dashboard converted to v1 (assumption: the legacy /api converts it, as
+        one report says (issue #126641), rather than answering 406)."""
+        if self.stored_version != "v2":
+            return self.stored_json()
+        data = v2_to_v1({k: v for k, v in self.data.items() if k not in ("id", "uid", "version")})
         data.update(id=self.id, uid=self.uid, version=self.version)
         return data
 

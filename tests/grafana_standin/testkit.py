@@ -26,6 +26,7 @@ from gpudash.compare.content import MARKER_KEY, marker_of_annotations
 
 from .migrate import set_threshold, ui_save_model
 from .server import UI_MODEL_KEYS, StandIn
+from .v2_schema import v1_to_v2
 
 REPO = ROOT
 THRESHOLDS = REPO / "thresholds.yaml"
@@ -188,21 +189,49 @@ class GrafanaUnderTest:
     def server_version(self) -> str:
         return str(niquests.get(f"{self.url}/api/health", timeout=budget(10)).json()["version"])
 
-    def apis_path(self, uid: str = "") -> str | None:
-        """The dashboards' /apis v1 path (a dashboard's, with `uid`), or None when Grafana does not serve it."""
+    def apis_path(self, uid: str = "", version: str = "v1") -> str | None:
+        """The dashboards' /apis path at `version` (a dashboard's, with `uid`), or None when Grafana does not
+        serve it."""
         found = self._person().get(f"{self.url}/apis/dashboard.grafana.app/", timeout=budget(10))
         versions = found.json().get("versions", []) if found.status_code == 200 else []
-        if not any(v.get("version") == "v1" for v in versions):
+        if not any(v.get("version") == version for v in versions):
             return None
         namespace = self.standin.namespace if self.standin is not None else "default"
-        return f"/apis/dashboard.grafana.app/v1/namespaces/{namespace}/dashboards" + (f"/{uid}" if uid else "")
+        return f"/apis/dashboard.grafana.app/{version}/namespaces/{namespace}/dashboards" + (f"/{uid}" if uid else "")
 
-    def ui_save(self, uid: str, change: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def editor_saves_v2(self) -> bool:
+        """Whether a save from this Grafana's editor stores v2 (13 with dynamic dashboards, the default)."""
+        if self.standin is not None:
+            return self.standin.flavor.editor_saves_v2
+        major = self.server_version().split(".")[0]
+        return major.isdigit() and int(major) >= 13 and self.apis_path(version="v2") is not None
+
+    def ui_save(self, uid: str, change: Callable[[dict[str, Any]], None] | None = None,
+                change_v2: Callable[[dict[str, Any]], None] | None = None) -> None:
         """Open the dashboard in the editor and save it, as Grafana 12.2+/13 does (migrate.ui_save_model:
         schemaVersion 42, pluginVersion, plugin defaults, no nulls); `change` is the person's own edit, if any.
-        On /apis: PUT with the loaded metadata (resourceVersion, annotations) and fieldValidation=Ignore."""
+        On /apis: PUT with the loaded metadata (resourceVersion, annotations) and fieldValidation=Ignore.
+        On 13 with dynamic dashboards: stored as v2 (`change_v2` edits the v2 spec: tabs, auto grids), through
+        a PUT without resourceVersion, as the frontend's v2 save sends it (utils.ts)."""
         person, version, path = self._person(), self.server_version(), self.apis_path(uid)
-        if path is not None:
+        if path is not None and self.editor_saves_v2():
+            v2_path = self.apis_path(uid, "v2")
+            assert v2_path is not None
+            loaded = person.get(self.url + path, timeout=budget(10))  # the classic model: what `change` edits
+            loaded.raise_for_status()
+            body = loaded.json()
+            model = ui_save_model(body["spec"], version)
+            if change is not None:
+                change(model)
+            spec = v1_to_v2(model)
+            if change_v2 is not None:
+                change_v2(spec)
+            annotations = {**body["metadata"]["annotations"], "grafana.app/message": "saved in the UI"}
+            answer = person.put(self.url + v2_path, params={"fieldValidation": "Ignore"},
+                                json={"apiVersion": "dashboard.grafana.app/v2", "kind": "Dashboard",
+                                      "metadata": {"name": uid, "annotations": annotations}, "spec": spec},
+                                timeout=budget(10))
+        elif path is not None:
             loaded = person.get(self.url + path, timeout=budget(10))
             loaded.raise_for_status()
             body = loaded.json()

@@ -96,3 +96,10 @@ def test_a_name_yaml_reads_as_a_number_says_to_quote_it(tmp_path: Path, text: st
     line = one_line_exit_2(tmp_path, "--thresholds", str(ROOT / "thresholds.yaml"), "--site", str(site))
     assert line == (f"gpudash: {site}: clusters[0].name: expected a non-empty string, got {shown} "
                     "(quote it to mean text)")
+
+
+def test_a_grafana_schema_other_than_v1_v2_or_auto_is_refused(tmp_path: Path) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text("grafana:\n  schema: v3\n", encoding="utf-8")
+    line = one_line_exit_2(tmp_path, "--thresholds", str(ROOT / "thresholds.yaml"), "--site", str(site))
+    assert line == f"gpudash: {site}: grafana.schema: expected one of v1, v2, auto, got 'v3'"

@@ -228,7 +228,7 @@ def test_an_answer_of_the_wrong_shape_is_quoted_without_the_token(monkeypatch: p
     with pytest.raises(GrafanaFailure) as on_api:
         GrafanaRemote(g).dashboard("gpu-node")
     with pytest.raises(GrafanaFailure) as on_apis:
-        ApisDashboards(g, "v1", "default")._remote("dashboard gpu-node", {"metadata": {"name": "gpu-node",
+        ApisDashboards(g, {"v1": "v1"}, "default")._remote("dashboard gpu-node", {"metadata": {"name": "gpu-node",
                                                                                        "generation": token},
                                                                           "spec": {}})
     for caught in (on_api, on_apis):
