@@ -227,7 +227,18 @@ def measure(url: str, rule_sets: Sequence[Sequence[Rule]], end: int, repeat: int
             for rules, taken, counts in zip(rule_sets, runs, returned, strict=True)]
 
 
-Measured = tuple[list[Cost], dict[str, object], tuple[float, float], list[Cost]]  # now, TSDB, load, baseline
+# now, TSDB, load, baseline, floor (one instant read of each signal the rules read)
+Measured = tuple[list[Cost], dict[str, object], tuple[float, float], list[Cost], list[Cost]]
+
+
+def floor_reads(url: str, all_rules: Sequence[Rule]) -> list[Rule]:
+    """One instant read (a count) of each series set the rules read that the TSDB holds, recordings aside: what a
+    rule set pays at least, every evaluation, if it reads each of those signals once."""
+    held = set(json.loads(grafana_load.post(url, "/api/v1/label/__name__/values", {}))["data"])
+    recorded = {r.name for r in all_rules if r.recording}
+    names = sorted({n for r in all_rules for n in metric_names(r.expr)} & held - recorded)
+    interval = all_rules[0].interval_s if all_rules else 15
+    return [Rule("floor", name, f"count({name})", True, interval) for name in names]
 
 
 def run(gpus: int, settings: Settings, cache: Path, end: int, workers: int, seed: int, repeat: int,
@@ -239,10 +250,11 @@ def run(gpus: int, settings: Settings, cache: Path, end: int, workers: int, seed
     before_rules = rules_at(baseline, settings.site.scrape_interval.seconds) if baseline else []
     data, saved = build(gpus, all_rules, cache, end, workers, seed)
     with fleet_tsdb.running_prometheus(data, data.parent / "prometheus.log") as url:
+        floor = floor_reads(url, all_rules)
         before = settle()
-        costs = measure(url, [all_rules, before_rules], int(saved["end"]), repeat)  # type: ignore[call-overload]
+        costs = measure(url, [all_rules, before_rules, floor], int(saved["end"]), repeat)  # type: ignore[call-overload]
         after = os.getloadavg()[0]
-    return costs[0], saved, (before, after), costs[1]
+    return costs[0], saved, (before, after), costs[1], costs[2]
 
 
 # ------------------------------------------------------------------------------------------ the report
@@ -256,7 +268,7 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
           baseline: str | None = None) -> list[str]:
     sizes = sorted(results)
     largest = sizes[-1]
-    costs, saved, _, before = results[largest]
+    costs, saved, _, before, floor = results[largest]
     interval = min(c.rule.interval_s for c in costs)
     hours = ", ".join(f"{g:,} GPUs {int(results[g][1]['history_s']) / 3600:.2f} h" for g in sizes)  # type: ignore[call-overload]
     loads = "; ".join(f"{g:,} GPUs {results[g][2][0]:.2f} before, {results[g][2][1]:.2f} after" for g in sizes)
@@ -294,6 +306,7 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
                 f"one core at a {interval} s interval"
                 + (f" (before: {totals[largest, 'before']:.2f} s)." if baseline else ".")
             + f" As API queries, with the HTTP round trip and the JSON answers, the same rules took {trip:.2f} s.", "",
+            *_floor_lines(floor, largest),
             f"Every rule, dearest first at {largest:,} GPUs:", ""]
     by_rule = {(g, p): {c.rule.name: c for c in column(g, p)} for g in sizes for p in picks}
     rows = [[c.rule.name, c.rule.group.removeprefix("gpudash-gpu-"),
@@ -311,6 +324,15 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
     return [*out, ""]
 
 
+def _floor_lines(floor: Sequence[Cost], gpus: int) -> list[str]:
+    if not floor:
+        return []
+    total = sum(c.seconds for c in floor)
+    return [f"The floor: one instant read (`count(...)`) of each of the {len(floor)} signals the rules read took "
+            f"{total:.2f} s at {gpus:,} GPUs in the same run ({total / len(floor) * 1000:.0f} ms each on average): "
+            "a rule set that reads each of them once per evaluation pays at least that.", ""]
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     return out + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
@@ -326,7 +348,7 @@ def write_section(path: Path, section: list[str]) -> None:
 
 
 def print_costs(gpus: int, measured: Measured, top: int = 10) -> None:
-    costs, _, load, before = measured
+    costs, _, load, before, floor = measured
     total = sum(c.seconds for c in costs)
     then = f", before {sum(c.seconds for c in before) * 1000:.0f} ms" if before else ""
     print(f"  {gpus:>5} GPUs: {len(costs)} rules, one evaluation {total * 1000:.0f} ms{then}, "
@@ -334,5 +356,7 @@ def print_costs(gpus: int, measured: Measured, top: int = 10) -> None:
           f"(load {load[0]:.2f} -> {load[1]:.2f})")
     for group in dict.fromkeys(c.rule.group for c in costs):
         print(f"    {group}: {sum(c.seconds for c in costs if c.rule.group == group) * 1000:.0f} ms")
+    if floor:
+        print(f"    floor: one read of each of {len(floor)} signals {sum(c.seconds for c in floor) * 1000:.0f} ms")
     for c in sorted(costs, key=lambda c: -c.seconds)[:top]:
         print(f"    {c.seconds * 1000:8.1f} ms  {c.series:>6} series  {c.rule.name}")

@@ -101,6 +101,32 @@ def _xid_new(q: PromQL) -> str:
     return q.per_gpu(f'label_replace({coded}, "xid", "$1", "err_code", "(.+)")', "xid")
 
 
+def _spinning(q: PromQL, profiled: bool) -> str:
+    """The GPUs that show a hang's signature at this evaluation (alerts.job_hung): busy by utilization, power
+    near idle, and, `profiled`, tensor and DRAM activity idle (GPUs that publish them); not `profiled`, power
+    alone (GPUs that publish no tensor activity). Every label of the utilization series is kept (the job, its
+    pod, the card), its value is the utilization. GPUJobHung, GPUJobStalled and GPUAllocatedIdle ask whether a
+    GPU was here at every evaluation of their windows: one instant read of each signal per evaluation, where
+    each of them read every sample of its window of every GPU."""
+    h = q.thresholds.alerts.job_hung
+    on = f"on (cluster, instance, {q.gpu})"
+    busy = f"{q.metric('gpu_util')} >= {h.util_above_percent:g}"
+    drawn = q.gpu_once("power")
+    if q.has("power_limit"):
+        limit = q.gpu_once("power_limit")
+        idle_power = (f"{drawn} / {on} {limit} < {h.power_below_ratio:g}\n  or\n  {drawn} < {h.power_below_watts:g}"
+                      f"\n  unless {on}\n  {limit}")
+    else:
+        idle_power = f"{drawn} < {h.power_below_watts:g}"
+    spins = f"{busy}\nand {on}\n(\n  {idle_power}\n)"
+    if not q.has("tensor_active", "dram_active"):
+        return spins
+    if not profiled:
+        return f"{spins}\nunless {on}\n{q.profile.ref('tensor_active').name}"
+    return (f"{spins}\nand {on}\n{q.gpu_once('tensor_active')} < {h.tensor_below_ratio:g}\n"
+            f"and {on}\n{q.gpu_once('dram_active')} < {h.dram_below_ratio:g}")
+
+
 FLEET_LISTS: tuple[Recording, ...] = (
     Recording("cluster_instance_gpu:gpu_fb_hours_to_full:growing", ("fb_used", "fb_free"), _fb_hours_to_full,
               "Per GPU over memory.warning_ratio whose framebuffer grew over "
@@ -118,6 +144,16 @@ FLEET_LISTS: tuple[Recording, ...] = (
               lambda q: q.silent_gpus("fb_used", q.thresholds.alerts.exporter_down.lookback),
               "Per GPU that reported within alerts.exporter_down.lookback and reports nothing now: 1 (only such "
               "GPUs).", filtered=True),
+    Recording("cluster_instance_gpu:gpu_spinning:profiled", ("gpu_util", "power", "tensor_active", "dram_active"),
+              lambda q: _spinning(q, profiled=True),
+              "Per GPU that spins now, judged on its profiling: utilization at or above "
+              "alerts.job_hung.util_above_percent with tensor activity, DRAM activity and power under the job_hung "
+              "levels; its utilization (only such GPUs, every label of the utilization series kept).", filtered=True),
+    Recording("cluster_instance_gpu:gpu_spinning:unprofiled", ("gpu_util", "power"),
+              lambda q: _spinning(q, profiled=False),
+              "Per GPU that publishes no tensor activity and spins now, judged on power alone: utilization at or "
+              "above alerts.job_hung.util_above_percent with power under the job_hung levels; its utilization "
+              "(only such GPUs, every label of the utilization series kept).", filtered=True),
     Recording("cluster_instance_gpu_xid:gpu_xid_errors:new", ("xid_last",), _xid_new,
               "Per GPU and XID code (xid): 1 at each evaluation where the last-XID gauge shows a code it did not "
               "show one rule interval before (a new XID event); sum_over_time counts the events of a range.",

@@ -141,7 +141,7 @@ class AlertExpressions:
         before = q.per_gpu(f"{self.fb_ratio} offset {s.window}", *job)
         above = f"{s.memory_above_ratio:g}"
         idle = f"{busiest} < {s.util_below_percent:g}"
-        spinning = self.spinning(s.window, job, in_job=False)
+        spinning = self.spinning(s.window, job)
         if spinning is not None:
             alone = f"(\n{_indent(spinning)}\n)\nunless on (cluster, instance, {q.gpu})\n{q.in_job_raw('gpu_util')}"
             idle = f"(\n  {idle}\n  or\n  {busiest}\n  and\n  (\n{_indent(alone, 4)}\n  )\n)"
@@ -149,62 +149,31 @@ class AlertExpressions:
 
     # -- hangs: busy by utilization (spin kernels of a hung collective), doing no work -------------------
 
-    def _gpu_over(self, func: str, key: str, window: Duration, keep: tuple[str, ...], in_job: bool) -> str:
-        """`func_over_time` of one signal per GPU (and per job, the `keep` labels), converted; only GPUs a job
-        holds with `in_job`."""
-        q = self.q
-        raw = q.in_job_raw(key) if in_job else q.profile.ref(key).name
-        inner = f"{func}_over_time({raw}[{window}])"
-        convert = q.profile.ref(key).convert
-        return q.per_gpu(f"{inner} {convert}" if convert else inner, *keep)
-
-    def power_idle(self, window: Duration, keep: tuple[str, ...], in_job: bool) -> str | None:
-        """Per GPU: its highest power draw over the window stayed under power_below_ratio of its enforced
-        limit, or under power_below_watts where the limit is not published (dcgm-exporter's default counters)."""
-        if not self.has("power"):
-            return None
-        h, q = self.a.job_hung, self.q
-        drawn = self._gpu_over("max", "power", window, keep, in_job)
-        if not self.has("power_limit"):
-            return f"{drawn} < {h.power_below_watts:g}"
-        limit = q.per_gpu(q.in_job("power_limit") if in_job else q.metric("power_limit"), *keep)
-        return f"(\n  {drawn} / {limit} < {h.power_below_ratio:g}\n  or\n  {drawn} < {h.power_below_watts:g}" \
-               f"\n  unless\n  {limit}\n)"
-
-    def spinning(self, window: Duration, keep: tuple[str, ...], in_job: bool,
-                 profiled: bool | None = None) -> str | None:
-        """Per GPU (and job): busy by utilization for the whole window while doing no work.
+    def spinning(self, window: Duration, keep: tuple[str, ...], profiled: bool | None = None) -> str | None:
+        """Per GPU (and the `keep` labels: its job): busy by utilization at every evaluation of the window while
+        doing no work: the GPU was in a spinning recording (cluster_instance_gpu:gpu_spinning:*) at each of them
+        but the newest, which the recording group may not have written yet when the alert group reads it. A GPU
+        in no job keeps the job labels empty.
 
         No work is tensor and DRAM activity idle and power near idle where the GPU publishes profiling
-        (`profiled` True), power near idle alone where it does not (False: the GPUs without tensor activity);
-        None: either. The value is the lowest utilization.
+        (`profiled` True), power near idle alone where it does not (False); None: either. The value is how
+        many evaluations of the window it spun.
         """
-        idle_power = self.power_idle(window, keep, in_job)
-        if idle_power is None or not self.has("gpu_util"):
+        q = self.q
+        readings = max(1, window.seconds // q.rule_interval.seconds - 1)
+        kinds = {True: ("profiled",), False: ("unprofiled",), None: ("profiled", "unprofiled")}[profiled]
+        records = [q.recordings[f"cluster_instance_gpu:gpu_spinning:{kind}"] for kind in kinds]
+        counts = [f"count_over_time({q.recorded_series(r.record)}[{window}]) >= {readings}"
+                  for r in records if r.possible(q)]
+        if not counts:
             return None
-        h = self.a.job_hung
-        busy = f"{self._gpu_over('min', 'gpu_util', window, keep, in_job)} >= {h.util_above_percent:g}"
-        has_profiling = self.has("tensor_active", "dram_active")
-        forms = []
-        if profiled in (True, None) and has_profiling:
-            tensor = f"{self._gpu_over('max', 'tensor_active', window, keep, in_job)} < {h.tensor_below_ratio:g}"
-            dram = f"{self._gpu_over('max', 'dram_active', window, keep, in_job)} < {h.dram_below_ratio:g}"
-            forms.append(f"{busy}\nand\n{tensor}\nand\n{dram}\nand\n{idle_power}")
-        if profiled in (False, None):
-            unprofiled = f"{busy}\nand\n{idle_power}"
-            if has_profiling:
-                present = self.q.in_job_raw("tensor_active") if in_job else self.q.profile.ref("tensor_active").name
-                unprofiled += f"\nunless on (cluster, instance, {self.q.gpu})\n{present}"
-            forms.append(unprofiled)
-        if not forms:
-            return None
-        return forms[0] if len(forms) == 1 else _or([f"(\n{_indent(f)}\n)" for f in forms])
+        return q.per_gpu(counts[0] if len(counts) == 1 else f"{counts[0]}\nor\n{counts[1]}", *keep)
 
     def job_hung(self, job: tuple[str, ...], profiled: bool) -> str | None:
         """Per job: at least gpus_ratio of its GPUs spin (`spinning`) for the window, and the job held GPUs a
         window ago. One alert per job (per pod of it on Kubernetes); the value is the share of its GPUs."""
         h, q = self.a.job_hung, self.q
-        spinning = self.spinning(h.window, job, in_job=True, profiled=profiled)
+        spinning = self.spinning(h.window, job, profiled=profiled)
         if spinning is None:
             return None
         size = q.use("cluster_job:gpu_count:count")
@@ -327,7 +296,7 @@ class AlertExpressions:
         busiest = q.in_job_over_time("max", "gpu_util", i.window)
         idle = f"{busiest} < {i.util_below_percent:g}"
         # a GPU that spun for the whole window (a hung collective) did no work either: it counts as idle
-        spinning = self.spinning(i.window, (q.job_label,), in_job=True)
+        spinning = self.spinning(i.window, (q.job_label,))
         if spinning is not None:
             idle = f"(\n    {idle}\n    or\n{_indent(spinning, 4)}\n  )"
         # the raw series: only its presence a window ago counts (and offset takes no parentheses)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from support.paths import ROOT
 from support.rule_files import alerts_named, rules_of, site_file
 
@@ -75,19 +76,33 @@ def test_every_restart_job_page_of_the_job_alerts_names_the_job(settings: Settin
         assert "$labels.hpc_job" in rule["annotations"]["summary"] + rule["annotations"]["description"]
 
 
+def _recorded(files: dict[str, str], record: str) -> str:
+    for group in yaml.safe_load(files[RECORDING_FILE])["groups"]:
+        for rule in group["rules"]:
+            if rule["record"] == record:
+                return str(rule["expr"])
+    raise AssertionError(f"no recording {record}")
+
+
 def test_hung_job_is_judged_per_job_with_profiling_or_on_power_alone(settings: Settings) -> None:
-    profiled, unprofiled = alerts_named(render_all(settings), "GPUJobHung")
-    for rule, judged_on in ((profiled, "tensor_dram_power"), (unprofiled, "power")):
+    files = render_all(settings)
+    profiled, unprofiled = alerts_named(files, "GPUJobHung")
+    for rule, judged_on, kind in ((profiled, "tensor_dram_power", "profiled"), (unprofiled, "power", "unprofiled")):
         assert rule["for"] == "5m" and rule["keep_firing_for"] == "5m"
         assert rule["labels"] == {"severity": "warning", "action": "restart_job", "judged_on": judged_on}
         # one alert per job: the GPUs' test is counted per job against the job's size
         assert "count by (cluster, hpc_job) (" in rule["expr"] and ">= 0.5\n" in rule["expr"]
-        assert "min_over_time(DCGM_FI_DEV_GPU_UTIL{hpc_job!=\"\"}[10m])) >= 80" in rule["expr"]
+        # every evaluation of the 10m window but the newest (39 of 40 at 15 s) found the GPU spinning
+        assert f"count_over_time(cluster_instance_gpu:gpu_spinning:{kind}[10m]) >= 39" in rule["expr"]
+        assert "DCGM_FI_DEV_POWER_USAGE" not in rule["expr"]  # the recording reads the signals, once each
+        recorded = _recorded(files, f"cluster_instance_gpu:gpu_spinning:{kind}")
+        assert "DCGM_FI_DEV_GPU_UTIL >= 80" in recorded
         # power against the limit where published, else against the watts level
-        assert "(DCGM_FI_DEV_ENFORCED_POWER_LIMIT{hpc_job!=\"\"}) < 0.25" in rule["expr"]
-        assert "[10m])) < 175\n" in rule["expr"]
-    assert "DCGM_FI_PROF_DRAM_ACTIVE" in profiled["expr"] and "DCGM_FI_PROF_DRAM_ACTIVE" not in unprofiled["expr"]
-    assert "unless on (cluster, instance, gpu)\nDCGM_FI_PROF_PIPE_TENSOR_ACTIVE" in unprofiled["expr"].replace("  ", "")
+        assert "(DCGM_FI_DEV_ENFORCED_POWER_LIMIT) < 0.25" in recorded and "(DCGM_FI_DEV_POWER_USAGE) < 175" in recorded
+    spins_profiled = _recorded(files, "cluster_instance_gpu:gpu_spinning:profiled")
+    spins_unprofiled = _recorded(files, "cluster_instance_gpu:gpu_spinning:unprofiled")
+    assert "DCGM_FI_PROF_DRAM_ACTIVE) < 0.05" in spins_profiled and "DCGM_FI_PROF_DRAM_ACTIVE" not in spins_unprofiled
+    assert spins_unprofiled.endswith("unless on (cluster, instance, gpu)\nDCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
     assert "publish no tensor or DRAM activity" in unprofiled["annotations"]["description"]
     assert "publish no" not in profiled["annotations"]["description"]
 
@@ -204,7 +219,9 @@ def test_nvidia_smi_profile_leaves_out_what_it_cannot_evaluate(tmp_path: Path) -
     assert {"GPUHighTemperature", "GPUMemoryPressure", "GPUJobStalled", "GPUJobHung"} <= names
     # no profiling in that profile: the hang is judged on utilization and power (against the limit) alone
     (hung,) = [r for r in rules_of(files) if r["alert"] == "GPUJobHung"]
-    assert "nvidia_smi_power_draw_watts" in hung["expr"] and "nvidia_smi_enforced_power_limit_watts" in hung["expr"]
+    assert "cluster_instance_gpu:gpu_spinning:unprofiled[10m]" in hung["expr"]
+    spins = _recorded(files, "cluster_instance_gpu:gpu_spinning:unprofiled")
+    assert "nvidia_smi_power_draw_watts" in spins and "nvidia_smi_enforced_power_limit_watts" in spins
     assert "publish no tensor or DRAM activity" in hung["annotations"]["description"]
     text = files[ALERTS_FILE] + files[RECORDING_FILE]
     assert "DCGM_FI_" not in text and "by (cluster, instance, uuid)" in text
