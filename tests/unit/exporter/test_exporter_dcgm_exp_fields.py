@@ -83,7 +83,8 @@ def test_xid_errors_total_is_a_counter_per_code_since_start() -> None:
     text = poller.exposition.body.decode()
     assert _value(text, "DCGM_EXP_XID_ERRORS_TOTAL", xid="48") == 2  # long out of the 60 s window
     assert _value(text, "DCGM_EXP_XID_ERRORS_COUNT", xid="48") is None
-    assert _value(text, "DCGM_EXP_XID_ERRORS_TOTAL", xid="79") == 1 == _value(text, "DCGM_EXP_XID_ERRORS_COUNT", xid="79")
+    assert _value(text, "DCGM_EXP_XID_ERRORS_TOTAL", xid="79") == 1
+    assert _value(text, "DCGM_EXP_XID_ERRORS_COUNT", xid="79") == 1
     line = next(line for line in text.splitlines() if line.startswith("DCGM_EXP_XID_ERRORS_TOTAL{"))
     assert re.findall(r'([A-Za-z_]+)="', line) == ["gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname",
                                                    "DCGM_FI_DRIVER_VERSION", "xid"]
