@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from support.dcgm_types import declared_48
+
+from gpudash.exporter.collectors import parse_collectors
 from gpudash.exporter.exposition import GpuView, Snapshot, render
 from gpudash.exporter.health_status import FAIL, OK, PASS, WARN, health_watches
 from gpudash.exporter.p2p import peer_status
@@ -188,3 +192,10 @@ def test_nvml_p2p_errors_leave_the_peer_out_and_not_supported_everywhere_is_unsu
                   ("h0", "h2"): nv.NVMLError(nv.NVML_ERROR_NOT_SUPPORTED)}
     assert peer_status(nv, "h0", 0, ["h0", "h1", "h2"], [False] * 3) is None
     assert peer_status(nv, "h0", 0, ["h0"], [False]) == ()  # one GPU: no peer, nothing to say
+
+
+def test_a_4_8_counters_file_selects_dcgm_exporter_own_fields(reference: Path) -> None:
+    rows = [f"{name}, {kind}, {help_}" for name, (kind, help_) in declared_48(reference).items()]
+    chosen = parse_collectors("\n".join(["DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).", *rows]), "4.8.csv")
+    assert set(chosen.keys) >= {"xid_count_window", "xid_count_total", "clock_events_count", "clock_events_total",
+                                "gpu_health_status", "p2p_status", "gpu_temp"}
