@@ -38,7 +38,8 @@ HEALTH_KEYS = ECC_KEYS | RETIRED_KEYS | NVLINK_KEYS | frozenset({
     "gpu_max_op_temp", "mem_max_op_temp", "slowdown_temp", "shutdown_temp", "temp_margin",
     "thermal_violation", "power_violation", "recovery_action",
 })
-PUBLISHED_HEALTH = HEALTH_KEYS | {"xid_count_window", "clock_events_count", "gpus_expected"}
+PUBLISHED_HEALTH = HEALTH_KEYS | {"xid_count_window", "clock_events_count", "gpus_expected", "xid_count_total",
+                                  "clock_events_total", "gpu_health_status", "p2p_status"}
 # shared/reference/h200-nvml-costs.md (one H200, driver 580.159.04): the floor each read is judged against
 FLOOR_US = {
     "core fields of one GPU (util, memory, temps, power, clocks)": 30.0,

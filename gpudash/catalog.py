@@ -48,6 +48,8 @@ def _s(key: str, name: str, unit: str, kind: str, help_: str, publisher: Publish
 
 
 DEF, OPT, OWN = Publisher.DCGM_DEFAULT, Publisher.DCGM_OPTIONAL, Publisher.GPUDASH
+# DCGM_EXP_P2P_STATUS's label naming the peer GPU (its index on this node) of each link.
+PEER_GPU_LABEL = "peer_gpu"
 
 SIGNALS: tuple[Signal, ...] = (
     # dcgm-exporter default counters (default-counters.csv), DCGM units.
@@ -67,7 +69,8 @@ SIGNALS: tuple[Signal, ...] = (
     _s("fb_free", "DCGM_FI_DEV_FB_FREE", "MiB", "gauge", "Framebuffer memory free (in MiB).", DEF),
     _s("fb_used", "DCGM_FI_DEV_FB_USED", "MiB", "gauge", "Framebuffer memory used (in MiB).", DEF),
     _s("fb_reserved", "DCGM_FI_DEV_FB_RESERVED", "MiB", "gauge", "Framebuffer memory reserved (in MiB).", DEF),
-    _s("nvlink_bandwidth", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "1", "counter",
+    # A running total, yet typed gauge as dcgm-exporter's 2026 counters file declares it; rate() still applies.
+    _s("nvlink_bandwidth", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "1", "gauge",
        "Total number of NVLink bandwidth counters for all lanes.", DEF),
     _s("vgpu_license", "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "1", "gauge", "vGPU License status", DEF),
     _s("remapped_rows_unc", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "1", "counter",
@@ -137,10 +140,19 @@ SIGNALS: tuple[Signal, ...] = (
     _s("recovery_action", "DCGM_FI_DEV_GPU_RECOVERY_ACTION", "1", "gauge",
        "The driver's GPU recovery action (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, "
        "5 recover IMEX domain, 6 bus reset, 7 system reboot).", OPT),
-    _s("xid_count_window", "DCGM_EXP_XID_ERRORS_COUNT", "1", "counter",
-       "reported XIDs during last window", OPT, "xid", "window_size_in_ms"),
-    _s("clock_events_count", "DCGM_EXP_CLOCK_EVENTS_COUNT", "1", "counter",
-       "reported clock events", OPT, "clock_event", "window_size_in_ms"),
+    # dcgm-exporter's own fields (DCGM_EXP_*), typed as its 2026 counters file declares them.
+    _s("xid_count_window", "DCGM_EXP_XID_ERRORS_COUNT", "1", "gauge",
+       "XID errors observed during the configured time window.", OPT, "xid", "window_size_in_ms"),
+    _s("xid_count_total", "DCGM_EXP_XID_ERRORS_TOTAL", "1", "counter",
+       "Total XID errors observed since exporter start.", OPT, "xid"),
+    _s("clock_events_count", "DCGM_EXP_CLOCK_EVENTS_COUNT", "1", "gauge",
+       "Clock events observed during the configured time window.", OPT, "clock_event", "window_size_in_ms"),
+    _s("clock_events_total", "DCGM_EXP_CLOCK_EVENTS_TOTAL", "1", "counter",
+       "Total clock events observed since exporter start (edge-counted).", OPT, "clock_event"),
+    _s("gpu_health_status", "DCGM_EXP_GPU_HEALTH_STATUS", "1", "gauge",
+       "Current DCGM-reported GPU health status.", OPT, "health_watch", "health_error_code"),
+    _s("p2p_status", "DCGM_EXP_P2P_STATUS", "1", "gauge",
+       "Current NVLink P2P status per peer link.", OPT, PEER_GPU_LABEL),
     # Published only by the bundled exporter.
     _s("clock_event_active", "gpudash_clock_event_active", "1", "gauge",
        "1 while this clock event (throttle) reason is active, else 0.", OWN, "clock_event"),

@@ -3,8 +3,9 @@
 Series look exactly like dcgm-exporter's: the same names, help and types (from the catalog) and the
 labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION``, then
 a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``, ``link``/``error``,
-``window_size_in_ms``). Unlike dcgm-exporter, label values are escaped, so a process name with a quote cannot
-break a scrape. Node-level series (``gpudash_node_gpus_expected``) carry only the node's labels.
+``window_size_in_ms``, ``health_watch``/``health_error_code``, ``peer_gpu``). Unlike dcgm-exporter, label
+values are escaped, so a process name with a quote cannot break a scrape. Node-level series
+(``gpudash_node_gpus_expected``) carry only the node's labels.
 """
 
 from __future__ import annotations
@@ -25,14 +26,17 @@ from gpudash.catalog import (
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
     NVLINK_ERROR_KINDS,
+    PEER_GPU_LABEL,
     Signal,
 )
 from gpudash.escape import label_value
 from gpudash.exporter.attribution import Labels
+from gpudash.exporter.health_status import health_watches
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
     GpuIdentity,
     LinkHealth,
+    PeerStatus,
     ProcessUsage,
     XidState,
     count_in_window,
@@ -56,6 +60,8 @@ class GpuView:
     process_labels: Mapping[int, Labels] = field(default_factory=dict)
     links: tuple[LinkHealth, ...] = ()  # NVLink links, with their state and error counters
     clock_events: tuple[tuple[float, int], ...] = ()  # (time, reason bit) of each clock event activation
+    clock_event_totals: Mapping[int, int] = field(default_factory=dict)  # activations since start, by reason bit
+    peers: tuple[PeerStatus, ...] = ()  # NVLink P2P status to each peer GPU
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,8 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Labels an attribution may not set: the fixed per-GPU ones and each signal's own.
 _RESERVED = frozenset({"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "Hostname",
                        DRIVER_VERSION_LABEL, "clock_event", "xid", "pid", "process_name", "job", "instance",
-                       "link", "error", "window_size_in_ms"})
+                       "link", "error", "window_size_in_ms", "health_watch", "health_error_code",
+                       PEER_GPU_LABEL})
 
 
 def extra_labels(labels: Labels) -> str:
@@ -228,6 +235,28 @@ def _clock_events_window(signal: Signal, gpus: Sequence[tuple[GpuView, str]], sn
         yield from _windowed(signal, labels, named, "clock_event", snap)
 
 
+def _clock_events_total(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
+    """Activations since start per reason, every reason from the first read on (a counter must start at 0)."""
+    for view, labels in gpus:
+        if view.up and "clock_event_reasons" in view.values:
+            for bit, reason in DCGM_EXP_CLOCK_EVENTS:
+                yield f'{signal.dcgm_name}{{{labels},clock_event="{reason}"}} {view.clock_event_totals.get(bit, 0)}\n'
+
+
+def _health_status(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
+    for view, labels in gpus:
+        if view.up:
+            for watch, result, code in health_watches(view.values, view.links):
+                yield f'{signal.dcgm_name}{{{labels},health_watch="{watch}",health_error_code="{code}"}} {result}\n'
+
+
+def _p2p_status(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
+    for view, labels in gpus:
+        if view.up:
+            for peer in view.peers:
+                yield f'{signal.dcgm_name}{{{labels},{PEER_GPU_LABEL}="{peer.peer}"}} {peer.status}\n'
+
+
 def _link_error_tails(links: tuple[LinkHealth, ...]) -> tuple[str, ...]:
     return tuple(f',link="{link.link}",error="{kind}"}} {number(link.errors[kind])}\n'
                  for link in links for kind, _key in NVLINK_ERROR_KINDS if kind in link.errors)
@@ -289,6 +318,10 @@ _SPECIAL: dict[str, _Series] = {
     "gpu_up": _up,
     "xid_count_window": _xid_window,
     "clock_events_count": _clock_events_window,
+    "xid_count_total": _xid_total,
+    "clock_events_total": _clock_events_total,
+    "gpu_health_status": _health_status,
+    "p2p_status": _p2p_status,
     "nvlink_link_errors": _link_errors,
     "nvlink_link_up": _link_up,
     "gpus_expected": _gpus_expected,

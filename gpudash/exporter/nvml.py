@@ -24,6 +24,7 @@ from gpudash.errors import ExporterError
 from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
 from gpudash.exporter.health_reads import NVLINK_KEYS, health_readers
 from gpudash.exporter.nvml_reader import NvmlReader, Unsupported, Values
+from gpudash.exporter.p2p import peer_status
 from gpudash.exporter.source import (
     COSTLY_KEYS,
     LIST_KEYS,
@@ -253,6 +254,11 @@ class NvmlSource:
                 else:
                     errors.update((k, str(exc)) for k in wanted)
         unsupported |= self._gpm[index].unsupported & keys
+        peers = None
+        if "p2p_status" in keys - skip:
+            peers = peer_status(nv, handle, index, self._handles, self._lost)
+            if peers is None:
+                unsupported.add("p2p_status")
         skip |= unsupported
         processes = None
         if "process_fb_used" in keys:
@@ -261,7 +267,7 @@ class NvmlSource:
         if keys & NVLINK_KEYS:  # only the loop that reads NVLink takes what its reader left (the slow one)
             links, self._links[index] = self._links[index], None
         # every key known unsupported, not only those found now: a second reader of this source learns them too
-        return GpuReading(index, True, values, frozenset(skip & keys), errors, xid, processes, links)
+        return GpuReading(index, True, values, frozenset(skip & keys), errors, xid, processes, links, peers)
 
     def close(self) -> None:
         nv = self.nv

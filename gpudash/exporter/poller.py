@@ -27,12 +27,14 @@ from dataclasses import dataclass, field, replace
 
 from gpudash.exporter.attribution import Attributor, Labels
 from gpudash.exporter.exposition import Exposition, GpuView, Snapshot, render
+from gpudash.exporter.health_status import INPUT_KEYS as HEALTH_STATUS_KEYS
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
     LIST_KEYS,
     MAX_RECENT_EVENTS,
     GpuReading,
     LinkHealth,
+    PeerStatus,
     ProcessUsage,
     Source,
     XidState,
@@ -45,7 +47,10 @@ STATIC_KEYS = frozenset({"sm_clock_max", "slowdown_temp", "shutdown_temp", "gpu_
 _READ_FOR: dict[str, frozenset[str]] = {
     "clock_event_active": frozenset({"clock_event_reasons"}),
     "clock_events_count": frozenset({"clock_event_reasons"}),
+    "clock_events_total": frozenset({"clock_event_reasons"}),
     "xid_count_window": frozenset(),
+    "xid_count_total": frozenset(),
+    "gpu_health_status": HEALTH_STATUS_KEYS | {"nvlink_link_up"},  # judged from these reads and the links
     "gpus_expected": frozenset(),
     "xid_total": frozenset(),
     "xid_last": frozenset(),
@@ -76,6 +81,8 @@ class _GpuState:
     links: tuple[LinkHealth, ...] = ()
     # each clock event reason's activations (time, bit): a bit set that was clear at the previous read
     clock_events: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=MAX_RECENT_EVENTS))
+    clock_event_totals: dict[int, int] = field(default_factory=dict)  # every activation since start, by bit
+    peers: tuple[PeerStatus, ...] = ()
     unsupported: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)  # fields whose failure was logged, until they recover
     needs_full: bool = False  # came back from being lost: read static and slow fields on the next sweep
@@ -163,13 +170,15 @@ class Poller:
             if not reading.up:
                 if state.up:
                     log.warning("GPU %d: lost (fell off the bus or NVML cannot reach it); gpu_up is 0", index)
-                state.up, state.needs_full, state.processes, state.links = False, True, (), ()
+                state.up, state.needs_full, state.processes, state.links, state.peers = False, True, (), (), ()
                 state.values.clear()
                 return
             mask = reading.values.get("clock_event_reasons")
             if mask is not None:
                 before = int(state.values.get("clock_event_reasons", 0))
-                state.clock_events.extend((now, bit) for bit in rising_bits(before, int(mask)))
+                for bit in rising_bits(before, int(mask)):
+                    state.clock_events.append((now, bit))
+                    state.clock_event_totals[bit] = state.clock_event_totals.get(bit, 0) + 1
                 while state.clock_events and state.clock_events[0][0] <= now - self.count_window:
                     state.clock_events.popleft()
             if not state.up:
@@ -194,6 +203,8 @@ class Poller:
                 state.processes = reading.processes
             if reading.links is not None:
                 state.links = reading.links
+            if reading.peers is not None:
+                state.peers = reading.peers
 
     def _refresh_attribution(self, now: float) -> None:
         if self.attributor is None:
@@ -238,7 +249,8 @@ class Poller:
         with self._lock:
             views = [
                 GpuView(g, s.up, dict(s.values), s.xid, s.processes, links=s.links,
-                        clock_events=tuple(s.clock_events))
+                        clock_events=tuple(s.clock_events), clock_event_totals=dict(s.clock_event_totals),
+                        peers=s.peers)
                 for g in self.gpus
                 for s in (self._state[g.index],)
             ]

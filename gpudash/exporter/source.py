@@ -51,10 +51,12 @@ COSTLY_KEYS = PROFILING_KEYS | frozenset(
         "temp_margin",
         "thermal_violation",
         "power_violation",
+        # NVLink P2P status: one call per peer GPU, and it changes only with the links
+        "p2p_status",
     }
 )
 # Signals read as a list (per process, per link) rather than one value: they never show in ``values``.
-LIST_KEYS = frozenset({"process_fb_used", "nvlink_link_errors", "nvlink_link_up"})
+LIST_KEYS = frozenset({"process_fb_used", "nvlink_link_errors", "nvlink_link_up", "p2p_status"})
 
 # How long DCGM_FI_DEV_XID_ERRORS keeps showing the last XID code before it returns to 0: dcgm-exporter's
 # gauge never resets, which pages forever; the counter and the timestamp keep the full history.
@@ -108,6 +110,14 @@ class LinkHealth:
 
 
 @dataclass(frozen=True)
+class PeerStatus:
+    """NVLink P2P from one GPU to one peer GPU of the node: NVML's nvmlGpuP2PStatus_t (0 OK)."""
+
+    peer: int  # the peer's GPU index
+    status: int
+
+
+@dataclass(frozen=True)
 class GpuReading:
     index: int
     up: bool = True
@@ -117,6 +127,7 @@ class GpuReading:
     xid: XidState = field(default_factory=XidState)
     processes: tuple[ProcessUsage, ...] | None = None  # None: not read this time
     links: tuple[LinkHealth, ...] | None = None  # None: not read this time
+    peers: tuple[PeerStatus, ...] | None = None  # None: not read this time
 
 
 class Source(Protocol):

@@ -79,7 +79,8 @@ SUMMARY_EVERY_S = 30.0
 PREVIEWS_DIR = Path(".demo/previews")  # in the repository, ignored by git: still there after the demo stops
 PREVIEW_RANGE_S = 15 * 60
 DATA_TIMEOUT_S = 90.0
-COUNTERS = tuple(signal.dcgm_name for signal in SIGNALS if signal.type == "counter")
+# Series rate() and increase() read: the counters, and the running totals dcgm-exporter types gauge (NVLink bandwidth)
+COUNTERS = tuple(s.dcgm_name for s in SIGNALS if s.type == "counter" or s.dcgm_name.endswith("_TOTAL"))
 
 
 class Stopped(Exception):

@@ -99,3 +99,18 @@ def test_health_series_and_faults_reach_prometheus(stack: tuple[Exporter, Promet
     assert prometheus.wait_for('sum(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu!="6"}) == 0')
     flat = prometheus.wait_for('rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu!="5"}[5s]) == 0')
     assert {series["metric"]["gpu"] for series in flat} == {str(i) for i in range(GPUS) if i not in (3, 5)}
+
+
+def test_dcgm_exporter_4_8_fields_reach_prometheus(stack: tuple[Exporter, PrometheusProcess]) -> None:
+    _, prometheus = stack
+    # the counter since start beside the windowed gauge, for the lost GPU's XID 79
+    assert prometheus.wait_for('DCGM_EXP_XID_ERRORS_TOTAL{gpu="3",xid="79"} == 1')
+    # GPU 6's double-bit burst fails its memory watch; the GPUs without a fault pass every watch they show
+    fail = prometheus.wait_for('DCGM_EXP_GPU_HEALTH_STATUS{health_watch="MEM"} == 20')
+    assert [(s["metric"]["gpu"], s["metric"]["health_error_code"]) for s in fail] == \
+        [("6", "DCGM_FR_VOLATILE_DBE_DETECTED")]
+    passing = prometheus.wait_for('DCGM_EXP_GPU_HEALTH_STATUS{gpu=~"0|1|2|4"} == 0')
+    assert {s["metric"]["health_watch"] for s in passing} == {"MEM", "NVLINK", "THERMAL", "POWER"}
+    # P2P over NVLink from every GPU that is up to every other that is up: 7 x 6, none to or from the lost GPU 3
+    peers = prometheus.wait_for("DCGM_EXP_P2P_STATUS == 0")
+    assert len(peers) == 7 * 6 and all("3" not in (s["metric"]["gpu"], s["metric"]["peer_gpu"]) for s in peers)

@@ -142,7 +142,7 @@ class Fleet:
     def sample_gpu(self, i: int, t: float) -> GpuReading:
         t = max(0.0, t)
         xid = self._xid(i, t)
-        if self._lost(i, t):
+        if self.lost(i, t):
             return GpuReading(i, up=False, xid=xid)
         s = self._state(i, t)
         m = self.model
@@ -219,7 +219,7 @@ class Fleet:
 
     # -- the model ---------------------------------------------------------------------------------
 
-    def _lost(self, i: int, t: float) -> bool:
+    def lost(self, i: int, t: float) -> bool:
         return any(f.kind in LOST_FAULTS and f.active(t) for f in self.faults.get(i, ()))
 
     def _xid(self, i: int, t: float) -> XidState:
@@ -282,7 +282,7 @@ class Fleet:
                 jobphysics.hold_idle(s, self.seed, i)
             elif fault.kind == "hang" and fault.active(t) and s.process is not None:
                 jobphysics.spin(s, t, self.seed, i)
-            elif fault.kind == "foreign" and fault.active(t) and not self._lost(i, t):
+            elif fault.kind == "foreign" and fault.active(t) and not self.lost(i, t):
                 jobphysics.add_foreign(s, self.seed, i, self._foreign_job(i, t, fault))
 
     def _context(self, i: int, t: float, job: Job | None) -> jobphysics.JobContext:
@@ -370,7 +370,7 @@ class Fleet:
 
     def _rates(self, i: int, t: float) -> tuple[float, float]:
         """What the counters integrate: power in mW (so energy comes out in mJ) and NVLink KiB/s."""
-        if self._lost(i, t):
+        if self.lost(i, t):
             return 0.0, 0.0
         s = self._state(i, t)
         m = self.model

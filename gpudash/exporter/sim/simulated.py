@@ -1,4 +1,8 @@
-"""The simulated node as the exporter's Source: the same small interface as NVML, so the poller cannot tell."""
+"""The simulated node as the exporter's Source: the same small interface as NVML, so the poller cannot tell.
+
+Its GPUs are H200 SXMs on one NVLink fabric: P2P over NVLink reads OK (0) to every peer, and a peer that is
+lost is left out, as NVML cannot answer for it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from collections.abc import Sequence
 
 from gpudash.exporter.health_reads import NVLINK_KEYS
 from gpudash.exporter.sim.fleet import Fleet
-from gpudash.exporter.source import COSTLY_KEYS, GpuIdentity, GpuReading
+from gpudash.exporter.source import COSTLY_KEYS, GpuIdentity, GpuReading, PeerStatus
+
+P2P_OK = 0  # nvmlGpuP2PStatus_t NVML_P2P_STATUS_OK
 
 
 class SimulatedSource:
@@ -37,7 +43,12 @@ class SimulatedSource:
             full.xid,
             full.processes if "process_fb_used" in keys else None,
             full.links if keys & NVLINK_KEYS else None,
+            self._peers(index, now - self.fleet.epoch) if "p2p_status" in keys else None,
         )
+
+    def _peers(self, index: int, t: float) -> tuple[PeerStatus, ...]:
+        return tuple(PeerStatus(peer, P2P_OK) for peer in range(self.fleet.gpus)
+                     if peer != index and not self.fleet.lost(peer, max(0.0, t)))
 
     def close(self) -> None:
         """Nothing to release."""

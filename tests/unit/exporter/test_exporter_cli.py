@@ -51,7 +51,8 @@ def test_list_fields(root: Path) -> None:
     assert done.code == 0
     assert "DCGM_FI_DEV_FB_USED" in done.out and "gpudash_gpu_up" in done.out
     rows = {line.split()[0]: line.split()[1:] for line in done.out.splitlines()[1:]}
-    assert rows["DCGM_EXP_XID_ERRORS_COUNT"] == ["counter", "1", "dcgm-optional"]
+    assert rows["DCGM_EXP_XID_ERRORS_COUNT"] == ["gauge", "1", "dcgm-optional"]  # windowed, as dcgm-exporter 4.8
+    assert rows["DCGM_EXP_XID_ERRORS_TOTAL"] == ["counter", "1", "dcgm-optional"]
     assert rows["DCGM_FI_DEV_ROW_REMAP_PENDING"] == ["gauge", "1", "dcgm-optional"]
     assert rows["DCGM_FI_DEV_THERMAL_VIOLATION"] == ["counter", "ns", "dcgm-optional"]
     assert rows["gpudash_nvlink_errors_total"] == ["counter", "1", "gpudash"]

@@ -46,7 +46,7 @@ def test_xid_window_counts_per_code_inside_the_window_only() -> None:
     assert counts == {"48": "2", "63": "1", "79": "1"}  # the 48 at -400 s fell out of the 300 s window
     assert all(_labels(line) == [*BASE, "xid", "window_size_in_ms"] for line in lines)
     assert all('window_size_in_ms="300000"' in line for line in lines)
-    assert "# TYPE DCGM_EXP_XID_ERRORS_COUNT counter" in text  # as dcgm-exporter's counters CSV declares it
+    assert "# TYPE DCGM_EXP_XID_ERRORS_COUNT gauge" in text  # as dcgm-exporter 4.8 declares it: a count in a window
     assert 'gpudash_xid_errors_total{' in text and 'xid="48"} 3' in text  # the counter keeps every one
 
 

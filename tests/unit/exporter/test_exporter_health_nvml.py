@@ -259,3 +259,48 @@ def test_a_gpu_that_falls_off_the_bus_reads_down_and_comes_back(node: FakeNvmlNo
     node.nvmlDeviceGetTemperature = lambda h, sensor: 40  # type: ignore[method-assign]
     back = source.read(0, keys, time.time())
     assert back.up and back.values["ecc_sbe_vol"] == 7 and back.links is not None
+
+
+class TwoGpuNode(FakeNvmlNode):
+    """Two GPUs on one NVLink fabric: P2P status by (gpu, peer) handle."""
+
+    def __init__(self) -> None:
+        super().__init__(link_counter_api=False)
+        self.p2p = {("h0", "h1"): 0, ("h1", "h0"): 0}
+
+    def nvmlDeviceGetCount(self) -> int: return 2
+
+    def nvmlDeviceGetP2PStatus(self, gpu: Any, peer: Any, _caps: int) -> int:
+        self._call("nvmlDeviceGetP2PStatus")
+        return self.p2p[(gpu, peer)]
+
+
+def test_source_reads_p2p_status_per_peer_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudash.exporter.nvml import NvmlSource
+    from gpudash.exporter.source import PeerStatus
+
+    fake = TwoGpuNode()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    source = NvmlSource()
+    fake.p2p[("h1", "h0")] = 6  # NVML_P2P_STATUS_UNKNOWN
+    assert source.read(0, frozenset({"p2p_status"}), time.time()).peers == (PeerStatus(1, 0),)
+    assert source.read(1, frozenset({"p2p_status"}), time.time()).peers == (PeerStatus(0, 6),)
+    fake.calls.clear()
+    assert source.read(0, frozenset({"ecc_sbe_vol"}), time.time()).peers is None
+    assert "nvmlDeviceGetP2PStatus" not in fake.calls
+
+
+def test_p2p_not_supported_is_marked_and_asked_once(node: FakeNvmlNode) -> None:
+    from gpudash.exporter.nvml import NvmlSource
+
+    source = NvmlSource()  # one GPU: no peer to ask
+    assert source.read(0, frozenset({"p2p_status"}), time.time()).peers == ()
+    monkey = TwoGpuNode()
+    monkey.unsupported.add("nvmlDeviceGetP2PStatus")
+    sys.modules["pynvml"] = monkey  # the fixture's monkeypatch restores the real module
+    two = NvmlSource()
+    first = two.read(0, frozenset({"p2p_status"}), time.time())
+    assert first.peers is None and "p2p_status" in first.unsupported
+    monkey.calls.clear()
+    assert "p2p_status" in two.read(0, frozenset({"p2p_status"}), time.time()).unsupported
+    assert "nvmlDeviceGetP2PStatus" not in monkey.calls
