@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from grafana_standin import StandIn
 from grafana_standin.migrate import set_threshold_v2
-from grafana_standin.testkit import GrafanaUnderTest
+from grafana_standin.testkit import GrafanaUnderTest, write_set
 from support.paths import ROOT
 
 from gpudash.sync import schema
@@ -125,3 +125,28 @@ def test_auto_on_a_grafana_without_v2_pushes_v1(tmp_path: Path) -> None:
             assert data["panels"] and "elements" not in data
         again = grafana.gpudash("sync")
         assert again.code == 0 and again.writes == 0, again.text
+
+
+def test_a_v1_save_over_the_legacy_api_after_a_v2_push_is_compared_as_stored(grafana13: GrafanaUnderTest) -> None:
+    local = generated()
+    assert grafana13.push(local).code == 0
+    uid = "gpudash-node"
+    grafana13.json_model_edit(uid, lambda model: model.update(description="edited through /api"))
+    assert grafana13.standin is not None and grafana13.standin.store.dashboards[uid].stored_version != "v2"
+    refused = grafana13.gpudash("sync")
+    assert refused.code == 3 and f"drifted    {uid}" in refused.out, refused.text
+    assert f"{uid}: compared as Grafana stores it (v1)" in refused.out  # read at v1, not the v2 conversion
+    assert '-  "description": "edited through /api"' in refused.out
+
+
+def test_prune_deletes_a_dashboard_pushed_as_v2_that_nobody_changed(grafana13: GrafanaUnderTest) -> None:
+    local = generated()
+    assert grafana13.push(local).code == 0
+    assert grafana13.standin is not None
+    kept, gone, saved = local[0], local[1], local[2]
+    grafana13.standin.ui_save(saved["uid"], lambda model: None, change_v2=lambda spec: spec.update(title="Mine"))
+    write_set(grafana13.local_dir, [kept, *local[3:]])
+    pruned = grafana13.gpudash("sync", "--prune")
+    assert pruned.code == 0, pruned.text
+    assert gone["uid"] not in grafana13.standin.store.dashboards  # as gpudash wrote it: deleted
+    assert saved["uid"] in grafana13.standin.store.dashboards and f"kept       {saved['uid']}" in pruned.out
