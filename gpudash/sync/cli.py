@@ -226,7 +226,7 @@ def _offline_diff(git_ref: str | None, git_to: str | None, textconv_file: Path |
 @click.option("--watch", "watching", is_flag=True, help="Regenerate and sync whenever a definition or "
                                                         "thresholds.yaml changes.")
 @click.option("--definitions", type=click.Path(path_type=Path), default=DEFINITIONS_DIR, show_default=True,
-              help="With --watch: dashboard definitions to watch and regenerate from.")
+              help="With --watch: dashboard definitions to watch and regenerate from (v2 into <definitions>/v2).")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="With --watch: seconds between polls.")
 @click.option("--watch-polls", type=int, default=None, hidden=True)

@@ -298,7 +298,8 @@ def plan_prune(candidate: RemoteDashboard, site: str, force: bool = False) -> St
     if claim.owner is not Owner.THIS_SITE:
         never = "" if claim.owner is Owner.LEGACY else "; never deleted"
         return Step(Action.KEEP, uid, title, None, candidate, _not_ours(claim, site) + never)
-    if provenance(candidate.dashboard) == "pushed":
+    as_written = candidate.storage is not None and candidate.storage.as_gpudash_wrote  # v2: by its v2 hash
+    if as_written or provenance(candidate.dashboard) == "pushed":
         return Step(Action.PRUNE, uid, title, None, candidate, "no longer defined locally")
     edited = _edited_reason(candidate)
     if force:

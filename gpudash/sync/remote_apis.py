@@ -197,7 +197,10 @@ class ApisDashboards:
             return found
         spec = stored.get("spec")
         status = stored.get("status")
-        converted = isinstance(status, dict) and isinstance(status.get("conversion"), dict)
+        conversion = status.get("conversion") if isinstance(status, dict) else None
+        # v0alpha1 (a legacy /api save) answered at v1 is the same schema; anything else is still converted
+        converted = isinstance(conversion, dict) and (bool(conversion.get("failed")) or family(
+            str(conversion.get("storedVersion") or "")) != storage.stored)
         if not isinstance(spec, dict) or converted:  # stored in yet another schema meanwhile: left unread
             return found
         return replace(found, storage=replace(storage, spec=dict(spec)))

@@ -1,10 +1,11 @@
 """Which dashboard schema gpudash writes to a Grafana, and each dashboard in that schema.
 
 gpudash.yaml's `grafana.schema`: `v1` (the classic JSON, every Grafana), `v2` (Grafana 13's dynamic
-dashboards, on Grafanas that serve dashboard.grafana.app/v2) or `auto` (v2 on 13+ where v2 is served and
-gpudash can write it, v1 elsewhere). The classic JSON is the local files as they are; the v2 spec comes from
-gpudash's v1 -> v2 conversion (`use_v2_converter`), which a build without it lacks: `auto` then stays on v1
-and `v2` is refused up front.
+dashboards, on Grafanas that serve dashboard.grafana.app/v2) or `auto` (v2 on 13+ where v2 is served, v1
+elsewhere). The classic JSON is the local files as they are; the v2 spec comes from a v1 -> v2 conversion:
+the one a session passes (gpudash's own, `gpudash.schema_v2.resource.to_v2` with the site's metric profile,
+as `gpudash dashboards` writes dashboards/v2), unless another is installed (`use_v2_converter`). Without
+any, `auto` stays on v1 and `v2` is refused up front.
 
 The schema a dashboard is compared in is the one Grafana stores it in (`Schema.spec_of`), never a spec
 Grafana converted to answer.
@@ -61,9 +62,11 @@ class Schema:
 CLASSIC = Schema()
 
 
-def choose(setting: str, grafana_version: str, v2_served: bool, where: str = "grafana.schema") -> Schema:
-    """The schema for this run: `setting` (v1 | v2 | auto) against what this Grafana serves."""
-    converter = v2_converter()
+def choose(setting: str, grafana_version: str, v2_served: bool, where: str = "grafana.schema",
+           own: V2Converter | None = None) -> Schema:
+    """The schema for this run: `setting` (v1 | v2 | auto) against what this Grafana serves; `own`: the
+    v1 -> v2 conversion to use where none is installed."""
+    converter = v2_converter() or own
     major = grafana_version.split(".")[0]
     if setting == "v1":
         return Schema("v1", converter)

@@ -12,15 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpudash.catalog import profile
 from gpudash.config.loading import Settings
 from gpudash.errors import DriftError
+from gpudash.schema_v2.resource import to_v2
 from gpudash.sync.apply import Applier, Echo, Outcome, Target, diff_of, ensure_folder, read_plan
 from gpudash.sync.grafana_api import ChangedMeanwhile, Connection, Grafana, GrafanaFailure
 from gpudash.sync.identity import Sighting, site_from_grafana
 from gpudash.sync.local import load_local, version_message
 from gpudash.sync.plan import Action, Plan
 from gpudash.sync.remote import GrafanaRemote
-from gpudash.sync.schema import choose
+from gpudash.sync.schema import V2Converter, choose
 
 
 @dataclass
@@ -51,12 +53,18 @@ def open_session(connection: Connection, settings: Settings, directory: Path, ve
     started = time.monotonic()
     version = remote.probe()
     remote.use_schema(choose(settings.site.grafana_schema, version, remote.v2_served,
-                             f"{settings.site_path}: grafana.schema"))
+                             f"{settings.site_path}: grafana.schema", own=own_conversion(settings)))
     target = Target.for_site(site_from_grafana(remote, settings, local, persist=persist, echo=echo, seen=seen))
     folder = f"folder {target.folder_title!r} ({target.folder_uid})" if target.folder_uid else "the General folder"
     echo(f"Grafana {version} at {connection.url} ({remote.api_name}): {len(local)} dashboards from {directory} "
          f"-> {folder}, as site {target.site_id}, schema {remote.schema.writes}")
     return Session(remote, target, directory, verbose, started, echo), local
+
+
+def own_conversion(settings: Settings) -> V2Converter:
+    """gpudash's v1 -> v2 conversion for this site: what `gpudash dashboards` writes to dashboards/v2."""
+    site_profile = profile(settings.site.profile)
+    return lambda dashboard: to_v2(dashboard, profile=site_profile)
 
 
 def write_plan(verb: str, session: Session, local: list[dict[str, Any]], *, force: bool, prune: bool,

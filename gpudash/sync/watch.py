@@ -37,13 +37,25 @@ def changed(before: Snapshot, after: Snapshot) -> list[Path]:
 
 
 def regenerate(definitions: Path, out: Path, thresholds: Path | None, site: Path | None) -> None:
-    """What `gpudash dashboards` writes, built in this process; any failure is one GpudashError line."""
+    """What `gpudash dashboards` writes, built in this process: the classic JSON into `out` (what sync reads)
+    and the v2 resources into <definitions>/v2, both rendered before either is written. Any failure is one
+    GpudashError line."""
+    from gpudash.catalog import profile
     from gpudash.config.loading import load_settings
-    from gpudash.panels.build import build_all, write_all
+    from gpudash.files import write_owned
+    from gpudash.panels.build import build_all
+    from gpudash.panels.formats import CLASSIC, V2, files_for
+    from gpudash.repository import V2_DIR_NAME
 
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # grafanalib warns on stdout; not among the sync's lines
-            write_all(build_all(load_settings(thresholds, site), definitions), out)
+            settings = load_settings(thresholds, site)
+            built = build_all(settings, definitions)
+            site_profile = profile(settings.site.profile)
+            rendered = [(out, files_for(CLASSIC, built, site_profile)),
+                        (definitions / V2_DIR_NAME, files_for(V2, built, site_profile))]
+            for target, files in rendered:
+                write_owned(target, files, "*.json")
     except GpudashError as exc:
         raise GpudashError(f"regenerating the dashboards failed: gpudash: {exc.format_message()}") from None
     except Exception as exc:  # a broken definition raises its own error: name it as its traceback would end

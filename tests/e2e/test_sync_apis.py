@@ -2,8 +2,9 @@
 no-op sync that reads list pages only, a UI save that is not drift, a UI edit that is, prune, provision,
 and the resourceVersion conflict; and the fall back to /api where /apis is not served.
 
-The stand-in runs with dynamic dashboards turned off here, so its editor saves v1 as 12.2+ does; with them
-on (13's default) a save stores v2: tests/e2e/test_sync_v2_storage.py.
+gpudash writes v1 here (grafana.schema: v1; `auto` writes v2 on 13: tests/e2e/test_sync_v2_conversion.py), and
+the stand-in runs with dynamic dashboards turned off, so its editor saves v1 as 12.2+ does; with them on (13's
+default) a save stores v2: tests/e2e/test_sync_v2_storage.py.
 """
 
 from __future__ import annotations
@@ -23,18 +24,24 @@ APIS_VERSIONS = [v for v in TESTED_VERSIONS if Flavor(v).apis_versions]
 DASHBOARDS = "/apis/dashboard.grafana.app/v1/namespaces/default/dashboards"
 
 
+def on_v1(grafana: GrafanaUnderTest) -> GrafanaUnderTest:
+    """gpudash writing the classic schema to this Grafana (gpudash.yaml grafana.schema: v1)."""
+    grafana.site.write_text(grafana.site.read_text() + "  schema: v1\n")
+    return grafana
+
+
 @pytest.fixture(params=APIS_VERSIONS, ids=lambda v: f"grafana{v}")
 def grafana13(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GrafanaUnderTest]:
     if request.config.getoption("--real-grafana", default=False):
-        target = GrafanaUnderTest(os.environ.get("GRAFANA_URL", ""), os.environ.get("GRAFANA_TOKEN", ""), "real",
-                                  tmp_path)
+        target = on_v1(GrafanaUnderTest(os.environ.get("GRAFANA_URL", ""), os.environ.get("GRAFANA_TOKEN", ""),
+                                        "real", tmp_path))
         if target.apis_path() is None:
             pytest.skip("this Grafana does not serve dashboard.grafana.app/v1")
         yield target
         target.cleanup()
         return
     with StandIn(request.param, dynamic_dashboards=False) as standin:
-        yield GrafanaUnderTest(standin.url, standin.token, request.param, tmp_path, standin)
+        yield on_v1(GrafanaUnderTest(standin.url, standin.token, request.param, tmp_path, standin))
 
 
 def dashboard_gets(grafana: GrafanaUnderTest) -> int | None:
@@ -197,7 +204,7 @@ def test_provision_creates_the_folder_and_dashboards_over_apis(grafana13: Grafan
 
 def test_a_dashboard_pushed_over_api_before_the_upgrade_is_not_drift(tmp_path: Path) -> None:
     with StandIn(APIS_VERSIONS[-1]) as standin:
-        grafana = GrafanaUnderTest(standin.url, standin.token, standin.version, tmp_path, standin)
+        grafana = on_v1(GrafanaUnderTest(standin.url, standin.token, standin.version, tmp_path, standin))
         local = grafana.dashboards(2)
         standin.version = "12.1.0"  # what the first push saw: no /apis
         standin.flavor = standin.store.flavor = Flavor("12.1.0")
@@ -211,7 +218,7 @@ def test_a_dashboard_pushed_over_api_before_the_upgrade_is_not_drift(tmp_path: P
 
 
 def test_older_grafana_falls_back_to_api(tmp_path: Path) -> None:
-    with StandIn("12.1.0") as standin:
+    with StandIn("12.1.0") as standin:  # grafana.schema: auto, the default
         grafana = GrafanaUnderTest(standin.url, standin.token, standin.version, tmp_path, standin)
         result = grafana.push(grafana.dashboards(1))
         assert result.code == 0, result.text
@@ -222,7 +229,7 @@ def test_older_grafana_falls_back_to_api(tmp_path: Path) -> None:
 
 def test_the_namespace_of_a_grafana_cloud_stack(tmp_path: Path) -> None:
     with StandIn(APIS_VERSIONS[-1], namespace="stacks-12") as standin:
-        grafana = GrafanaUnderTest(standin.url, standin.token, standin.version, tmp_path, standin)
+        grafana = on_v1(GrafanaUnderTest(standin.url, standin.token, standin.version, tmp_path, standin))
         write_set(grafana.local_dir, grafana.dashboards(1))
         wrong = grafana.gpudash("push")
         assert wrong.code == 4, wrong.text

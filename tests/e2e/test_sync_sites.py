@@ -60,6 +60,7 @@ def make_site(grafana: GrafanaUnderTest, name: str, address: str, folder: str = 
     root = grafana.workdir / name
     root.mkdir()
     grafana_section = f"  folder: GPU {name}\n" + (f"  folder_uid: {folder}\n" if folder else "")
+    grafana_section += "  schema: v1\n"  # the classic schema on every version, as grafana_standin.fixtures
     site_file = root / "gpudash.yaml"
     site_file.write_text(f"clusters:\n  - name: {name}\n    targets:\n      - address: {address}\n"
                          f"grafana:\n{grafana_section}")

@@ -206,13 +206,21 @@ def test_pushed_as_v2_read_back_as_v2_equal_and_a_no_op_sync_writes_nothing(graf
     assert puts(grafana_v2, V2) == [f"{V2}/{local[1]['uid']}"] and puts(grafana_v2, V1) == []
 
 
-def test_auto_without_a_v2_conversion_pushes_v1(tmp_path: Path) -> None:
+def test_auto_without_an_installed_conversion_pushes_v2_and_v2_where_it_is_not_served_is_refused(
+        tmp_path: Path) -> None:
     for grafana in _grafana(tmp_path, "auto"):
-        pushed = grafana.push(grafana.dashboards(1))
-        assert pushed.code == 0 and "schema v1" in pushed.out.splitlines()[0], pushed.text
-        grafana.site.write_text(grafana.site.read_text().replace("schema: auto", "schema: v2"))
+        pushed = grafana.push(grafana.dashboards(1))  # gpudash's own conversion
+        assert pushed.code == 0 and "schema v2" in pushed.out.splitlines()[0], pushed.text
+        assert puts(grafana, V1) == [] and stored_as(grafana, grafana.uid("d000")) == "v2"
+    with StandIn("12.1.0") as standin:
+        grafana = GrafanaUnderTest(standin.url, standin.token, "12.1.0", tmp_path / "12", standin)
+        grafana.workdir.mkdir()
+        grafana.site.write_text(grafana.site.read_text() + "  schema: v2\n")
+        write_set(grafana.local_dir, grafana.dashboards(1))
         refused = grafana.gpudash("sync")
-        assert refused.code == 2 and "grafana.schema: v2, but this gpudash has no v1 -> v2" in refused.err
+        assert refused.code == 2, refused.text
+        assert "grafana.schema: v2, but Grafana 12.1.0 does not serve dashboard.grafana.app/v2" in refused.err
+        assert standin.writes == 0 and standin.store.dashboards == {}
 
 
 def test_provisioning_files_refuse_v2_and_take_classic_json(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 `pytest --real-grafana` (or `make e2e-grafana`) points the same tests at GRAFANA_URL with GRAFANA_TOKEN.
 Each test then works in a folder of its own (uids and titles carry a random prefix) and deletes it after.
-Load with `pytest_plugins = ["grafana_standin.fixtures"]`.
+Load with `pytest_plugins = ["grafana_standin.fixtures"]`. gpudash writes the classic schema in these tests
+(grafana.schema: v1), as on every version; v2 on 13: tests/e2e/test_sync_v2_*.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ import pytest
 from .flavor import TESTED_VERSIONS
 from .server import StandIn
 from .testkit import GrafanaUnderTest
+
+
+def classic(target: GrafanaUnderTest) -> GrafanaUnderTest:
+    """`target` with gpudash.yaml's grafana.schema: v1 (`auto` writes v2 on 13)."""
+    target.site.write_text(target.site.read_text() + "  schema: v1\n")
+    return target
 
 
 def _standin_only(request: pytest.FixtureRequest) -> None:
@@ -32,12 +39,12 @@ def grafana(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GrafanaU
         url, token = os.environ.get("GRAFANA_URL", ""), os.environ.get("GRAFANA_TOKEN", "")
         if not url or not token:
             pytest.fail("--real-grafana needs GRAFANA_URL and GRAFANA_TOKEN (a token that can write)")
-        target = GrafanaUnderTest(url, token, "real", tmp_path)
+        target = classic(GrafanaUnderTest(url, token, "real", tmp_path))
         yield target
         target.cleanup()
         return
     with StandIn(request.param) as standin:
-        yield GrafanaUnderTest(standin.url, standin.token, request.param, tmp_path, standin)
+        yield classic(GrafanaUnderTest(standin.url, standin.token, request.param, tmp_path, standin))
 
 
 @pytest.fixture(params=TESTED_VERSIONS, ids=lambda v: f"grafana{v}")
@@ -45,4 +52,4 @@ def standin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GrafanaU
     """The stand-in only, once per version: for faults and states only a test server can produce."""
     _standin_only(request)
     with StandIn(request.param) as server:
-        yield GrafanaUnderTest(server.url, server.token, request.param, tmp_path, server)
+        yield classic(GrafanaUnderTest(server.url, server.token, request.param, tmp_path, server))

@@ -152,3 +152,12 @@ def set_threshold(dashboard: dict[str, Any], value: float) -> None:
         steps = panel.get("fieldConfig", {}).get("defaults", {}).get("thresholds", {}).get("steps")
         if isinstance(steps, list) and len(steps) > 1 and isinstance(steps[1], dict):
             steps[1]["value"] = value
+
+
+def set_threshold_v2(spec: dict[str, Any], value: float) -> None:
+    """`set_threshold` in a v2 spec: the first non-base step of every element's field config that has one."""
+    for element in (spec.get("elements") or {}).values():
+        viz = element.get("spec", {}).get("vizConfig", {}).get("spec", {})
+        steps = viz.get("fieldConfig", {}).get("defaults", {}).get("thresholds", {}).get("steps")
+        if isinstance(steps, list) and len(steps) > 1 and isinstance(steps[1], dict):
+            steps[1]["value"] = value

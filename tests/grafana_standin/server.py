@@ -191,16 +191,29 @@ class StandIn(LoopbackHTTPServer):
             self.store.dashboards.pop(uid, None)
             self.store.starred.discard(uid)
 
-    def ui_save(self, uid: str, change: Callable[[dict[str, Any]], None], login: str = "alice") -> int:
+    def ui_save(self, uid: str, change: Callable[[dict[str, Any]], None], login: str = "alice",
+                change_v2: Callable[[dict[str, Any]], None] | None = None) -> int:
         """What a person saving from the dashboard editor does: the frontend's model, changed, as a new version
-        (on 13 with dynamic dashboards: stored as v2, from the classic model `change` edits)."""
+        (on 13 with dynamic dashboards: stored as v2, from the classic model `change` edits). A dashboard
+        already stored as v2 is loaded through the v2 API, so the editor's model is its v2 spec, which
+        `change_v2` edits; `change` must leave its classic form as it is."""
         with self.store.lock:
             row = self.store.dashboards[uid]
-            data = {k: v for k, v in row.classic_json().items() if k in UI_MODEL_KEYS}
-            change(data)
-            data["title"] = str(data.get("title", row.title)).strip()
             as_v2 = self.flavor.editor_saves_v2
-            saved = v1_to_v2(data) if as_v2 else data
+            data = {k: v for k, v in row.classic_json().items() if k in UI_MODEL_KEYS}
+            if as_v2 and row.stored_version == "v2":
+                before = copy.deepcopy(data)
+                change(data)
+                if data != before:
+                    raise ValueError(f"{uid} is stored as v2 and edited in v2: give the edit as change_v2")
+                # assumption: the editor writes back the v2 spec it loaded as it was, apart from the person's edit
+                saved = {k: copy.deepcopy(v) for k, v in row.data.items() if k not in ("id", "uid", "version")}
+                if change_v2 is not None:
+                    change_v2(saved)
+            else:
+                change(data)
+                data["title"] = str(data.get("title", row.title)).strip()
+                saved = v1_to_v2(data) if as_v2 else data
             dashboards.save_dashboard(self.store, login, saved, row.folder_uid, "edited in the UI", row, row.uid,
                                       stored_version="v2" if as_v2 else "v0alpha1")
             return row.version

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
-from grafana_standin.testkit import make_dashboard
+from grafana_standin.testkit import THRESHOLDS, make_dashboard
+from support.paths import ROOT
 
+from gpudash.catalog import profile
 from gpudash.compare.content import MARKER_KEY, marked, marker_annotations
 from gpudash.compare.content_v2 import canonical_v2, v2_only
+from gpudash.config.loading import load_settings
 from gpudash.errors import ConfigError
+from gpudash.schema_v2.resource import to_v2 as gpudash_to_v2
 from gpudash.sync import schema as schemas
 from gpudash.sync.plan import Action, RemoteDashboard, plan_dashboard
 from gpudash.sync.remote_apis import remote_of, resource_body
 from gpudash.sync.schema import Schema, choose
+from gpudash.sync.session import own_conversion
 from gpudash.sync.stored import hash_in, storage_of, written_annotations
 
 SITE = "lab-a1b2c3"
@@ -188,6 +195,24 @@ def test_the_schema_follows_the_setting_and_what_grafana_serves() -> None:
     assert choose("auto", "13.2.0", True).writes == "v1"  # no v1 -> v2 conversion in this build
     with pytest.raises(ConfigError, match="no v1 -> v2 dashboard conversion"):
         choose("v2", "13.2.0", True)
+
+
+def test_a_session_writes_v2_with_gpudash_own_conversion_for_the_site_profile(tmp_path: Path) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text("profile: nvidia_smi\n")
+    own = own_conversion(load_settings(THRESHOLDS, site))
+    node = json.loads((ROOT / "dashboards" / "json" / "gpudash-node.json").read_text())
+    chosen = choose("auto", "13.2.0", True, own=own)
+    assert chosen.writes == "v2" and chosen.converter is own
+    assert chosen.spec_of(node, "v2") == gpudash_to_v2(node, profile=profile("nvidia_smi"))["spec"]
+    assert chosen.spec_of(node, "v2") != gpudash_to_v2(node, profile=profile("dcgm"))["spec"]  # the site's profile
+    assert choose("v2", "13.2.0", True, own=own).writes == "v2"
+    assert choose("auto", "12.4.0", True, own=own).writes == "v1"
+    schemas.use_v2_converter(to_v2)
+    try:
+        assert choose("auto", "13.2.0", True, own=own).converter is to_v2  # one installed comes first
+    finally:
+        schemas.use_v2_converter(None)
 
 
 def test_the_storage_comes_from_status_conversion_and_the_recorded_schema() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,14 @@ def test_regenerate_names_a_broken_definition_in_one_line(tmp_path: Path) -> Non
     assert caught.value.format_message() == (
         "regenerating the dashboards failed: NameError: name 'undefined_name' is not defined")
     assert not (tmp_path / "json").exists()
+
+
+def test_regenerate_writes_the_v2_resources_beside_the_classic_json(tmp_path: Path) -> None:
+    definitions = tmp_path / "dashboards"
+    definitions.mkdir()
+    shutil.copy(ROOT / "dashboards" / "node.py", definitions / "node.py")
+    regenerate(definitions, definitions / "json", ROOT / "thresholds.yaml", None)
+    for folder in ("json", "v2"):  # as `gpudash dashboards` writes them: the committed files, byte for byte
+        written = definitions / folder / "gpudash-node.json"
+        assert written.read_bytes() == (ROOT / "dashboards" / folder / "gpudash-node.json").read_bytes()
+    assert sorted(p.name for p in (definitions / "v2").glob("*.json")) == ["gpudash-node.json"]
