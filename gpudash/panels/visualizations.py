@@ -6,6 +6,7 @@ profile without (say) HBM temperature gets a dashboard without that panel instea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import gcd
@@ -133,22 +134,38 @@ def stat(title: str, query: Query | Sequence[Query], unit: str, description: str
 # The field the reduce transformation writes each series' value to ("Last *" for lastNotNull).
 REDUCED_VALUE = "Last *"
 REDUCED_NAME = "Field"
+_LEGEND_LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
-def sorted_rows(desc: bool | None) -> list[dict[str, Any]]:
-    """One row per series (its legend in `Field`, its labels as fields for the links, its value), sorted by
-    value (desc True: largest first; False: smallest first) or, with None, by name (GPU index order)."""
+def sorted_rows(desc: bool | None, labels_as_fields: bool) -> list[dict[str, Any]]:
+    """One row per series, its value reduced to the last, sorted by value (desc True: largest first; False:
+    smallest first) or, with None, by its legend (GPU index order).
+
+    Without `labels_as_fields` the `Field` column holds each series' legend, which titles the row. With it
+    (for links that read a row's labels) `Field` holds only "Value": the panel titles the rows instead
+    (`reduced_title`)."""
+    if labels_as_fields and desc is None:
+        raise ValueError("rows with their labels as fields sort by value only: their Field column is 'Value'")
     reduce = {"id": "reduce", "options": {"reducers": ["lastNotNull"], "mode": "seriesToRows",
-                                          "labelsToFields": True, "includeTimeField": False}}
+                                          "labelsToFields": labels_as_fields, "includeTimeField": False}}
     field = REDUCED_NAME if desc is None else REDUCED_VALUE
     return [reduce, {"id": "sortBy", "options": {"fields": {}, "sort": [{"field": field, "desc": bool(desc)}]}}]
 
 
-def _value_links(links: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    # An override on every number field: grafanalib's gauge drops field-config links, an override stays.
+def reduced_title(legend: str) -> str:
+    """A legend (`{{instance}} GPU {{gpu}}`) as the display name of a reduced row whose labels are fields."""
+    return _LEGEND_LABEL.sub(lambda m: f"${{__data.fields.{m.group(1)}}}", legend)
+
+
+def _value_links(links: Sequence[dict[str, Any]], legend: str | None = None) -> list[dict[str, Any]]:
+    # An override on every number field: grafanalib's gauge drops field-config links, an override stays. A
+    # `legend` titles reduced rows whose labels are fields (without it Grafana titles them "Value <labels>").
     if not links:
         return []
-    return [{"matcher": {"id": "byType", "options": "number"}, "properties": [{"id": "links", "value": list(links)}]}]
+    properties: list[dict[str, Any]] = [{"id": "links", "value": list(links)}]
+    if legend is not None:
+        properties.append({"id": "displayName", "value": reduced_title(legend)})
+    return [{"matcher": {"id": "byType", "options": "number"}, "properties": properties}]
 
 
 def gauge(title: str, query: Query, unit: str, description: str, steps: list[G.Threshold],
@@ -158,8 +175,8 @@ def gauge(title: str, query: Query, unit: str, description: str, steps: list[G.T
     return G.GaugePanel(
         title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
         thresholds=steps, thresholdMarkers=True, thresholdLabels=False, calc="lastNotNull", maxDataPoints=None,
-        allValues=True, transformations=sorted_rows(desc),
-        extraJson={"fieldConfig": {"overrides": _value_links(links)}},
+        allValues=True, transformations=sorted_rows(desc, bool(links)),
+        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend)}},
     )
 
 
@@ -171,8 +188,8 @@ def bar_gauge(title: str, query: Query, unit: str, description: str, steps: list
     return G.BarGauge(
         title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
         thresholds=steps, displayMode="gradient", orientation="horizontal", calc="lastNotNull",
-        maxDataPoints=None, allValues=True, transformations=sorted_rows(desc),
-        extraJson={"fieldConfig": {"overrides": _value_links(links)}},
+        maxDataPoints=None, allValues=True, transformations=sorted_rows(desc, bool(links)),
+        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend)}},
     )
 
 
@@ -229,7 +246,11 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
     instant = [Query(q.expr, "", True, ref) for q, ref in zip(queries, refs, strict=True)]
     first = ({"id": "joinByField", "options": {"byField": join_on, "mode": "outer"}} if join_on else
              {"id": "merge", "options": {}})
-    transformations: list[dict[str, Any]] = [first, *before]
+    # Each query's rows keep their metric name, and a merge joins only rows whose every label agrees: without
+    # the name dropped first, a GPU two recordings list shows as two rows.
+    merged = len(queries) > 1 and not join_on
+    unnamed = [{"id": "organize", "options": {"excludeByName": {"__name__": True}}}] if merged else []
+    transformations: list[dict[str, Any]] = [*unnamed, first, *before]
     # A join keeps each query's time column apart, numbered from 1.
     times = [f"Time {i}" for i in range(1, len(queries) + 1)] if join_on else []
     excluded = {"Time": True, **{t: True for t in times}, **{c: True for c in hide_columns}}

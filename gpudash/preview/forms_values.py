@@ -14,6 +14,7 @@ from gpudash.preview.panel import defaults, number, options
 from gpudash.preview.pixels import Box
 from gpudash.preview.series import PanelData, Series, table_rows
 from gpudash.preview.units import format_value
+from gpudash.preview.value_rows import value_rows
 
 TABLE_ROW_PX = 22
 ARC_START, ARC_SWEEP = 210.0, 240.0  # Grafana's gauge: an arc open at the bottom
@@ -95,7 +96,7 @@ def draw_stat(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, 
 
 def draw_gauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     low, high = _unit_range(panel)
-    series = list(data.series)
+    series = value_rows(panel, data.series)
 
     def angle(v: float) -> float:
         return ARC_START - ARC_SWEEP * (min(max(v, low), high) - low) / (high - low)
@@ -118,7 +119,7 @@ def draw_gauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
 
 def draw_bargauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     low, high = _unit_range(panel)
-    series = list(data.series)
+    series = value_rows(panel, data.series)
     row_h = max(14, min(40, box.h // max(1, len(series))))
     rows = min(len(series), max(1, box.h // row_h))
     name_w = min(240, box.w // 3)

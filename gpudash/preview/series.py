@@ -70,13 +70,21 @@ def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Serie
                ) -> tuple[list[str], list[list[str | float]]]:
     """Columns and rows as Grafana's table shows instant queries after its `merge` and `organize` steps.
 
-    Rows are keyed by their labels; each query's value is a column (`Value`, or `Value #A` with several),
-    renamed and excluded by the panel's organize options.
+    Rows are keyed by their labels (less those an organize step drops before the merge: a merge joins only
+    rows whose every label column agrees); each query's value is a column (`Value`, or `Value #A` with
+    several), renamed and excluded by the panel's last organize options.
     """
     organize: dict[str, Any] = {}
+    dropped: set[str] = set()  # columns an organize step removes from each frame before the merge
+    merged = False
     for step in panel.get("transformations") or []:
-        if isinstance(step, dict) and step.get("id") == "organize":
+        if not isinstance(step, dict):
+            continue
+        merged = merged or step.get("id") in ("merge", "joinByField")
+        if step.get("id") == "organize":
             organize = step.get("options") or {}
+            if not merged:
+                dropped |= {k for k, v in (organize.get("excludeByName") or {}).items() if v}
     excluded = {k for k, v in (organize.get("excludeByName") or {}).items() if v}
     renamed: dict[str, str] = organize.get("renameByName") or {}
     several = len(frames) > 1
@@ -85,7 +93,7 @@ def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Serie
     for ref, series in frames:
         value_column = f"Value #{ref}" if several else "Value"
         for one in series:
-            labels = {k: v for k, v in one.labels.items()}
+            labels = {k: v for k, v in one.labels.items() if k not in dropped}
             label_columns += [name for name in labels if name not in label_columns]
             row = rows.setdefault(tuple(sorted(labels.items())), dict(labels))
             row[value_column] = one.last if one.last is not None else math.nan

@@ -330,7 +330,8 @@ def test_14_leftovers(built: dict[str, dict[str, Any]], node: dict[str, Any]) ->
             assert target.get("legendFormat") != "__table__", panel["title"]
         if panel["type"] != "table":
             continue
-        names = transformation(panel, "organize")["renameByName"]
+        # The last organize titles the columns (a first one may drop the metric name before a merge).
+        names = [t["options"] for t in panel["transformations"] if t["id"] == "organize"][-1]["renameByName"]
         refs = [t["refId"] for t in panel["targets"]]
         assert set(names) == ({"Value"} if len(refs) == 1 else {f"Value #{r}" for r in refs}), panel["title"]
         steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
