@@ -91,7 +91,9 @@ def memory_pressure(layout: PanelGrid, q: PromQL, k: int) -> None:
         "(cluster_instance_gpu:gpu_fb_hours_to_full:growing), and how full they are. A model loaded to 97 % "
         "that stays flat is not here; one still growing is about to OOM. Click one to open its node on that GPU.",
         {"A": "hours until full", "B": "used"}, "h", level_steps(t.memory), links=[node_link(gpu)],
-        hide_columns=("__name__",), sort=("hours until full", False), coloured="used"), w=12, h=9)
+        hide_columns=("__name__",), sort=("hours until full", False), coloured="used",
+        overrides=[{"matcher": {"id": "byName", "options": "used"},
+                    "properties": [{"id": "unit", "value": "percentunit"}]}]), w=12, h=9)
 
 
 def throttled_gpus(layout: PanelGrid, q: PromQL, k: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.canvas import Canvas
 from gpudash.preview.colors import BORDER, MUTED, TEXT, threshold_color, threshold_marks
-from gpudash.preview.panel import defaults, number, options
+from gpudash.preview.panel import column_units, defaults, number, options
 from gpudash.preview.pixels import Box
 from gpudash.preview.series import PanelData, Series, table_rows
 from gpudash.preview.units import format_value
@@ -143,9 +143,9 @@ def draw_bargauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelDa
 
 def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     header, rows = table_rows(panel, data.frames)
-    unit = defaults(panel).get("unit")
+    units = column_units(panel, header)
     shown = max(0, box.h // TABLE_ROW_PX - 1)
-    texts = [[_cell(v, unit) for v in row] for row in rows[:shown]]
+    texts = [[_cell(v, unit) for v, unit in zip(row, units, strict=True)] for row in rows[:shown]]
     widths = [max([len(h), *(len(t[i]) for t in texts)]) + 2 for i, h in enumerate(header)]
     total = sum(widths) or 1
     x = float(box.x + 4)

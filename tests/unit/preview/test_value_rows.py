@@ -11,7 +11,9 @@ from support.paths import ROOT
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all
 from gpudash.preview.colors import NAMED, threshold_color
+from gpudash.preview.panel import column_units
 from gpudash.preview.series import Series, table_rows, to_series
+from gpudash.preview.units import format_value
 from gpudash.preview.value_rows import value_rows
 
 HASH_ORDER = ("04", "00", "06", "02", "10", "01")
@@ -99,3 +101,15 @@ def test_headroom_lists_the_gpu_nearest_its_limit_first_orange_within_the_margin
     assert [r.name for r in rows] == ["host-a GPU 05", "host-b GPU 02", "host-c GPU 00", "host-a GPU 01"]
     shown = [threshold_color(p, r.last, 0, 40) for r in rows]
     assert shown == [NAMED["red"], NAMED["orange"], NAMED["green"], NAMED["green"]], shown
+
+
+def test_memory_pressure_shows_used_as_a_percentage_and_hours_until_full_as_time(built: dict[str, Any]) -> None:
+    p = next(x for x in built["gpudash-fleet.json"]["panels"] if x.get("title", "").startswith("Memory pressure"))
+    labels = {"cluster": "demo", "gpu": "03", "instance": "host"}
+    frames = [(t["refId"], to_series([{"metric": labels, "value": [1000.0, v]}], None, t["refId"]))
+              for t, v in zip(p["targets"], ("0.93", "0.93"), strict=True)]
+    header, rows = table_rows(p, frames)
+    units = column_units(p, header)
+    shown = {h: (u, format_value(float(v), u)) for h, v, u in zip(header, rows[0], units, strict=True)
+             if h in ("hours until full", "used")}
+    assert shown == {"hours until full": ("h", "0.93 h"), "used": ("percentunit", "93%")}, shown
