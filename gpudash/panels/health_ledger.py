@@ -41,6 +41,8 @@ class LedgerColumn:
 # window counts from 0. DCGM's counters run for the GPU's life or since the driver loaded, so a series that
 # began within the window (a GPU new to a node, an exporter just deployed) counts from its first value.
 FROM_ZERO = frozenset({"xid_total"})
+# Counters a GPU reset or a driver reload sets back to 0: the reset a DBE calls for must not hide the DBE.
+VOLATILE = frozenset({"ecc_dbe_vol", "ecc_sbe_vol"})
 
 
 def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> str:
@@ -50,7 +52,9 @@ def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> st
     90 days, and enough for a counter or a flag that only rises. The last hour is read raw, so an event of the
     last hour counts now, not at the next hourly point. A counter's events are its latest value less its value
     when the window began (or when its series began: FROM_ZERO). A counter that fell (the exporter or the
-    driver restarted) counts 0 for that series: an undercount, never an invented event."""
+    driver restarted) counts 0 for that series: an undercount, never an invented event. A VOLATILE counter
+    also counts what each fall between two hourly points took away: the errors a GPU reset cleared still
+    count after it, unless the reset came within the hour they appeared."""
     ref = q.profile.ref(key)
     series = f"{ref.name}{q.scope.selector(extra)}"
     hourly = f"[{WINDOW}:{SUBQUERY_STEP}]"
@@ -63,7 +67,12 @@ def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> st
             inner = f"(clamp_min({latest} - {began}, 0) or {latest})"
         else:
             start = f"({began} or min_over_time({series}{hourly}) or min_over_time({series}{recent}))"
-            inner = f"clamp_min({latest} - {start}, 0)"
+            rise = f"{latest} - {start}"
+            if key in VOLATILE:
+                # What each fall took away, from one hourly point to the next (as cheap as the hourly reads).
+                fell = f"sum_over_time((clamp_min({series} offset {SUBQUERY_STEP} - {series}, 0)){hourly})"
+                rise = f"{rise} + ({fell} or {latest} * 0)"
+            inner = f"clamp_min({rise}, 0)"
     else:
         inner = f"((last_over_time({series}{recent}) > 0) or max_over_time({series}{hourly}))"
     return f"({inner} {ref.convert})" if ref.convert else inner

@@ -87,12 +87,16 @@ def fleet_history(now: int) -> History:
             history.add(_name("ecc_dbe_agg"), labels, dbe, start, end)
             if instance == A:
                 history.add(_name("xid_total"), {**labels, "xid": "79"}, lambda t: int(t >= now - 35 * DAY), start, end)
+            # Volatile DBEs: two on node B 5 days ago, cleared by the GPU reset of 2 days ago.
+            history.add(_name("ecc_dbe_vol"), labels,
+                        lambda t, i=instance: 2 * (i == B and now - 5 * DAY <= t < now - 2 * DAY), start, end)
             for days in (12, 5, 2):  # the recorded reset episodes, valued at their time, where the GPU sat then
                 at = base + (now - days * DAY - base) // HOUR * HOUR
                 if start <= at < end:
                     history.add(EPISODES, {**labels, "hostname": instance.split(":")[0]}, at, at, at + 1)
         else:
             history.add(_name("ecc_dbe_agg"), labels, 0, start, end)
+            history.add(_name("ecc_dbe_vol"), labels, 0, start, end)
     for instance in (A, B):
         history.add(_name("gpus_expected"), {"cluster": "e2e", "instance": instance}, 2)
     recent = now - 20 * 60
@@ -201,6 +205,9 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     # Seen last in node B's slot 1; its DBEs on node A and on node B both count.
     assert (mover["labels"]["instance"], mover["labels"]["gpu"]) == (B, "1")
     assert round(mover["DBE aggregate"]) == 5
+    # The volatile count went back to 0 at the reset: the two DBEs before it still count.
+    assert round(mover["DBE volatile"]) == round(quarter[MOVER]["DBE volatile"]) == 2
+    assert "DBE volatile" not in month[STEADY]
     assert "XIDs pcie" not in mover  # XID 79 was 35 days ago
     assert round(quarter[MOVER]["XIDs pcie"]) == 1 and round(quarter[MOVER]["DBE aggregate"]) == 5
     assert month[FAILED]["Remap failure"] == 1 and month[STEADY]["Remap pending"] == 1
