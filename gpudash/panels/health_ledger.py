@@ -20,7 +20,7 @@ from gpudash.panels.health_actions import cost
 from gpudash.panels.job_panels import node_link
 from gpudash.panels.visualizations import PanelGrid, Query, table
 from gpudash.promql.query import Matcher, PromQL, Scope
-from gpudash.promql.resets import EPISODES
+from gpudash.promql.resets import EPISODES, XID_BY_UUID
 
 WINDOW = "$ledger"
 TOP = 50
@@ -87,6 +87,18 @@ def _tagged(terms: list[str], label: str) -> str:
     return "\nor\n".join(f'label_replace({t}, "{label}", "{i}", "", "")' for i, t in enumerate(terms))
 
 
+def _xids(q: PromQL, codes: Matcher) -> str:
+    """XID events of some codes per UUID: the bundled exporter's per-code counter where a GPU has one, else the
+    events of dcgm-exporter's last-XID gauge, recorded by UUID (a sparse recording: only the events are read)."""
+    parts = []
+    if q.has("xid_total"):
+        parts.append(_per_uuid(q, _over(q, "increase", "xid_total", (codes,))))
+    if q.has("xid_last") and q.available(XID_BY_UUID):
+        recorded = f"{q.recordings[XID_BY_UUID].record}{q.scope.selector((codes,))}"
+        parts.append(_per_uuid(q, f"sum_over_time({recorded}[{WINDOW}])"))
+    return "\nor\n".join(parts)
+
+
 def xid_classes() -> dict[str, tuple[int, ...]]:
     """The XID table's codes per class, in the table's class order of first appearance."""
     classes: dict[str, list[int]] = {}
@@ -130,16 +142,14 @@ def ledger_columns(q: PromQL) -> list[LedgerColumn]:
     counted("Correctable remapped rows", "remapped_rows_cor", action_for(63).action)
     flagged("Remap pending", "row_remap_pending", "reset_gpu")
     flagged("Remap failure", "row_remap_failure", "rma")
-    if q.has("xid_total"):
+    if q.has("xid_total") or (q.has("xid_last") and q.available(XID_BY_UUID)):
         known: list[int] = []
         for cls, codes in xid_classes().items():
             known += codes
             matcher = ("xid", "=~", re2_any(str(c) for c in codes))
-            columns.append(LedgerColumn(f"XIDs {cls}", _per_uuid(q, _over(q, "increase", "xid_total", (matcher,))),
-                                        _costliest(codes)))
+            columns.append(LedgerColumn(f"XIDs {cls}", _xids(q, matcher), _costliest(codes)))
         others = ("xid", "!~", re2_any(str(c) for c in known))
-        columns.append(LedgerColumn("XIDs not in the table", _per_uuid(q, _over(q, "increase", "xid_total", (others,))),
-                                    action_for(UNKNOWN_XID).action))
+        columns.append(LedgerColumn("XIDs not in the table", _xids(q, others), action_for(UNKNOWN_XID).action))
     nvlink = [_over(q, "increase", k) for k in ("nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay",
                                                    "nvlink_recovery") if q.has(k)]
     per_link = _per_uuid(q, _over(q, "increase", "nvlink_link_errors")) if q.has("nvlink_link_errors") else ""

@@ -25,7 +25,7 @@ from support.slack import budget
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import PANEL, dashboard_groups, load_dashboards
-from gpudash.promql.resets import EPISODES
+from gpudash.promql.resets import EPISODES, XID_BY_UUID
 from gpudash.stack.history import SeededPrometheus
 
 DAY, HOUR = 86400, 3600
@@ -75,6 +75,7 @@ def fleet_history(now: int) -> History:
         history.add(_name("hbm_temp"), labels, 80, start, end)
         history.add(_name("mem_max_op_temp"), labels, 95 if uuid != FAILED else 85, start, end)
         history.add(_name("gpu_up"), labels, 1, start, end)
+        history.add(_name("xid_last"), labels, 0, start, end)  # every dcgm-exporter publishes the last XID
         for key in ("remapped_rows_unc", "remapped_rows_cor"):  # dcgm-exporter's defaults: there, and 0
             history.add(_name(key), labels, 0, start, end)
         history.add(_name("row_remap_failure"), labels, lambda t, u=uuid: int(u == FAILED and t >= now - 3 * DAY),
@@ -97,8 +98,14 @@ def fleet_history(now: int) -> History:
         else:
             history.add(_name("ecc_dbe_agg"), labels, 0, start, end)
             history.add(_name("ecc_dbe_vol"), labels, 0, start, end)
+        if uuid == FAILED:
+            # An XID 48 seen only on dcgm-exporter's last-XID gauge 20 days ago, as the recording by UUID noted it.
+            at = base + (now - 20 * DAY - base) // HOUR * HOUR
+            history.add(XID_BY_UUID, {**labels, "xid": "48"}, 1, at, at + 1)
     for instance in (A, B):
         history.add(_name("gpus_expected"), {"cluster": "e2e", "instance": instance}, 2)
+    # A recording every loaded rule file records: beside it, a sparse recording's absence is "nothing passes".
+    history.add("cluster:gpu_count:count", {"cluster": "e2e"}, 4)
     recent = now - 20 * 60
     alerts = [  # (alertname, alertstate, action, instance, gpu)
         ("GPURowRemapFailure", "firing", "rma", B, "0"),
@@ -208,6 +215,9 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     # The volatile count went back to 0 at the reset: the two DBEs before it still count.
     assert round(mover["DBE volatile"]) == round(quarter[MOVER]["DBE volatile"]) == 2
     assert "DBE volatile" not in month[STEADY]
+    # An XID only dcgm-exporter's gauge showed counts, by UUID, in its class.
+    assert month[FAILED]["XIDs memory"] == quarter[FAILED]["XIDs memory"] == 1
+    assert "XIDs memory" not in month[STEADY] and "XIDs memory" not in mover
     assert "XIDs pcie" not in mover  # XID 79 was 35 days ago
     assert round(quarter[MOVER]["XIDs pcie"]) == 1 and round(quarter[MOVER]["DBE aggregate"]) == 5
     assert month[FAILED]["Remap failure"] == 1 and month[STEADY]["Remap pending"] == 1
