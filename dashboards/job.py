@@ -123,18 +123,21 @@ def build(ctx: BuildContext) -> G.Dashboard:
                     "exporter's per-code counter, else a change of dcgm-exporter's last-XID gauge to a code.", None, 0,
             draw="bars"),
             w=12)
-    if q.has("clock_event_active"):
-        throttled = on_job_gpus(f"{cluster.throttled()} > 0")
+    reasons = cluster.throttle_reasons()
+    if reasons is not None:
+        throttled = on_job_gpus(f"sum by (cluster, instance, {gpu}) ({reasons}) > 0")
+        source = ("the bundled exporter's flag, else dcgm-exporter's count of such events in its window "
+                  "(DCGM_EXP_CLOCK_EVENTS_COUNT, optional in its counters CSV)")
         layout.add(stat(
             "The job's GPUs throttled now", Query(f"count({throttled})", "throttled"), "none",
-            "The job's GPUs with a thermal or power-brake clock event reason set now (bundled exporter). One "
-            "throttled GPU slows a synchronous job to its pace.", color_steps((GREEN, None), (ORANGE, 1)),
+            f"The job's GPUs with a thermal or power-brake clock event reason set now: {source}. One throttled "
+            "GPU slows a synchronous job to its pace.", color_steps((GREEN, None), (ORANGE, 1)),
             no_value="0"), w=4)
         layout.add(table(
             f"Throttled GPUs now (top {k})", [Query(f"topk({k}, {throttled})")],
-            "Which of the job's GPUs are throttled by heat or the power brake now (bundled exporter). Click one to "
-            "open its node.", {"A": "throttled"}, "none", None, links=[node_link(gpu)],
-            hide_columns=("__name__", "Value"), sort=("throttled", True)), w=8)
+            f"Which of the job's GPUs are throttled by heat or the power brake now, and by how many reasons "
+            f"(or events): {source}. Click one to open its node.", {"A": "throttle reasons"}, "none", None,
+            links=[node_link(gpu)], hide_columns=("__name__",), sort=("throttle reasons", True)), w=8)
 
     if q.has("process_fb_used"):
         layout.section("Other jobs on the job's GPUs")
