@@ -238,27 +238,32 @@ def _stragglers(layout: PanelGrid, q: PromQL, k: int) -> None:
     to_median = f"on (cluster, {label}) group_left()"
     hide = ("__name__",)
     link = node_link(q.gpu)
+    window = levels.window
     if q.available("cluster_job:gpu_sm_clock_mhz:median"):
-        clock = q.per_gpu(q.metric("sm_clock"), label)
+        # As GPUJobStraggler reads them: each averaged over its window; GPUs at or above the median are no rows.
+        clock = q.in_job_over_time("avg", "sm_clock", window)
+        median = q.recorded_over_time("avg", "cluster_job:gpu_sm_clock_mhz:median", window)
         layout.add(table(
             f"Slowest SM clocks against the job's median (top {k})",
-            [Query(f"topk({k}, 1 - {clock} / {to_median} {q.use('cluster_job:gpu_sm_clock_mhz:median')})")],
-            f"How far each GPU's SM clock is below its job's median clock now (GPUJobStraggler looks for more than "
-            f"{levels.clock_below_ratio:.0%}), furthest first. Click one to open its node.",
+            [Query(f"topk({k}, (1 - {clock} / {to_median} {median}) > 0)")],
+            f"How far each GPU's SM clock is below its job's median clock, both averaged over the last {window} "
+            f"(GPUJobStraggler looks for more than {levels.clock_below_ratio:.0%}), furthest first; a GPU at or "
+            "above the median is not listed. Click one to open its node.",
             {"A": "below the median"}, "percentunit",
             color_steps((GREEN, None), (ORANGE, levels.clock_below_ratio)), links=[link], hide_columns=hide,
             sort=("below the median", True)), w=12)
-    sm_active = q.available("cluster_job:gpu_sm_active:median")
-    key, median, scale = (("sm_active", "cluster_job:gpu_sm_active:median", " * 100") if sm_active else
-                          ("gpu_util", "cluster_job:gpu_utilization:median", ""))
-    activity = q.per_gpu(q.metric(key), label)
-    what = ("SM activity (DCGM_FI_PROF_SM_ACTIVE: dcgm-exporter publishes it only when its counters CSV enables it)"
-            if sm_active else "utilization (no profiling metrics here)")
+    departure = "cluster_instance_gpu_job:gpu_activity_departure:points"
+    if not q.available(departure):
+        return
+    points = q.use(departure)
+    # The furthest either way, signed; under a point from the median is the noise of averaging, not a row.
+    furthest = f"{points} and on (cluster, instance, {q.gpu}, {label}) topk({k}, abs({points}) >= 1)"
     layout.add(table(
-        f"Activity furthest from the job's median (top {k})",
-        [Query(f"topk({k}, abs({activity} - {to_median} {q.use(median)}){scale})")],
-        f"Points between each GPU's {what} and its job's median now, either way (GPUJobStraggler looks for more "
-        f"than {levels.activity_points:g}). A slowed GPU sits above the median; a node starved of input below it. "
-        "Click one to open its node.", {"A": "points from the median"}, "none",
-        color_steps((GREEN, None), (ORANGE, levels.activity_points)),
+        f"Activity furthest from the job's median (top {k})", [Query(furthest)],
+        f"Points between each GPU's SM activity (its utilization where it has none) and its job's median, both "
+        f"averaged over the last {window}: GPUJobStraggler's own value (it looks for more than "
+        f"{levels.activity_points:g} either way). + : busier than its peers, a slowed GPU computing longer while "
+        "they wait; - : a node starved of input. A GPU within a point of the median is not listed. Click one to "
+        "open its node.", {"A": "points from the median"}, "none",
+        color_steps((ORANGE, None), (GREEN, -levels.activity_points), (ORANGE, levels.activity_points)),
         links=[link], hide_columns=hide, sort=("points from the median", True)), w=12)
