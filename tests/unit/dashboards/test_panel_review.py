@@ -367,7 +367,10 @@ def test_annotations_mark_firing_alerts_and_xid_events(built: dict[str, dict[str
     assert found["Annotations & Alerts"]["builtIn"] == 1
     alerts = found["Firing alerts"]
     expr = alerts["target"]["expr"]
-    assert expr.startswith("ALERTS{") and 'alertstate="firing"' in expr
+    # gpudash's own firing alerts, not info; the fleet counts them per alert and cluster
+    assert 'ALERTS{' in expr and 'alertstate="firing"' in expr and 'severity!="info"' in expr
+    assert "GPUHighTemperature|" in expr and expr.startswith(
+        "count by (alertname, severity, cluster) (" if name == "gpudash-fleet.json" else "ALERTS{")
     assert 'cluster=~"$cluster"' in expr and alerts["titleFormat"] == "{{alertname}}"
     xids = found["XID events"]
     assert "offset $__interval" in xids["target"]["expr"] and xids["titleFormat"] == "XID {{xid}}"
