@@ -16,7 +16,7 @@ from grafanalib import core as G
 from gpudash.config.durations import Duration
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
-from gpudash.panels.job_panels import gpu_hours, hours_over_range, node_link
+from gpudash.panels.job_panels import PROCESS_CONTEXT, gpu_hours, hours_over_range, node_link
 from gpudash.panels.visualizations import (
     GREEN,
     ORANGE,
@@ -121,7 +121,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
             [Query(f"sum by (cluster, xid) ({per_step})", "{{cluster}} XID {{xid}}")],
             "none", "XID events in each step on the job's GPUs, by code: one bar per event. From the bundled "
                     "exporter's per-code counter, else a change of dcgm-exporter's last-XID gauge to a code.", None, 0,
-            draw="bars"),
+            draw="bars", decimals=0),
             w=12)
     reasons = cluster.throttle_reasons()
     if reasons is not None:
@@ -148,10 +148,11 @@ def build(ctx: BuildContext) -> G.Dashboard:
             f"Processes on the job's GPUs that belong to another job (top {k} by memory)",
             [Query(f"topk({k}, ({foreign}) > 0)")],
             f"Processes on the job's GPUs whose own `{label}` is another job's or unknown, by framebuffer used "
-            "(MiB): a card taken by someone else's task. The bundled exporter labels each process with its own "
+            "used: a card taken by someone else's task. The bundled exporter labels each process with its own "
             "job (Slurm: its cgroup; Kubernetes: its container's pod); dcgm-exporter publishes no per-process "
-            "series, so on a dcgm-exporter site this table stays empty.", {"A": "MiB used"}, "mbytes", None,
-            links=[node_link(gpu)], hide_columns=("__name__",), sort=("MiB used", True)), w=24, h=7)
+            "series, so on a dcgm-exporter site this table stays empty.", {"A": "memory used"}, "mbytes", None,
+            links=[node_link(gpu)], hide_columns=("__name__", *PROCESS_CONTEXT), sort=("memory used", True),
+            empty="None: only the job's own processes"), w=24, h=7)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True),
              G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True)]

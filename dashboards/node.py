@@ -12,6 +12,7 @@ from grafanalib import core as G
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
 from gpudash.panels.gpu_panels import comparison_row, stat_row
+from gpudash.panels.job_panels import PROCESS_CONTEXT
 from gpudash.panels.visualizations import (
     GREEN,
     RED,
@@ -84,7 +85,8 @@ def build(ctx: BuildContext) -> G.Dashboard:
         layout.add(table("Memory per process", [Query(q.metric("process_fb_used"))],
                          "Framebuffer used by each process on each GPU now (pid, process name), largest first. "
                          "The bundled exporter publishes it; stock dcgm-exporter has no per-process series.",
-                         {"A": "MiB used"}, "mbytes", hide_columns=("__name__",), sort=("MiB used", True)),
+                         {"A": "memory used"}, "mbytes", hide_columns=("__name__", *PROCESS_CONTEXT),
+                         sort=("memory used", True)),
                    w=24, h=7)
 
     layout.section("Temperature")
@@ -161,7 +163,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
         layout.add(timeseries("XID errors by code", [Query(q.by_gpu_index(per_step), f"{legend} XID {{{{xid}}}}")],
                               "none", "XID events in each step, per GPU and code: the bundled exporter's counter, "
                                       "else a change of dcgm-exporter's last-XID gauge to a code.", None, 0,
-                              draw="bars"), w=12)
+                              draw="bars", decimals=0), w=12)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True)]
     dashboard = ctx.dashboard(UID, TITLE,

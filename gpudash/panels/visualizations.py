@@ -98,9 +98,10 @@ DRAW_STYLES: dict[str, dict[str, Any]] = {
 def timeseries(title: str, queries: Sequence[Query], unit: str, description: str,
                steps: list[G.Threshold] | None = None, min_: float | None = None, max_: float | None = None,
                dashed_refs: Sequence[str] = (), fill: int = 0, legend: str = "right",
-               draw: str = "line") -> G.TimeSeries:
+               draw: str = "line", decimals: int | None = None) -> G.TimeSeries:
     """A time series; `dashed_refs` draws those queries as dashed reference lines (limits, yesterday);
-    `legend` places the legend table ("right" or "bottom"); `draw` is one of DRAW_STYLES."""
+    `legend` places the legend table ("right" or "bottom"); `draw` is one of DRAW_STYLES; `decimals` 0 for
+    counts (Grafana's axis otherwise ticks 0.30, 0.60, 0.90 events)."""
     style = DRAW_STYLES[draw]
     panel = G.TimeSeries(
         title=title, description=description, targets=_targets(queries), unit=unit,
@@ -109,6 +110,7 @@ def timeseries(title: str, queries: Sequence[Query], unit: str, description: str
         legendDisplayMode="table", legendPlacement=legend, legendCalcs=["lastNotNull", "max"], lineWidth=1,
         showPoints=style["showPoints"], spanNulls=False, maxDataPoints=None, drawStyle=style["drawStyle"],
         pointSize=style.get("pointSize", 5),
+        extraJson={"fieldConfig": {"defaults": {"decimals": decimals}}} if decimals is not None else {},
     )
     return panel
 
@@ -224,7 +226,8 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
           unit: str = "", steps: list[G.Threshold] | None = None, links: Sequence[dict[str, Any]] = (),
           hide_columns: Sequence[str] = (), link_column: str = "instance", sort: tuple[str, bool] | None = None,
           coloured: str | None = None, rename: Mapping[str, str] | None = None, join_on: str | None = None,
-          before: Sequence[dict[str, Any]] = (), overrides: Sequence[dict[str, Any]] = ()) -> G.Table:
+          before: Sequence[dict[str, Any]] = (), overrides: Sequence[dict[str, Any]] = (),
+          empty: str | None = None) -> G.Table:
     """Instant queries merged into one table (format "table": one row per series, labels as columns).
 
     `columns` titles each query's value column by refId ("A": "used"), or None where `rename` titles the
@@ -233,7 +236,8 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
     named), and a table without steps carries none. `join_on` joins the queries' rows on that label (outer
     join) instead of merging them, for queries that carry different labels; `before` are transformations
     that run before columns are hidden and renamed (to filter or sort on a hidden value); `overrides` are
-    further field overrides (a unit per column)."""
+    further field overrides (a unit per column); `empty` is what the table says when no row answers, where
+    that is good news (Grafana says "No data")."""
     refs = [q.ref or chr(ord("A") + i) for i, q in enumerate(queries)]
     names: dict[str, str] = {}
     if columns is not None:
@@ -276,7 +280,7 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
     return G.Table(
         title=title, description=description, targets=_targets(instant, table_format=True), unit=unit,
         thresholds=steps or color_steps((GREEN, None)), transformations=transformations, overrides=field_overrides,
-        maxDataPoints=None,
+        maxDataPoints=None, extraJson={"fieldConfig": {"defaults": {"noValue": empty}}} if empty else {},
     )
 
 

@@ -113,3 +113,19 @@ def test_memory_pressure_shows_used_as_a_percentage_and_hours_until_full_as_time
     shown = {h: (u, format_value(float(v), u)) for h, v, u in zip(header, rows[0], units, strict=True)
              if h in ("hours until full", "used")}
     assert shown == {"hours until full": ("h", "0.93 h"), "used": ("percentunit", "93%")}, shown
+
+
+@pytest.mark.parametrize(("uid", "prefix"), [("gpudash-node.json", "Memory per process"),
+                                             ("gpudash-job.json", "Processes on the job's GPUs")])
+def test_process_tables_show_the_process_and_its_memory_not_the_gpus_every_label(built: dict[str, Any], uid: str,
+                                                                                  prefix: str) -> None:
+    p = next(x for x in built[uid]["panels"] if x.get("title", "").startswith(prefix))
+    labels = {"__name__": "gpudash_process_fb_used_mib", "cluster": "demo", "instance": "host:9400",
+              "job": "gpu-exporter", "gpu": "0", "UUID": "GPU-0", "pci_bus_id": "00000000:1B:00.0",
+              "device": "nvidia0", "modelName": "NVIDIA H200", "hostname": "host", "DCGM_FI_DRIVER_VERSION": "570.1",
+              "hpc_job": "77", "pid": "4242", "process_name": "python"}
+    header, rows = table_rows(p, [("A", to_series([{"metric": labels, "value": [1000.0, "56422"]}], None, "A"))])
+    assert set(header) == {"cluster", "instance", "gpu", "hpc_job", "pid", "process_name", "memory used"}, header
+    units = column_units(p, header)
+    used = header.index("memory used")
+    assert format_value(float(rows[0][used]), units[used]) == "55.1 GiB"
