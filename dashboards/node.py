@@ -135,11 +135,12 @@ def build(ctx: BuildContext) -> G.Dashboard:
                           "publish it by default). Busy and well under max = throttled.", None, 0,
                           dashed_refs=("M",)), w=24 if reasons is not None else 16)
     if reasons is not None:
+        # An 8-GPU node's four reasons each are 32 rows: 18 grid units give each about 16 px.
         layout.add(state_timeline(
             "Throttle reasons", Query(q.by_gpu_index(reasons), f"{legend} {{{{clock_event}}}}"),
             "One row per GPU and thermal or power-brake reason, red while it is set: the bundled exporter's "
             "gpudash_clock_event_active, else dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT (events in its window; "
-            "optional in its counters CSV).", color_steps((GREEN, None), (RED, 1))), w=24, h=10)
+            "optional in its counters CSV).", color_steps((GREEN, None), (RED, 1))), w=24, h=18)
     elif q.has("clock_event_reasons"):
         layout.add(state_timeline(
             "Clock event reasons (bitmask)", Query(now("clock_event_reasons"), legend),

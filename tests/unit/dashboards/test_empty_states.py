@@ -1,4 +1,5 @@
-"""Panels whose empty answer is good news say so instead of Grafana's "No data", and counts are drawn whole."""
+"""Panels as Grafana draws them: an empty answer that is good news says so, counts are drawn whole, and the
+throttle reasons have room for each row."""
 
 from __future__ import annotations
 
@@ -39,3 +40,13 @@ def test_an_empty_answer_that_is_good_news_says_so(built: dict[str, Any], name: 
 def test_counts_are_drawn_without_decimals(built: dict[str, Any], name: str, prefix: str) -> None:
     for panel in starting(built[name], prefix):
         assert panel["fieldConfig"]["defaults"].get("decimals") == 0, panel["title"]
+
+
+def test_throttle_reasons_give_each_gpu_and_reason_a_readable_row(built: dict[str, Any]) -> None:
+    from gpudash.catalog import THERMAL_OR_BRAKE_REASONS
+    from gpudash.preview.pixels import ROW_PX
+
+    (panel,) = starting(built["gpudash-node.json"], "Throttle reasons")
+    rows = 8 * len(THERMAL_OR_BRAKE_REASONS)  # an 8-GPU node, each reason its own row
+    title_and_legend_px = 70
+    assert (panel["gridPos"]["h"] * ROW_PX - title_and_legend_px) / rows >= 14, panel["gridPos"]
