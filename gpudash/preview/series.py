@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.preview.panel import as_dict
+
 _LEGEND = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
@@ -101,4 +103,25 @@ def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Serie
     columns = [c for c in [*sorted(label_columns), *value_columns] if c not in excluded and c != "Time"]
     header = [renamed.get(c, c) for c in columns]
     body = [[row.get(c, "") for c in columns] for row in rows.values()]
-    return header, body
+    return header, _sorted_rows(panel, columns, header, body)
+
+
+def _sorted_rows(panel: dict[str, Any], columns: list[str], header: list[str],
+                 body: list[list[str | float]]) -> list[list[str | float]]:
+    """The rows in the order of the panel's sortBy step (on a column by its title or its name before renaming);
+    numbers compared as numbers, a blank or NaN last, as Grafana's sortBy leaves them."""
+    steps = [as_dict(t.get("options")) for t in panel.get("transformations") or []
+             if isinstance(t, dict) and t.get("id") == "sortBy"]
+    sort = as_dict((steps[-1].get("sort") or [{}])[0]) if steps else {}
+    field_ = sort.get("field")
+    index = header.index(field_) if field_ in header else columns.index(field_) if field_ in columns else None
+    if index is None:
+        return body
+
+    def blank(row: list[str | float]) -> bool:
+        v = row[index]
+        return v == "" or (isinstance(v, float) and math.isnan(v))
+
+    filled = sorted((r for r in body if not blank(r)), key=lambda r: (isinstance(r[index], str), r[index]),
+                    reverse=bool(sort.get("desc")))
+    return filled + [r for r in body if blank(r)]

@@ -129,3 +129,17 @@ def test_process_tables_show_the_process_and_its_memory_not_the_gpus_every_label
     units = column_units(p, header)
     used = header.index("memory used")
     assert format_value(float(rows[0][used]), units[used]) == "55.1 GiB"
+
+
+def test_a_table_lists_its_rows_in_the_order_of_its_sort_step(built: dict[str, Any]) -> None:
+    p = next(x for x in built["gpudash-fleet.json"]["panels"] if x.get("title", "").startswith("Memory pressure"))
+    hours = {"01": "30", "02": "2.5", "03": "9"}
+    frames = []
+    for target in p["targets"]:
+        result = [{"metric": {"cluster": "demo", "gpu": gpu, "instance": "host"},
+                   "value": [1000.0, h if target["refId"] == "A" else "0.95"]} for gpu, h in hours.items()]
+        frames.append((target["refId"], to_series(result, None, target["refId"])))
+    header, rows = table_rows(p, frames)
+    assert [row[header.index("gpu")] for row in rows] == ["02", "03", "01"]  # soonest to fill first
+    unsorted = {**p, "transformations": [t for t in p["transformations"] if t["id"] != "sortBy"]}
+    assert [row[header.index("gpu")] for row in table_rows(unsorted, frames)[1]] == ["01", "02", "03"]
