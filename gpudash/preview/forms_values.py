@@ -13,7 +13,7 @@ from gpudash.preview.colors import BORDER, MUTED, TEXT, threshold_color, thresho
 from gpudash.preview.panel import column_units, defaults, number, options
 from gpudash.preview.pixels import Box
 from gpudash.preview.series import PanelData, Series, table_rows
-from gpudash.preview.units import format_value
+from gpudash.preview.units import format_value, from_now
 from gpudash.preview.value_rows import value_rows
 
 TABLE_ROW_PX = 22
@@ -145,7 +145,7 @@ def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
     header, rows = table_rows(panel, data.frames)
     units = column_units(panel, header)
     shown = max(0, box.h // TABLE_ROW_PX - 1)
-    texts = [[_cell(v, unit) for v, unit in zip(row, units, strict=True)] for row in rows[:shown]]
+    texts = [[_cell(v, unit, span.end) for v, unit in zip(row, units, strict=True)] for row in rows[:shown]]
     widths = [max([len(h), *(len(t[i]) for t in texts)]) + 2 for i, h in enumerate(header)]
     total = sum(widths) or 1
     x = float(box.x + 4)
@@ -160,7 +160,9 @@ def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
         canvas.text(box.x + box.w - 4, box.y + box.h - 6, f"{len(rows) - shown} more rows", 10, MUTED, ha="right")
 
 
-def _cell(value: Any, unit: str | None) -> str:
+def _cell(value: Any, unit: str | None, now: float) -> str:
+    if isinstance(value, float) and unit == "dateTimeFromNow" and not math.isnan(value):
+        return from_now(value, now)
     if isinstance(value, float):
         return format_value(value, unit)
     text = str(value)
