@@ -13,7 +13,7 @@ from grafanalib import core as G
 from gpudash.panels.build import BuildContext
 from gpudash.panels.health_actions import action_now_section, action_over_time_section
 from gpudash.panels.health_ledger import ledger_section
-from gpudash.panels.visualizations import GREEN, RED, PanelGrid, Query, bar_gauge, color_steps
+from gpudash.panels.visualizations import GREEN, ORANGE, RED, PanelGrid, Query, bar_gauge, color_steps
 from gpudash.promql.query import PromQL
 from gpudash.repository import FLEET_UID, HEALTH_UID, NODE_UID
 
@@ -54,17 +54,19 @@ def _headroom(layout: PanelGrid, q: PromQL) -> None:
         core = f"({core}) or {q.gpu_once('temp_margin')}" if core else q.gpu_once("temp_margin")
     hbm = f"{q.gpu_once('mem_max_op_temp')} - {q.gpu_once('hbm_temp')}" if q.has("mem_max_op_temp", "hbm_temp") else ""
     legend = f"{{{{instance}}}} GPU {{{{{q.gpu}}}}}"
-    steps = color_steps((RED, None), (GREEN, 0))
-    for what, expr in (("GPU core", core), ("HBM", hbm)):
+    temp = q.thresholds.temperature
+    for what, expr, margin in (("GPU core", core, temp.gpu_margin), ("HBM", hbm, temp.hbm_margin)):
         if not expr:
             continue
+        steps = color_steps((RED, None), (ORANGE, 0), (GREEN, margin))
         layout.add(bar_gauge(
             f"{what} headroom: the {COOLEST} closest to their limit",
             Query(f"bottomk({COOLEST}, {expr})", legend), "celsius",
             f"Degrees left before each GPU's own maximum operating {what} temperature (its max operating "
             "temperature minus its temperature now; T.Limit where the driver publishes only that), the "
-            f"{COOLEST} GPUs with the least first. Red: at or above the limit, the GPU slows itself down. One GPU "
+            f"{COOLEST} GPUs with the least first. Orange: within the {margin:g} °C warning margin; red: above "
+            "the limit, the GPU slows itself down. One GPU "
             "low while its neighbours are not: its fan, heatsink or airflow; a whole node low: inlet "
             "temperature or cooling. Drain it if it stays red under load. The bundled exporter publishes the "
             "limits; dcgm-exporter only when its counters CSV enables DCGM_FI_DEV_GPU_MAX_OP_TEMP, "
-            "DCGM_FI_DEV_MEM_MAX_OP_TEMP or DCGM_FI_DEV_GPU_TEMP_LIMIT.", steps, 0, 40), w=12, h=9)
+            "DCGM_FI_DEV_MEM_MAX_OP_TEMP or DCGM_FI_DEV_GPU_TEMP_LIMIT.", steps, 0, 40, desc=False), w=12, h=9)

@@ -16,7 +16,7 @@ from grafanalib import core as G
 from gpudash.config.durations import Duration
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
-from gpudash.panels.job_panels import gpu_hours, hours_over_range, node_link
+from gpudash.panels.job_panels import PROCESS_CONTEXT, gpu_hours, hours_over_range, node_link
 from gpudash.panels.visualizations import (
     GREEN,
     ORANGE,
@@ -121,20 +121,23 @@ def build(ctx: BuildContext) -> G.Dashboard:
             [Query(f"sum by (cluster, xid) ({per_step})", "{{cluster}} XID {{xid}}")],
             "none", "XID events in each step on the job's GPUs, by code: one bar per event. From the bundled "
                     "exporter's per-code counter, else a change of dcgm-exporter's last-XID gauge to a code.", None, 0,
-            draw="bars"),
+            draw="bars", decimals=0),
             w=12)
-    if q.has("clock_event_active"):
-        throttled = on_job_gpus(f"{cluster.throttled()} > 0")
+    reasons = cluster.throttle_reasons()
+    if reasons is not None:
+        throttled = on_job_gpus(f"sum by (cluster, instance, {gpu}) ({reasons}) > 0")
+        source = ("the bundled exporter's flag, else dcgm-exporter's count of such events in its window "
+                  "(DCGM_EXP_CLOCK_EVENTS_COUNT, optional in its counters CSV)")
         layout.add(stat(
             "The job's GPUs throttled now", Query(f"count({throttled})", "throttled"), "none",
-            "The job's GPUs with a thermal or power-brake clock event reason set now (bundled exporter). One "
-            "throttled GPU slows a synchronous job to its pace.", color_steps((GREEN, None), (ORANGE, 1)),
+            f"The job's GPUs with a thermal or power-brake clock event reason set now: {source}. One throttled "
+            "GPU slows a synchronous job to its pace.", color_steps((GREEN, None), (ORANGE, 1)),
             no_value="0"), w=4)
         layout.add(table(
             f"Throttled GPUs now (top {k})", [Query(f"topk({k}, {throttled})")],
-            "Which of the job's GPUs are throttled by heat or the power brake now (bundled exporter). Click one to "
-            "open its node.", {"A": "throttled"}, "none", None, links=[node_link(gpu)],
-            hide_columns=("__name__", "Value"), sort=("throttled", True)), w=8)
+            f"Which of the job's GPUs are throttled by heat or the power brake now, and by how many reasons "
+            f"(or events): {source}. Click one to open its node.", {"A": "throttle reasons"}, "none", None,
+            links=[node_link(gpu)], hide_columns=("__name__",), sort=("throttle reasons", True)), w=8)
 
     if q.has("process_fb_used"):
         layout.section("Other jobs on the job's GPUs")
@@ -145,10 +148,11 @@ def build(ctx: BuildContext) -> G.Dashboard:
             f"Processes on the job's GPUs that belong to another job (top {k} by memory)",
             [Query(f"topk({k}, ({foreign}) > 0)")],
             f"Processes on the job's GPUs whose own `{label}` is another job's or unknown, by framebuffer used "
-            "(MiB): a card taken by someone else's task. The bundled exporter labels each process with its own "
+            "used: a card taken by someone else's task. The bundled exporter labels each process with its own "
             "job (Slurm: its cgroup; Kubernetes: its container's pod); dcgm-exporter publishes no per-process "
-            "series, so on a dcgm-exporter site this table stays empty.", {"A": "MiB used"}, "mbytes", None,
-            links=[node_link(gpu)], hide_columns=("__name__",), sort=("MiB used", True)), w=24, h=7)
+            "series, so on a dcgm-exporter site this table stays empty.", {"A": "memory used"}, "mbytes", None,
+            links=[node_link(gpu)], hide_columns=("__name__", *PROCESS_CONTEXT), sort=("memory used", True),
+            empty="None: only the job's own processes"), w=24, h=7)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True),
              G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True)]
@@ -235,27 +239,32 @@ def _stragglers(layout: PanelGrid, q: PromQL, k: int) -> None:
     to_median = f"on (cluster, {label}) group_left()"
     hide = ("__name__",)
     link = node_link(q.gpu)
+    window = levels.window
     if q.available("cluster_job:gpu_sm_clock_mhz:median"):
-        clock = q.per_gpu(q.metric("sm_clock"), label)
+        # As GPUJobStraggler reads them: each averaged over its window; GPUs at or above the median are no rows.
+        clock = q.in_job_over_time("avg", "sm_clock", window)
+        median = q.recorded_over_time("avg", "cluster_job:gpu_sm_clock_mhz:median", window)
         layout.add(table(
             f"Slowest SM clocks against the job's median (top {k})",
-            [Query(f"topk({k}, 1 - {clock} / {to_median} {q.use('cluster_job:gpu_sm_clock_mhz:median')})")],
-            f"How far each GPU's SM clock is below its job's median clock now (GPUJobStraggler looks for more than "
-            f"{levels.clock_below_ratio:.0%}), furthest first. Click one to open its node.",
+            [Query(f"topk({k}, (1 - {clock} / {to_median} {median}) > 0)")],
+            f"How far each GPU's SM clock is below its job's median clock, both averaged over the last {window} "
+            f"(GPUJobStraggler looks for more than {levels.clock_below_ratio:.0%}), furthest first; a GPU at or "
+            "above the median is not listed. Click one to open its node.",
             {"A": "below the median"}, "percentunit",
             color_steps((GREEN, None), (ORANGE, levels.clock_below_ratio)), links=[link], hide_columns=hide,
             sort=("below the median", True)), w=12)
-    sm_active = q.available("cluster_job:gpu_sm_active:median")
-    key, median, scale = (("sm_active", "cluster_job:gpu_sm_active:median", " * 100") if sm_active else
-                          ("gpu_util", "cluster_job:gpu_utilization:median", ""))
-    activity = q.per_gpu(q.metric(key), label)
-    what = ("SM activity (DCGM_FI_PROF_SM_ACTIVE: dcgm-exporter publishes it only when its counters CSV enables it)"
-            if sm_active else "utilization (no profiling metrics here)")
+    departure = "cluster_instance_gpu_job:gpu_activity_departure:points"
+    if not q.available(departure):
+        return
+    points = q.use(departure)
+    # The furthest either way, signed; under a point from the median is the noise of averaging, not a row.
+    furthest = f"{points} and on (cluster, instance, {q.gpu}, {label}) topk({k}, abs({points}) >= 1)"
     layout.add(table(
-        f"Activity furthest from the job's median (top {k})",
-        [Query(f"topk({k}, abs({activity} - {to_median} {q.use(median)}){scale})")],
-        f"Points between each GPU's {what} and its job's median now, either way (GPUJobStraggler looks for more "
-        f"than {levels.activity_points:g}). A slowed GPU sits above the median; a node starved of input below it. "
-        "Click one to open its node.", {"A": "points from the median"}, "none",
-        color_steps((GREEN, None), (ORANGE, levels.activity_points)),
+        f"Activity furthest from the job's median (top {k})", [Query(furthest)],
+        f"Points between each GPU's SM activity (its utilization where it has none) and its job's median, both "
+        f"averaged over the last {window}: GPUJobStraggler's own value (it looks for more than "
+        f"{levels.activity_points:g} either way). + : busier than its peers, a slowed GPU computing longer while "
+        "they wait; - : a node starved of input. A GPU within a point of the median is not listed. Click one to "
+        "open its node.", {"A": "points from the median"}, "none",
+        color_steps((ORANGE, None), (GREEN, -levels.activity_points), (ORANGE, levels.activity_points)),
         links=[link], hide_columns=hide, sort=("points from the median", True)), w=12)

@@ -12,6 +12,7 @@ from grafanalib import core as G
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
 from gpudash.panels.gpu_panels import comparison_row, stat_row
+from gpudash.panels.job_panels import PROCESS_CONTEXT
 from gpudash.panels.visualizations import (
     GREEN,
     RED,
@@ -84,7 +85,8 @@ def build(ctx: BuildContext) -> G.Dashboard:
         layout.add(table("Memory per process", [Query(q.metric("process_fb_used"))],
                          "Framebuffer used by each process on each GPU now (pid, process name), largest first. "
                          "The bundled exporter publishes it; stock dcgm-exporter has no per-process series.",
-                         {"A": "MiB used"}, "mbytes", hide_columns=("__name__",), sort=("MiB used", True)),
+                         {"A": "memory used"}, "mbytes", hide_columns=("__name__", *PROCESS_CONTEXT),
+                         sort=("memory used", True)),
                    w=24, h=7)
 
     layout.section("Temperature")
@@ -133,11 +135,12 @@ def build(ctx: BuildContext) -> G.Dashboard:
                           "publish it by default). Busy and well under max = throttled.", None, 0,
                           dashed_refs=("M",)), w=24 if reasons is not None else 16)
     if reasons is not None:
+        # An 8-GPU node's four reasons each are 32 rows: 18 grid units give each about 16 px.
         layout.add(state_timeline(
             "Throttle reasons", Query(q.by_gpu_index(reasons), f"{legend} {{{{clock_event}}}}"),
             "One row per GPU and thermal or power-brake reason, red while it is set: the bundled exporter's "
             "gpudash_clock_event_active, else dcgm-exporter's DCGM_EXP_CLOCK_EVENTS_COUNT (events in its window; "
-            "optional in its counters CSV).", color_steps((GREEN, None), (RED, 1))), w=24, h=10)
+            "optional in its counters CSV).", color_steps((GREEN, None), (RED, 1))), w=24, h=18)
     elif q.has("clock_event_reasons"):
         layout.add(state_timeline(
             "Clock event reasons (bitmask)", Query(now("clock_event_reasons"), legend),
@@ -161,7 +164,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
         layout.add(timeseries("XID errors by code", [Query(q.by_gpu_index(per_step), f"{legend} XID {{{{xid}}}}")],
                               "none", "XID events in each step, per GPU and code: the bundled exporter's counter, "
                                       "else a change of dcgm-exporter's last-XID gauge to a code.", None, 0,
-                              draw="bars"), w=12)
+                              draw="bars", decimals=0), w=12)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True)]
     dashboard = ctx.dashboard(UID, TITLE,

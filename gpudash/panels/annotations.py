@@ -6,8 +6,10 @@ from typing import Any
 
 from grafanalib import core as G
 
+from gpudash.escape import re2_any
 from gpudash.panels.grafanalib_fixups import DATASOURCE
 from gpudash.promql.query import ALERTS, PromQL
+from gpudash.rules.alert_table import alert_names
 
 
 def prometheus_annotation(name: str, expr: str, colour: str, title: str, text: str, tags: str) -> dict[str, Any]:
@@ -22,14 +24,19 @@ def prometheus_annotation(name: str, expr: str, colour: str, title: str, text: s
 
 
 def alert_and_xid_annotations(q: PromQL, fleet: bool = False) -> G.Annotations:
-    """Firing gpudash alerts of the dashboard's scope, and XID events on its GPUs (where the profile has them).
+    """Firing gpudash alerts (warning and critical) of the dashboard's scope, one per alert and cluster on the
+    `fleet`, and XID events on its GPUs (where the profile has them).
     On the `fleet`, where every GPU's gauge at every step is too dear, the XID events come from the recording
     of new codes (PromQL.xid_events `recorded_gauge`), else from dcgm-exporter's windowed count."""
-    scope = q.scope.selector((("alertstate", "=", "firing"),))
+    # gpudash's own alerts only (not every exporter's), and none of the digest's info alerts.
+    mine = (("alertstate", "=", "firing"), ("alertname", "=~", re2_any(alert_names())), ("severity", "!=", "info"))
+    firing = f"{ALERTS}{q.scope.selector(mine)}"
     gpu = q.gpu
-    found = [prometheus_annotation(
-        "Firing alerts", f"{ALERTS}{scope}", "red", "{{alertname}}",
-        f"{{{{severity}}}}: {{{{cluster}}}} {{{{instance}}}} GPU {{{{{gpu}}}}}", "alertname,severity,cluster")]
+    text = f"{{{{severity}}}}: {{{{cluster}}}} {{{{instance}}}} GPU {{{{{gpu}}}}}"
+    if fleet:
+        # One marker per alert and cluster: an alert firing on a hundred GPUs is one event on a fleet's graphs.
+        firing, text = f"count by (alertname, severity, cluster) ({firing})", "{{severity}}: {{cluster}}"
+    found = [prometheus_annotation("Firing alerts", firing, "red", "{{alertname}}", text, "alertname,severity,cluster")]
     xids = q.xid_events("$__interval", per_step=True, scan_gauge=not fleet, recorded_gauge=fleet)
     if xids is not None:
         found.append(prometheus_annotation(

@@ -41,7 +41,7 @@ def stopped_reporting(layout: PanelGrid, q: PromQL, scrape_job: str, k: int) -> 
         "cluster_instance_gpu:gpu_reporting:stopped), {k} of each. Empty is good; a GPU here is missing from "
         "every other panel. Click a row to open its node.",
         {"A": "exporter up", "B": "GPU silent"}, "none", links=[node_link()], hide_columns=("__name__", "job"),
-        sort=("GPU silent", True)),
+        sort=("GPU silent", True), empty="None: every exporter and GPU reports"),
         w=24, h=5)
 
 
@@ -91,7 +91,10 @@ def memory_pressure(layout: PanelGrid, q: PromQL, k: int) -> None:
         "(cluster_instance_gpu:gpu_fb_hours_to_full:growing), and how full they are. A model loaded to 97 % "
         "that stays flat is not here; one still growing is about to OOM. Click one to open its node on that GPU.",
         {"A": "hours until full", "B": "used"}, "h", level_steps(t.memory), links=[node_link(gpu)],
-        hide_columns=("__name__",), sort=("hours until full", False), coloured="used"), w=12, h=9)
+        hide_columns=("__name__",), sort=("hours until full", False), coloured="used",
+        empty="None: no GPU over the level is still growing",
+        overrides=[{"matcher": {"id": "byName", "options": "used"},
+                    "properties": [{"id": "unit", "value": "percentunit"}]}]), w=12, h=9)
 
 
 def throttled_gpus(layout: PanelGrid, q: PromQL, k: int) -> None:
@@ -151,4 +154,4 @@ def xid_panels(layout: PanelGrid, q: PromQL, k: int) -> None:
         "XID errors by code", [Query(f"sum by (cluster, xid) ({per_step})", "{{cluster}} XID {{xid}}")],
         "none", "XID events in each step of the graph, by code: one bar per event, no smearing over "
                 "neighbouring steps, from the bundled exporter's per-code counter. " + graph_gauge,
-        None, 0, draw="bars"), w=12)
+        None, 0, draw="bars", decimals=0), w=12)

@@ -101,7 +101,7 @@ def action_over_time_section(layout: PanelGrid, q: PromQL) -> None:
         [Query(f"count by (action) ({alerts(q, ('action', '!=', ''))})", "{{action}}")],
         "none", "How many health alerts fired at each moment, per action. A step up in `drain` or `rma` is "
                 "hardware to take out of service; a wide `restart_job` band is usually one job's bad code.",
-        None, 0), w=12, h=8)
+        None, 0, decimals=0), w=12, h=8)
     gpus = [Query(f"count({q.gpu_once('gpu_util')})", "reporting", ref="A")]
     if q.has("gpus_expected"):
         gpus.append(Query(f"sum(max by (cluster, instance) ({q.metric('gpus_expected')}))", "expected", ref="E"))
@@ -112,4 +112,4 @@ def action_over_time_section(layout: PanelGrid, q: PromQL) -> None:
         "GPUs reporting utilization, GPUs the nodes expect (dashed; the bundled exporter: --expected-gpus, else the "
         "NVIDIA PCI functions) and GPUs published as down (gpudash_gpu_up 0: fell off the bus or lost by NVML). "
         "Reporting under expected is a GPU gone missing: `nvidia-smi` and `dmesg | grep -i xid` on the node.",
-        None, 0, dashed_refs=("E",)), w=12, h=8)
+        None, 0, dashed_refs=("E",), decimals=0), w=12, h=8)

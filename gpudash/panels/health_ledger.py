@@ -20,7 +20,7 @@ from gpudash.panels.health_actions import cost
 from gpudash.panels.job_panels import node_link
 from gpudash.panels.visualizations import PanelGrid, Query, table
 from gpudash.promql.query import Matcher, PromQL, Scope
-from gpudash.promql.resets import EPISODES
+from gpudash.promql.resets import EPISODES, XID_BY_UUID
 
 WINDOW = "$ledger"
 TOP = 50
@@ -41,6 +41,8 @@ class LedgerColumn:
 # window counts from 0. DCGM's counters run for the GPU's life or since the driver loaded, so a series that
 # began within the window (a GPU new to a node, an exporter just deployed) counts from its first value.
 FROM_ZERO = frozenset({"xid_total"})
+# Counters a GPU reset or a driver reload sets back to 0: the reset a DBE calls for must not hide the DBE.
+VOLATILE = frozenset({"ecc_dbe_vol", "ecc_sbe_vol"})
 
 
 def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> str:
@@ -50,7 +52,9 @@ def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> st
     90 days, and enough for a counter or a flag that only rises. The last hour is read raw, so an event of the
     last hour counts now, not at the next hourly point. A counter's events are its latest value less its value
     when the window began (or when its series began: FROM_ZERO). A counter that fell (the exporter or the
-    driver restarted) counts 0 for that series: an undercount, never an invented event."""
+    driver restarted) counts 0 for that series: an undercount, never an invented event. A VOLATILE counter
+    also counts what each fall between two hourly points took away: the errors a GPU reset cleared still
+    count after it, unless the reset came within the hour they appeared."""
     ref = q.profile.ref(key)
     series = f"{ref.name}{q.scope.selector(extra)}"
     hourly = f"[{WINDOW}:{SUBQUERY_STEP}]"
@@ -63,7 +67,12 @@ def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> st
             inner = f"(clamp_min({latest} - {began}, 0) or {latest})"
         else:
             start = f"({began} or min_over_time({series}{hourly}) or min_over_time({series}{recent}))"
-            inner = f"clamp_min({latest} - {start}, 0)"
+            rise = f"{latest} - {start}"
+            if key in VOLATILE:
+                # What each fall took away, from one hourly point to the next (as cheap as the hourly reads).
+                fell = f"sum_over_time((clamp_min({series} offset {SUBQUERY_STEP} - {series}, 0)){hourly})"
+                rise = f"{rise} + ({fell} or {latest} * 0)"
+            inner = f"clamp_min({rise}, 0)"
     else:
         inner = f"((last_over_time({series}{recent}) > 0) or max_over_time({series}{hourly}))"
     return f"({inner} {ref.convert})" if ref.convert else inner
@@ -76,6 +85,18 @@ def _per_uuid(q: PromQL, expr: str) -> str:
 def _tagged(terms: list[str], label: str) -> str:
     """Several expressions of the same labels kept apart (by a label per term), so `or` keeps them all."""
     return "\nor\n".join(f'label_replace({t}, "{label}", "{i}", "", "")' for i, t in enumerate(terms))
+
+
+def _xids(q: PromQL, codes: Matcher) -> str:
+    """XID events of some codes per UUID: the bundled exporter's per-code counter where a GPU has one, else the
+    events of dcgm-exporter's last-XID gauge, recorded by UUID (a sparse recording: only the events are read)."""
+    parts = []
+    if q.has("xid_total"):
+        parts.append(_per_uuid(q, _over(q, "increase", "xid_total", (codes,))))
+    if q.has("xid_last") and q.available(XID_BY_UUID):
+        recorded = f"{q.recordings[XID_BY_UUID].record}{q.scope.selector((codes,))}"
+        parts.append(_per_uuid(q, f"sum_over_time({recorded}[{WINDOW}])"))
+    return "\nor\n".join(parts)
 
 
 def xid_classes() -> dict[str, tuple[int, ...]]:
@@ -121,16 +142,14 @@ def ledger_columns(q: PromQL) -> list[LedgerColumn]:
     counted("Correctable remapped rows", "remapped_rows_cor", action_for(63).action)
     flagged("Remap pending", "row_remap_pending", "reset_gpu")
     flagged("Remap failure", "row_remap_failure", "rma")
-    if q.has("xid_total"):
+    if q.has("xid_total") or (q.has("xid_last") and q.available(XID_BY_UUID)):
         known: list[int] = []
         for cls, codes in xid_classes().items():
             known += codes
             matcher = ("xid", "=~", re2_any(str(c) for c in codes))
-            columns.append(LedgerColumn(f"XIDs {cls}", _per_uuid(q, _over(q, "increase", "xid_total", (matcher,))),
-                                        _costliest(codes)))
+            columns.append(LedgerColumn(f"XIDs {cls}", _xids(q, matcher), _costliest(codes)))
         others = ("xid", "!~", re2_any(str(c) for c in known))
-        columns.append(LedgerColumn("XIDs not in the table", _per_uuid(q, _over(q, "increase", "xid_total", (others,))),
-                                    action_for(UNKNOWN_XID).action))
+        columns.append(LedgerColumn("XIDs not in the table", _xids(q, others), action_for(UNKNOWN_XID).action))
     nvlink = [_over(q, "increase", k) for k in ("nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay",
                                                    "nvlink_recovery") if q.has(k)]
     per_link = _per_uuid(q, _over(q, "increase", "nvlink_link_errors")) if q.has("nvlink_link_errors") else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudash.catalog import DRIVER_VERSION_LABEL
 from gpudash.config.durations import Duration
 from gpudash.panels.visualizations import PanelGrid, Query, table
 from gpudash.promql.query import PromQL
@@ -18,6 +19,10 @@ from gpudash.repository import JOB_UID, NODE_UID
 def field(name: str) -> str:
     """A table cell's value in a data link, percent-encoded so a job id with `&` or `/` survives the URL."""
     return f"${{__data.fields.{name}:percentencode}}"
+
+
+# Labels every series of a GPU carries that say nothing about a process: left out of the per-process tables.
+PROCESS_CONTEXT = ("job", "UUID", "pci_bus_id", "device", "modelName", "hostname", "Hostname", DRIVER_VERSION_LABEL)
 
 
 def node_link(gpu_label: str | None = None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ profile without (say) HBM temperature gets a dashboard without that panel instea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import gcd
@@ -97,9 +98,10 @@ DRAW_STYLES: dict[str, dict[str, Any]] = {
 def timeseries(title: str, queries: Sequence[Query], unit: str, description: str,
                steps: list[G.Threshold] | None = None, min_: float | None = None, max_: float | None = None,
                dashed_refs: Sequence[str] = (), fill: int = 0, legend: str = "right",
-               draw: str = "line") -> G.TimeSeries:
+               draw: str = "line", decimals: int | None = None) -> G.TimeSeries:
     """A time series; `dashed_refs` draws those queries as dashed reference lines (limits, yesterday);
-    `legend` places the legend table ("right" or "bottom"); `draw` is one of DRAW_STYLES."""
+    `legend` places the legend table ("right" or "bottom"); `draw` is one of DRAW_STYLES; `decimals` 0 for
+    counts (Grafana's axis otherwise ticks 0.30, 0.60, 0.90 events)."""
     style = DRAW_STYLES[draw]
     panel = G.TimeSeries(
         title=title, description=description, targets=_targets(queries), unit=unit,
@@ -108,6 +110,7 @@ def timeseries(title: str, queries: Sequence[Query], unit: str, description: str
         legendDisplayMode="table", legendPlacement=legend, legendCalcs=["lastNotNull", "max"], lineWidth=1,
         showPoints=style["showPoints"], spanNulls=False, maxDataPoints=None, drawStyle=style["drawStyle"],
         pointSize=style.get("pointSize", 5),
+        extraJson={"fieldConfig": {"defaults": {"decimals": decimals}}} if decimals is not None else {},
     )
     return panel
 
@@ -133,22 +136,38 @@ def stat(title: str, query: Query | Sequence[Query], unit: str, description: str
 # The field the reduce transformation writes each series' value to ("Last *" for lastNotNull).
 REDUCED_VALUE = "Last *"
 REDUCED_NAME = "Field"
+_LEGEND_LABEL = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
-def sorted_rows(desc: bool | None) -> list[dict[str, Any]]:
-    """One row per series (its legend in `Field`, its labels as fields for the links, its value), sorted by
-    value (desc True: largest first; False: smallest first) or, with None, by name (GPU index order)."""
+def sorted_rows(desc: bool | None, labels_as_fields: bool) -> list[dict[str, Any]]:
+    """One row per series, its value reduced to the last, sorted by value (desc True: largest first; False:
+    smallest first) or, with None, by its legend (GPU index order).
+
+    Without `labels_as_fields` the `Field` column holds each series' legend, which titles the row. With it
+    (for links that read a row's labels) `Field` holds only "Value": the panel titles the rows instead
+    (`reduced_title`)."""
+    if labels_as_fields and desc is None:
+        raise ValueError("rows with their labels as fields sort by value only: their Field column is 'Value'")
     reduce = {"id": "reduce", "options": {"reducers": ["lastNotNull"], "mode": "seriesToRows",
-                                          "labelsToFields": True, "includeTimeField": False}}
+                                          "labelsToFields": labels_as_fields, "includeTimeField": False}}
     field = REDUCED_NAME if desc is None else REDUCED_VALUE
     return [reduce, {"id": "sortBy", "options": {"fields": {}, "sort": [{"field": field, "desc": bool(desc)}]}}]
 
 
-def _value_links(links: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    # An override on every number field: grafanalib's gauge drops field-config links, an override stays.
+def reduced_title(legend: str) -> str:
+    """A legend (`{{instance}} GPU {{gpu}}`) as the display name of a reduced row whose labels are fields."""
+    return _LEGEND_LABEL.sub(lambda m: f"${{__data.fields.{m.group(1)}}}", legend)
+
+
+def _value_links(links: Sequence[dict[str, Any]], legend: str | None = None) -> list[dict[str, Any]]:
+    # An override on every number field: grafanalib's gauge drops field-config links, an override stays. A
+    # `legend` titles reduced rows whose labels are fields (without it Grafana titles them "Value <labels>").
     if not links:
         return []
-    return [{"matcher": {"id": "byType", "options": "number"}, "properties": [{"id": "links", "value": list(links)}]}]
+    properties: list[dict[str, Any]] = [{"id": "links", "value": list(links)}]
+    if legend is not None:
+        properties.append({"id": "displayName", "value": reduced_title(legend)})
+    return [{"matcher": {"id": "byType", "options": "number"}, "properties": properties}]
 
 
 def gauge(title: str, query: Query, unit: str, description: str, steps: list[G.Threshold],
@@ -158,8 +177,8 @@ def gauge(title: str, query: Query, unit: str, description: str, steps: list[G.T
     return G.GaugePanel(
         title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
         thresholds=steps, thresholdMarkers=True, thresholdLabels=False, calc="lastNotNull", maxDataPoints=None,
-        allValues=True, transformations=sorted_rows(desc),
-        extraJson={"fieldConfig": {"overrides": _value_links(links)}},
+        allValues=True, transformations=sorted_rows(desc, bool(links)),
+        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend)}},
     )
 
 
@@ -171,8 +190,8 @@ def bar_gauge(title: str, query: Query, unit: str, description: str, steps: list
     return G.BarGauge(
         title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
         thresholds=steps, displayMode="gradient", orientation="horizontal", calc="lastNotNull",
-        maxDataPoints=None, allValues=True, transformations=sorted_rows(desc),
-        extraJson={"fieldConfig": {"overrides": _value_links(links)}},
+        maxDataPoints=None, allValues=True, transformations=sorted_rows(desc, bool(links)),
+        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend)}},
     )
 
 
@@ -207,7 +226,8 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
           unit: str = "", steps: list[G.Threshold] | None = None, links: Sequence[dict[str, Any]] = (),
           hide_columns: Sequence[str] = (), link_column: str = "instance", sort: tuple[str, bool] | None = None,
           coloured: str | None = None, rename: Mapping[str, str] | None = None, join_on: str | None = None,
-          before: Sequence[dict[str, Any]] = (), overrides: Sequence[dict[str, Any]] = ()) -> G.Table:
+          before: Sequence[dict[str, Any]] = (), overrides: Sequence[dict[str, Any]] = (),
+          empty: str | None = None) -> G.Table:
     """Instant queries merged into one table (format "table": one row per series, labels as columns).
 
     `columns` titles each query's value column by refId ("A": "used"), or None where `rename` titles the
@@ -216,7 +236,8 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
     named), and a table without steps carries none. `join_on` joins the queries' rows on that label (outer
     join) instead of merging them, for queries that carry different labels; `before` are transformations
     that run before columns are hidden and renamed (to filter or sort on a hidden value); `overrides` are
-    further field overrides (a unit per column)."""
+    further field overrides (a unit per column); `empty` is what the table says when no row answers, where
+    that is good news (Grafana says "No data")."""
     refs = [q.ref or chr(ord("A") + i) for i, q in enumerate(queries)]
     names: dict[str, str] = {}
     if columns is not None:
@@ -229,7 +250,11 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
     instant = [Query(q.expr, "", True, ref) for q, ref in zip(queries, refs, strict=True)]
     first = ({"id": "joinByField", "options": {"byField": join_on, "mode": "outer"}} if join_on else
              {"id": "merge", "options": {}})
-    transformations: list[dict[str, Any]] = [first, *before]
+    # Each query's rows keep their metric name, and a merge joins only rows whose every label agrees: without
+    # the name dropped first, a GPU two recordings list shows as two rows.
+    merged = len(queries) > 1 and not join_on
+    unnamed = [{"id": "organize", "options": {"excludeByName": {"__name__": True}}}] if merged else []
+    transformations: list[dict[str, Any]] = [*unnamed, first, *before]
     # A join keeps each query's time column apart, numbered from 1.
     times = [f"Time {i}" for i in range(1, len(queries) + 1)] if join_on else []
     excluded = {"Time": True, **{t: True for t in times}, **{c: True for c in hide_columns}}
@@ -255,7 +280,7 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
     return G.Table(
         title=title, description=description, targets=_targets(instant, table_format=True), unit=unit,
         thresholds=steps or color_steps((GREEN, None)), transformations=transformations, overrides=field_overrides,
-        maxDataPoints=None,
+        maxDataPoints=None, extraJson={"fieldConfig": {"defaults": {"noValue": empty}}} if empty else {},
     )
 
 

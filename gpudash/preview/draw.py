@@ -72,8 +72,8 @@ def draw_panel(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
             _message(canvas, inner, data.errors[0], NAMED["red"], 12)
         elif kind == "stat":
             _message(canvas, inner, _no_value(panel), size=min(28.0, inner.h * 0.4))
-        else:
-            _message(canvas, inner, NO_DATA)
+        else:  # Grafana's "no data" view says the panel's noValue too, where it has one
+            _message(canvas, inner, _no_value(panel))
     else:
         form(canvas, inner, panel, data, span)
 

@@ -71,7 +71,8 @@ def draw_timeseries(canvas: Canvas, box: Box, panel: dict[str, Any], data: Panel
     plot_box, legend_box = _split(box, len(series))
     ax = canvas.axes(Box(plot_box.x + 56, plot_box.y + 2, plot_box.w - 62, plot_box.h - AXIS_PX - 2))
     _time_axis(ax, span, box.w)
-    ax.yaxis.set_major_locator(MaxNLocator(nbins=max(2, plot_box.h // 45)))
+    # Grafana's axis keeps to whole steps where the field shows no decimals (a count is never 0.5)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=max(2, plot_box.h // 45), integer=field.get("decimals") == 0))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_value(v, unit, field.get("decimals"))))
     style = custom.get("drawStyle", "line")
     fill = float(custom.get("fillOpacity") or 0) / 100

@@ -10,10 +10,11 @@ from typing import Any
 from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.canvas import Canvas
 from gpudash.preview.colors import BORDER, MUTED, TEXT, threshold_color, threshold_marks
-from gpudash.preview.panel import defaults, number, options
+from gpudash.preview.panel import column_units, defaults, number, options
 from gpudash.preview.pixels import Box
 from gpudash.preview.series import PanelData, Series, table_rows
-from gpudash.preview.units import format_value
+from gpudash.preview.units import format_value, from_now
+from gpudash.preview.value_rows import value_rows
 
 TABLE_ROW_PX = 22
 ARC_START, ARC_SWEEP = 210.0, 240.0  # Grafana's gauge: an arc open at the bottom
@@ -95,7 +96,7 @@ def draw_stat(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, 
 
 def draw_gauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     low, high = _unit_range(panel)
-    series = list(data.series)
+    series = value_rows(panel, data.series)
 
     def angle(v: float) -> float:
         return ARC_START - ARC_SWEEP * (min(max(v, low), high) - low) / (high - low)
@@ -118,7 +119,7 @@ def draw_gauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
 
 def draw_bargauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     low, high = _unit_range(panel)
-    series = list(data.series)
+    series = value_rows(panel, data.series)
     row_h = max(14, min(40, box.h // max(1, len(series))))
     rows = min(len(series), max(1, box.h // row_h))
     name_w = min(240, box.w // 3)
@@ -142,9 +143,9 @@ def draw_bargauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelDa
 
 def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     header, rows = table_rows(panel, data.frames)
-    unit = defaults(panel).get("unit")
+    units = column_units(panel, header)
     shown = max(0, box.h // TABLE_ROW_PX - 1)
-    texts = [[_cell(v, unit) for v in row] for row in rows[:shown]]
+    texts = [[_cell(v, unit, span.end) for v, unit in zip(row, units, strict=True)] for row in rows[:shown]]
     widths = [max([len(h), *(len(t[i]) for t in texts)]) + 2 for i, h in enumerate(header)]
     total = sum(widths) or 1
     x = float(box.x + 4)
@@ -159,7 +160,9 @@ def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
         canvas.text(box.x + box.w - 4, box.y + box.h - 6, f"{len(rows) - shown} more rows", 10, MUTED, ha="right")
 
 
-def _cell(value: Any, unit: str | None) -> str:
+def _cell(value: Any, unit: str | None, now: float) -> str:
+    if isinstance(value, float) and unit == "dateTimeFromNow" and not math.isnan(value):
+        return from_now(value, now)
     if isinstance(value, float):
         return format_value(value, unit)
     text = str(value)

@@ -20,3 +20,17 @@ def options(panel: dict[str, Any]) -> dict[str, Any]:
 
 def number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def column_units(panel: dict[str, Any], header: list[str]) -> list[str | None]:
+    """Each column's unit: a by-name override's, else the panel's."""
+    units: dict[str, str] = {}
+    for override in as_dict(panel.get("fieldConfig")).get("overrides") or []:
+        matcher = as_dict(as_dict(override).get("matcher"))
+        if matcher.get("id") != "byName":
+            continue
+        for prop in as_dict(override).get("properties") or []:
+            if as_dict(prop).get("id") == "unit":
+                units[str(matcher.get("options"))] = str(prop.get("value"))
+    default = defaults(panel).get("unit")
+    return [units.get(name, default) for name in header]

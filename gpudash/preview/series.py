@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpudash.preview.panel import as_dict
+
 _LEGEND = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
@@ -70,13 +72,21 @@ def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Serie
                ) -> tuple[list[str], list[list[str | float]]]:
     """Columns and rows as Grafana's table shows instant queries after its `merge` and `organize` steps.
 
-    Rows are keyed by their labels; each query's value is a column (`Value`, or `Value #A` with several),
-    renamed and excluded by the panel's organize options.
+    Rows are keyed by their labels (less those an organize step drops before the merge: a merge joins only
+    rows whose every label column agrees); each query's value is a column (`Value`, or `Value #A` with
+    several), renamed and excluded by the panel's last organize options.
     """
     organize: dict[str, Any] = {}
+    dropped: set[str] = set()  # columns an organize step removes from each frame before the merge
+    merged = False
     for step in panel.get("transformations") or []:
-        if isinstance(step, dict) and step.get("id") == "organize":
+        if not isinstance(step, dict):
+            continue
+        merged = merged or step.get("id") in ("merge", "joinByField")
+        if step.get("id") == "organize":
             organize = step.get("options") or {}
+            if not merged:
+                dropped |= {k for k, v in (organize.get("excludeByName") or {}).items() if v}
     excluded = {k for k, v in (organize.get("excludeByName") or {}).items() if v}
     renamed: dict[str, str] = organize.get("renameByName") or {}
     several = len(frames) > 1
@@ -85,7 +95,7 @@ def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Serie
     for ref, series in frames:
         value_column = f"Value #{ref}" if several else "Value"
         for one in series:
-            labels = {k: v for k, v in one.labels.items()}
+            labels = {k: v for k, v in one.labels.items() if k not in dropped}
             label_columns += [name for name in labels if name not in label_columns]
             row = rows.setdefault(tuple(sorted(labels.items())), dict(labels))
             row[value_column] = one.last if one.last is not None else math.nan
@@ -93,4 +103,25 @@ def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Serie
     columns = [c for c in [*sorted(label_columns), *value_columns] if c not in excluded and c != "Time"]
     header = [renamed.get(c, c) for c in columns]
     body = [[row.get(c, "") for c in columns] for row in rows.values()]
-    return header, body
+    return header, _sorted_rows(panel, columns, header, body)
+
+
+def _sorted_rows(panel: dict[str, Any], columns: list[str], header: list[str],
+                 body: list[list[str | float]]) -> list[list[str | float]]:
+    """The rows in the order of the panel's sortBy step (on a column by its title or its name before renaming);
+    numbers compared as numbers, a blank or NaN last, as Grafana's sortBy leaves them."""
+    steps = [as_dict(t.get("options")) for t in panel.get("transformations") or []
+             if isinstance(t, dict) and t.get("id") == "sortBy"]
+    sort = as_dict((steps[-1].get("sort") or [{}])[0]) if steps else {}
+    field_ = sort.get("field")
+    index = header.index(field_) if field_ in header else columns.index(field_) if field_ in columns else None
+    if index is None:
+        return body
+
+    def blank(row: list[str | float]) -> bool:
+        v = row[index]
+        return v == "" or (isinstance(v, float) and math.isnan(v))
+
+    filled = sorted((r for r in body if not blank(r)), key=lambda r: (isinstance(r[index], str), r[index]),
+                    reverse=bool(sort.get("desc")))
+    return filled + [r for r in body if blank(r)]

@@ -70,3 +70,22 @@ def format_value(value: float | None, unit: str | None, decimals: int | None = N
             factor, suffix = step_factor, step_suffix
     shown = scaled / factor
     return f"{_fixed(shown, _decimals(shown, decimals))}{suffix}"
+
+
+# moment's fromNow() (Grafana's dateTimeFromNow): (below this many seconds, its text; n = the count in `per`)
+_FROM_NOW = ((45, "a few seconds", 1), (90, "a minute", 60), (45 * 60, "{n} minutes", 60), (90 * 60, "an hour", 3600),
+             (22 * 3600, "{n} hours", 3600), (36 * 3600, "a day", 86400), (26 * 86400, "{n} days", 86400),
+             (45 * 86400, "a month", 30 * 86400), (320 * 86400, "{n} months", 30 * 86400),
+             (548 * 86400, "a year", 365 * 86400))
+
+
+def from_now(epoch_ms: float, now_s: float) -> str:
+    """An epoch in milliseconds as Grafana's dateTimeFromNow unit writes it: "12 minutes ago", "in 2 hours"."""
+    seconds = now_s - epoch_ms / 1000
+    size = abs(seconds)
+    text = f"{round(size / (365 * 86400))} years"
+    for below, words, per in _FROM_NOW:
+        if size < below:
+            text = words.format(n=round(size / per))
+            break
+    return f"{text} ago" if seconds >= 0 else f"in {text}"

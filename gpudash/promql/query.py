@@ -171,11 +171,6 @@ class PromQL:
     def fb_used_ratio(self) -> str:
         return self.use("cluster_instance_gpu:gpu_fb_used:ratio")
 
-    def throttled(self) -> str:
-        """1 per GPU while a thermal or power-brake clock event reason is set (bundled exporter only)."""
-        active = self.metric("clock_event_active", (THROTTLE_REASONS,))
-        return f"max by (cluster, instance, {self.gpu}) ({active})"
-
     def throttle_reasons(self) -> str | None:
         """Per GPU and thermal or power-brake reason (`clock_event`): 1 while the bundled exporter sees it set,
         else dcgm-exporter's count of that reason's events in its window (DCGM_EXP_CLOCK_EVENTS_COUNT)."""

@@ -13,7 +13,8 @@ Two sparse recordings, keyed by the GPU's UUID so its count follows the card fro
 Each source is compared with its last value within XID_SEEN_LOOKBACK, so a missed scrape or an exporter that
 restarts does not make a standing code or recovery action new again; a code held for days is one event.
 Neither reads a range of every GPU's dense series longer than that lookback: a 7-day count reads only the
-recorded episodes.
+recorded episodes. A third sparse recording gives each event of the last-XID gauge its GPU's UUID: the
+health ledger counts XIDs by UUID from it where the bundled exporter's per-code counter is missing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gpudash.escape import re2_any
 from gpudash.promql.query import PromQL, Recording
 
 XID_NEW = "cluster_instance_gpu_xid:gpu_xid_errors:new"
+XID_BY_UUID = "cluster_instance_gpu_uuid_xid:gpu_xid_errors:new"
 SIGNALS = "cluster_instance_gpu_uuid:gpu_reset_signals:new"
 EPISODES = "cluster_instance_gpu_uuid:gpu_reset_episodes:new"
 # The XID table's actions that mean the GPU needs a reset (a node reboot resets its GPUs too).
@@ -96,6 +98,15 @@ def reset_signals(q: PromQL) -> str:
     return f"group by ({card(q)}) (\n(\n{inner}\n)\n)"
 
 
+def xid_by_uuid(q: PromQL) -> str:
+    """The XID-event recording's events with the UUID of the GPU that reported them (the slot's UUID now)."""
+    where = f"cluster, instance, {q.gpu}"
+    uuid = q.profile.uuid_label
+    # 1 per slot and UUID, however many job labels the gauge's series carry
+    slot = f"(max by ({where}, {uuid}) ({q.metric('xid_last')}) * 0 + 1)"
+    return f"{_recorded(q, XID_NEW)}\n* on ({where}) group_left ({uuid})\n{slot}"
+
+
 def reset_episodes(q: PromQL) -> str:
     merge = q.thresholds.alerts.repeat_offender.merge_within
     signals = _recorded(q, SIGNALS)
@@ -105,6 +116,10 @@ def reset_episodes(q: PromQL) -> str:
 
 
 RESET_RECORDINGS: tuple[Recording, ...] = (
+    Recording(XID_BY_UUID, ("xid_last",), xid_by_uuid,
+              "Per GPU (by UUID) and XID code (xid): 1 at each new event of the last-XID gauge, as "
+              "cluster_instance_gpu_xid:gpu_xid_errors:new notes it; sum_over_time counts a range's events, "
+              "wherever the GPU sat.", filtered=True),
     Recording(SIGNALS, ("xid_last", "xid_total", "recovery_action"), reset_signals,
               "Per GPU (by UUID): 1 at each evaluation where it shows a new event that needs a reset: an XID whose "
               "action in the XID table is reset_gpu or reboot_node, or the recovery action turned to 1 or 4.",

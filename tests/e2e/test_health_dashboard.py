@@ -25,7 +25,7 @@ from support.slack import budget
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import PANEL, dashboard_groups, load_dashboards
-from gpudash.promql.resets import EPISODES
+from gpudash.promql.resets import EPISODES, XID_BY_UUID
 from gpudash.stack.history import SeededPrometheus
 
 DAY, HOUR = 86400, 3600
@@ -75,6 +75,7 @@ def fleet_history(now: int) -> History:
         history.add(_name("hbm_temp"), labels, 80, start, end)
         history.add(_name("mem_max_op_temp"), labels, 95 if uuid != FAILED else 85, start, end)
         history.add(_name("gpu_up"), labels, 1, start, end)
+        history.add(_name("xid_last"), labels, 0, start, end)  # every dcgm-exporter publishes the last XID
         for key in ("remapped_rows_unc", "remapped_rows_cor"):  # dcgm-exporter's defaults: there, and 0
             history.add(_name(key), labels, 0, start, end)
         history.add(_name("row_remap_failure"), labels, lambda t, u=uuid: int(u == FAILED and t >= now - 3 * DAY),
@@ -87,14 +88,24 @@ def fleet_history(now: int) -> History:
             history.add(_name("ecc_dbe_agg"), labels, dbe, start, end)
             if instance == A:
                 history.add(_name("xid_total"), {**labels, "xid": "79"}, lambda t: int(t >= now - 35 * DAY), start, end)
+            # Volatile DBEs: two on node B 5 days ago, cleared by the GPU reset of 2 days ago.
+            history.add(_name("ecc_dbe_vol"), labels,
+                        lambda t, i=instance: 2 * (i == B and now - 5 * DAY <= t < now - 2 * DAY), start, end)
             for days in (12, 5, 2):  # the recorded reset episodes, valued at their time, where the GPU sat then
                 at = base + (now - days * DAY - base) // HOUR * HOUR
                 if start <= at < end:
                     history.add(EPISODES, {**labels, "hostname": instance.split(":")[0]}, at, at, at + 1)
         else:
             history.add(_name("ecc_dbe_agg"), labels, 0, start, end)
+            history.add(_name("ecc_dbe_vol"), labels, 0, start, end)
+        if uuid == FAILED:
+            # An XID 48 seen only on dcgm-exporter's last-XID gauge 20 days ago, as the recording by UUID noted it.
+            at = base + (now - 20 * DAY - base) // HOUR * HOUR
+            history.add(XID_BY_UUID, {**labels, "xid": "48"}, 1, at, at + 1)
     for instance in (A, B):
         history.add(_name("gpus_expected"), {"cluster": "e2e", "instance": instance}, 2)
+    # A recording every loaded rule file records: beside it, a sparse recording's absence is "nothing passes".
+    history.add("cluster:gpu_count:count", {"cluster": "e2e"}, 4)
     recent = now - 20 * 60
     alerts = [  # (alertname, alertstate, action, instance, gpu)
         ("GPURowRemapFailure", "firing", "rma", B, "0"),
@@ -201,6 +212,12 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     # Seen last in node B's slot 1; its DBEs on node A and on node B both count.
     assert (mover["labels"]["instance"], mover["labels"]["gpu"]) == (B, "1")
     assert round(mover["DBE aggregate"]) == 5
+    # The volatile count went back to 0 at the reset: the two DBEs before it still count.
+    assert round(mover["DBE volatile"]) == round(quarter[MOVER]["DBE volatile"]) == 2
+    assert "DBE volatile" not in month[STEADY]
+    # An XID only dcgm-exporter's gauge showed counts, by UUID, in its class.
+    assert month[FAILED]["XIDs memory"] == quarter[FAILED]["XIDs memory"] == 1
+    assert "XIDs memory" not in month[STEADY] and "XIDs memory" not in mover
     assert "XIDs pcie" not in mover  # XID 79 was 35 days ago
     assert round(quarter[MOVER]["XIDs pcie"]) == 1 and round(quarter[MOVER]["DBE aggregate"]) == 5
     assert month[FAILED]["Remap failure"] == 1 and month[STEADY]["Remap pending"] == 1

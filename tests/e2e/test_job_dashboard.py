@@ -2,8 +2,9 @@
 
 Two 4-GPU nodes, served as static /metrics in dcgm-exporter's shape with `hpc_job` labels, are scraped
 every second by a real Prometheus running the rules `gpudash rules` renders. Job 48213 holds all eight
-GPUs; node B's GPU 3 runs a slower SM clock (the straggler), node B's GPU 1 is throttled and then reports
-an XID, and a process of another job (999) sits on node B's GPU 2. Halfway through, node A's GPU 0 moves
+GPUs; node B's GPU 3 runs a slower SM clock (the straggler), node B's GPU 1 is throttled (the bundled
+exporter's flag) and then reports an XID, node A's GPU 2 is throttled as dcgm-exporter's clock-event count
+says, and a process of another job (999) sits on node B's GPU 2. Halfway through, node A's GPU 0 moves
 to job 50000: its `hpc_job` label changes, and every node panel must still draw it as one GPU.
 """
 
@@ -32,6 +33,7 @@ from gpudash.stack.servers import prometheus_config, rule_files, scrape_jobs
 
 JOB, OTHER_JOB, FOREIGN_JOB, FOREIGN_PID = "48213", "50000", "999", "4242"
 STRAGGLER, THROTTLED, SHARED = ("B", 3), ("B", 1), ("B", 2)
+THROTTLED_DCGM = ("A", 2)  # throttled as only dcgm-exporter's clock-event count says
 RANGE_S = 600
 JSON = ROOT / "dashboards" / "json"
 
@@ -52,8 +54,13 @@ def exposition(node: str, jobs: dict[int, str], xid: int) -> bytes:
                     "fb_free": 40000, "xid_last": xid if (node, gpu) == THROTTLED else 0}
         lines += [f"{_name(key)}{{{labels}}} {value}" for key, value in readings.items()]
         lines.append(f'{_name("xid_total")}{{{labels},xid="13"}} {1 if xid and (node, gpu) == THROTTLED else 0}')
-        throttled = 1 if (node, gpu) == THROTTLED else 0
-        lines.append(f'{_name("clock_event_active")}{{{labels},clock_event="hw_slowdown"}} {throttled}')
+        if node == "B":  # the bundled exporter's flag
+            throttled = 1 if (node, gpu) == THROTTLED else 0
+            lines.append(f'{_name("clock_event_active")}{{{labels},clock_event="hw_slowdown"}} {throttled}')
+        else:  # dcgm-exporter's count of events in its window, and no flag
+            events = 3 if (node, gpu) == THROTTLED_DCGM else 0
+            lines.append(f'{_name("clock_events_count")}{{{labels},clock_event="sw_thermal_slowdown",'
+                         f'window_size_in_ms="300000"}} {events}')
         # A process series carries the GPU's labels and its own job, not the GPU's copies (bundled exporter).
         base = labels.rsplit(",hpc_job=", 1)[0]
         lines.append(f'{_name("process_fb_used")}{{{base},hpc_job="{jobs[gpu]}",pid="{1000 + gpu}",'
@@ -134,21 +141,26 @@ def _where(series: dict[str, Any], stack: Stack) -> tuple[str, int]:
     return node, int(series["metric"]["gpu"])
 
 
-def test_the_straggler_tops_both_straggler_tables(stack: Stack) -> None:
+def test_the_straggler_alone_fills_both_straggler_tables(stack: Stack) -> None:
+    # The GPUs at their job's median are no rows: only the straggler, by how far it departs.
     for panel in ("Slowest SM clocks against the job's median (top 10)",
                   "Activity furthest from the job's median (top 10)"):
         series = _instant(stack, panel)
-        worst = max(series, key=lambda s: float(s["value"][1]))
-        assert _where(worst, stack) == STRAGGLER, panel
-        others = [float(s["value"][1]) for s in series if s is not worst]
-        assert max(others) < float(worst["value"][1]) / 2, panel
+        assert [_where(s, stack) for s in series] == [STRAGGLER], panel
+    # The alert's own value: SM activity 97 % against the job's 60 %, + as the GPU is busier than its peers.
+    (activity,) = _instant(stack, "Activity furthest from the job's median (top 10)")
+    assert float(activity["value"][1]) == pytest.approx(37, abs=0.5)
+    (clock,) = _instant(stack, "Slowest SM clocks against the job's median (top 10)")
+    assert float(clock["value"][1]) == pytest.approx(1 - 1500 / 1980, abs=0.01)
 
 
 def test_xid_throttling_and_the_foreign_process_are_on_the_right_gpus(stack: Stack) -> None:
     xids = _instant(stack, "The job's GPUs with an XID error in range")
     assert [_where(s, stack) for s in xids] == [THROTTLED]
     throttled = _instant(stack, "Throttled GPUs now (top 10)")
-    assert [_where(s, stack) for s in throttled] == [THROTTLED]
+    assert sorted(_where(s, stack) for s in throttled) == [THROTTLED_DCGM, THROTTLED]
+    (count,) = _instant(stack, "The job's GPUs throttled now")
+    assert float(count["value"][1]) == 2
     foreign = _instant(stack, "Processes on the job's GPUs that belong to another job (top 10 by memory)")
     assert [(s["metric"]["pid"], s["metric"]["hpc_job"]) for s in foreign] == [(FOREIGN_PID, FOREIGN_JOB)]
     # Job 50000's one GPU runs only its own process: nothing foreign there.

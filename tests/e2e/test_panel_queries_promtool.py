@@ -112,3 +112,25 @@ def test_health_ledger_counts_first_events_recent_events_and_no_moved_history(tm
         {"expr": columns["DBE aggregate"], "eval_time": "170m",
          "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 2}, {"labels": '{UUID="GPU-B"}', "value": 0}]},
     ])
+
+
+def test_fleet_alert_annotation_marks_each_gpudash_alert_once_per_cluster(tmp_path: Path) -> None:
+    import json
+
+    fleet = json.loads((ROOT / "dashboards" / "json" / "gpudash-fleet.json").read_text())
+    (firing,) = [a for a in fleet["annotations"]["list"] if a.get("name") == "Firing alerts"]
+    expr = firing["target"]["expr"].replace("$cluster", ".*")
+
+    def alert(name: str, severity: str, gpu: str, cluster: str = "a") -> dict[str, str]:
+        return {"series": f'ALERTS{{alertname="{name}",alertstate="firing",severity="{severity}",cluster="{cluster}",'
+                          f'instance="n1:9400",gpu="{gpu}"}}', "values": "1x3"}
+
+    inputs = [
+        *(alert("GPUThermalThrottling", "warning", str(gpu)) for gpu in range(8)),  # one alert on eight GPUs
+        alert("GPUThermalThrottling", "warning", "0", cluster="b"),
+        alert("NodeFilesystemAlmostOutOfSpace", "warning", "0"),  # another exporter's alert
+        alert("GPUAllocatedIdle", "info", "1"),  # gpudash's, but only for the digest
+    ]
+    expected = [{"labels": '{alertname="GPUThermalThrottling",cluster="a",severity="warning"}', "value": 8},
+                {"labels": '{alertname="GPUThermalThrottling",cluster="b",severity="warning"}', "value": 1}]
+    promtool_case(tmp_path, inputs, [{"expr": expr, "eval_time": "2m", "exp_samples": expected}])

@@ -72,9 +72,10 @@ def test_the_alert_table_sorts_by_cost_then_hides_it_and_links_to_the_gpu(dcgm: 
     assert 'action="none"' not in cost and "ALERTS_FOR_STATE" in since and since.count("* 1000") == 2
     assert "group_left (UUID)" in cost and "unless on (cluster, instance, gpu)" in cost
     kinds = [t["id"] for t in table["transformations"]]
-    assert kinds == ["merge", "sortBy", "organize"]  # sorted on the cost before the cost column is hidden
-    assert table["transformations"][1]["options"]["sort"] == [{"field": "Value #A", "desc": True}]
-    assert table["transformations"][2]["options"]["excludeByName"]["Value #A"] is True
+    # The metric name dropped before the merge; sorted on the cost before the cost column is hidden.
+    assert kinds == ["organize", "merge", "sortBy", "organize"]
+    assert table["transformations"][2]["options"]["sort"] == [{"field": "Value #A", "desc": True}]
+    assert table["transformations"][3]["options"]["excludeByName"]["Value #A"] is True
     link = table["fieldConfig"]["overrides"][0]["properties"][0]["value"][0]["url"]
     assert link == ("/d/gpudash-node?var-cluster=${__data.fields.cluster:percentencode}"
                     "&var-instance=${__data.fields.instance:percentencode}&var-gpu=${__data.fields.gpu:percentencode}"

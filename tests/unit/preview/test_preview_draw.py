@@ -67,3 +67,31 @@ def test_without_matplotlib_the_error_says_what_to_install(monkeypatch: pytest.M
         drawing()
     monkeypatch.undo()
     assert importlib.import_module("gpudash.preview.draw")
+
+
+def test_a_count_graph_ticks_whole_numbers_as_grafana_does() -> None:
+    from gpudash.preview.canvas import Canvas
+    from gpudash.preview.forms_plot import draw_timeseries
+    from gpudash.preview.pixels import Box
+
+    events = Series("XID 48", {}, tuple(SPAN.end - 60 * i for i in range(10, 0, -1)), (0.0,) * 9 + (1.0,))
+    canvas = Canvas(800, 300)
+    panel = {"fieldConfig": {"defaults": {"unit": "none", "decimals": 0, "custom": {"drawStyle": "bars"}}}}
+    draw_timeseries(canvas, Box(0, 0, 800, 300), panel, PanelData((events,)), SPAN)
+    canvas.figure.canvas.draw()
+    ax = canvas.figure.axes[-1]
+    low, high = ax.get_ylim()
+    shown = [t.get_text() for t, v in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True) if low <= v <= high]
+    assert shown and len(shown) == len(set(shown)), shown  # not "0, 0, 0, 1, 1, 1"
+
+
+def test_an_empty_table_says_its_no_value_as_grafana_does() -> None:
+    from gpudash.preview.canvas import Canvas
+    from gpudash.preview.draw import draw_panel
+    from gpudash.preview.pixels import Box
+
+    canvas = Canvas(600, 200)
+    panel = {"type": "table", "title": "Stopped", "fieldConfig": {"defaults": {"noValue": "None: all report"}}}
+    draw_panel(canvas, Box(0, 0, 600, 200), panel, PanelData(), SPAN)
+    shown = [t.get_text() for t in canvas.board.texts]
+    assert "None: all report" in shown and "No data" not in shown, shown

@@ -150,3 +150,13 @@ def test_table_rows_merge_queries_by_labels_and_apply_organize() -> None:
     header, rows = table_rows(panel, [("A", a), ("B", b)])
     assert header == ["hpc_job", "held", "idle"]
     assert rows == [["1", 5.0, 2.0]]
+
+
+def test_date_time_from_now_reads_as_grafana_writes_it() -> None:
+    from gpudash.preview.units import from_now
+
+    now = 1_796_175_000.0
+    cases = {now - 10: "a few seconds ago", now - 60: "a minute ago", now - 12 * 60: "12 minutes ago",
+             now - 3600: "an hour ago", now - 5 * 3600: "5 hours ago", now - 86400: "a day ago",
+             now - 3 * 86400: "3 days ago", now + 2 * 3600: "in 2 hours"}
+    assert {at: from_now(at * 1000, now) for at in cases} == cases
