@@ -69,7 +69,8 @@ def test_preview_draws_each_dashboard_at_its_grid_size_and_stats_in_threshold_co
         width, height = canvas_size(_dashboard(uid))
         assert pixels.shape[:2] == (height, width), uid
     seconds = [float(s) for s in re.findall(r"^drew \S+ \(([\d.]+) s\)$", done.err, re.M)]
-    assert len(seconds) == 2 and max(seconds) < 10, done.err  # one dashboard in a few seconds
+    # a few seconds each on an idle machine; the limit is a safety net (bench/preview figures are the measure)
+    assert len(seconds) == 2 and max(seconds) < budget(60), done.err
 
     fleet = _dashboard("gpudash-fleet")
     pixels = read_png(out / "gpudash-fleet.png")
