@@ -176,6 +176,10 @@ SIGNALS: tuple[Signal, ...] = (
 
 # Signals of the node, not of one GPU: no gpu/UUID labels, one series per exporter.
 NODE_SIGNALS = frozenset({"gpus_expected"})
+# Per-link NVLink series: about 90 a GPU on an SXM node. The bundled exporter publishes them only when asked
+# (`gpudash exporter --nvlink-per-link`); the per-GPU totals dcgm-exporter publishes stand for them otherwise,
+# and every rule and panel that reads them falls back to those totals.
+PER_LINK_KEYS = frozenset({"nvlink_link_errors", "nvlink_link_up"})
 
 BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
 BY_DCGM_NAME: dict[str, Signal] = {s.dcgm_name: s for s in SIGNALS}

@@ -100,6 +100,8 @@ def escape_help(text: str) -> str:
 
 
 def number(value: float) -> str:
+    """A sample value in the fewest characters, to dcgm-exporter's precision: six decimals (its %f), so a GPM
+    ratio or a power draw is never longer than the line dcgm-exporter writes for it."""
     if type(value) is int:
         return str(value)
     if value != value:
@@ -108,7 +110,10 @@ def number(value: float) -> str:
         return "+Inf" if value > 0 else "-Inf"
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
-    return repr(float(value))
+    rounded = round(float(value), 6)
+    if rounded.is_integer() and abs(rounded) < 1e15:
+        return str(int(rounded))
+    return repr(rounded)
 
 
 def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:

@@ -60,6 +60,7 @@ class KubeletConfig:
     pod_labels: bool = False
     pod_uid: bool = False
     label_allowlist: tuple[str, ...] = ()
+    max_pod_labels: int | None = None  # the most pod labels a series carries (label_budget.pod_label_room)
     interval: float = 5.0
     timeout: float = 10.0
     pod_refresh: float = 60.0
@@ -137,7 +138,7 @@ class KubeletAttributor:
         self._lister = lister if lister is not None else grpc_lister(config.socket)
         self._pod_lister = pod_lister
         self._mig_parent = mig_parent
-        self._labels = PodLabelFilter(config.label_allowlist)
+        self._labels = PodLabelFilter(config.label_allowlist, config.max_pod_labels)
         self.clock = clock
         self._background = background
         self._answer: _Answer | None = None

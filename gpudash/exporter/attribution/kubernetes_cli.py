@@ -23,6 +23,7 @@ from gpudash.exporter.attribution.devices import ID_TYPES
 from gpudash.exporter.attribution.kubelet import DEFAULT_SOCKET, KubeletAttributor, KubeletConfig, api_pod_source
 from gpudash.exporter.attribution.mig import no_mig
 from gpudash.exporter.attribution.pods import SERVICE_ACCOUNT_DIR
+from gpudash.exporter.label_budget import MAX_LABELS_PER_SERIES, fixed_labels, pod_label_room
 
 log = logging.getLogger("gpudash.exporter")
 
@@ -52,6 +53,11 @@ _OPTIONS = (
                  envvar="DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
                  help="Comma list of regexes matched against the raw label key (^training\\.kubeflow\\.org/.*); "
                       "only matching labels are copied. Empty: all."),
+    click.option("--max-labels-per-series", type=int, default=MAX_LABELS_PER_SERIES, show_default=True,
+                 metavar="N", envvar="GPUDASH_EXPORTER_MAX_LABELS_PER_SERIES",
+                 help="Labels a stored series may carry (Mimir's max_label_names_per_series), counting __name__ "
+                      "and the job, instance, cluster and rack the scrape adds: pod labels get what the "
+                      "exporter's own leave, the first by name."),
     click.option("--pod-resources-interval", default="5s", show_default=True, metavar="DURATION",
                  help="How often the kubelet is asked. Its last answer labels series for 3 intervals + the "
                       "timeout after it stops answering."),
@@ -66,7 +72,7 @@ _OPTIONS = (
 )
 _NAMES = ("kubernetes", "pod_resources_kubelet_socket", "kubernetes_gpu_id_type", "nvidia_resource_names",
           "kubernetes_enable_pod_labels", "kubernetes_enable_pod_uid", "kubernetes_pod_label_allowlist_regex",
-          "pod_resources_interval", "pod_resources_timeout", "node_name", "kubernetes_api_url",
+          "max_labels_per_series", "pod_resources_interval", "pod_resources_timeout", "node_name", "kubernetes_api_url",
           "kubernetes_service_account_dir")
 
 
@@ -106,6 +112,7 @@ def kubelet_config(ctx: click.Context, **values: Any) -> KubeletConfig | None:
             re.compile(pattern)
         except re.error as exc:
             raise UsageError(f"--kubernetes-pod-label-allowlist-regex {pattern!r}: not a regex: {exc}") from None
+    room = _pod_label_room(values)
     return KubeletConfig(
         socket=values["pod_resources_kubelet_socket"],
         id_type=values["kubernetes_gpu_id_type"],
@@ -113,12 +120,26 @@ def kubelet_config(ctx: click.Context, **values: Any) -> KubeletConfig | None:
         pod_labels=values["kubernetes_enable_pod_labels"],
         pod_uid=values["kubernetes_enable_pod_uid"],
         label_allowlist=allowlist,
+        max_pod_labels=room if values["kubernetes_enable_pod_labels"] else None,
         interval=_seconds("--pod-resources-interval", values["pod_resources_interval"]),
         timeout=_seconds("--pod-resources-timeout", values["pod_resources_timeout"]),
         api_url=values["kubernetes_api_url"],
         account_dir=values["kubernetes_service_account_dir"],
         node_name=values["node_name"],
     )
+
+
+def _pod_label_room(values: dict[str, Any]) -> int:
+    """The pod labels a series has room for under --max-labels-per-series; a limit too low is refused."""
+    limit = values["max_labels_per_series"]
+    extra = ("pod_uid",) if values["kubernetes_enable_pod_uid"] else ()
+    pod_labels = values["kubernetes_enable_pod_labels"]
+    least = fixed_labels(extra) + (1 if pod_labels else 0)
+    if limit < least:
+        what = "the exporter's own labels and one pod label" if pod_labels else "the exporter's own labels"
+        raise UsageError(f"--max-labels-per-series {limit}: a series may need {least} labels ({what}, with "
+                         f"__name__ and the scrape's job, instance, cluster and rack); give at least {least}")
+    return pod_label_room(extra, limit)
 
 
 def kubelet_attributor(config: KubeletConfig, *, simulated: bool) -> KubeletAttributor:

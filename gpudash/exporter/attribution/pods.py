@@ -49,9 +49,11 @@ def sanitize(key: str) -> str:
 class PodLabelFilter:
     """Which pod labels go on series, under which names; remembers what it warned about."""
 
-    def __init__(self, allowlist: Sequence[str] = ()) -> None:
-        """`allowlist`: regexes matched (re.search) against the raw key; empty lets every key through."""
+    def __init__(self, allowlist: Sequence[str] = (), limit: int | None = None) -> None:
+        """`allowlist`: regexes matched (re.search) against the raw key; empty lets every key through. `limit`:
+        the most labels one pod gives (gpudash.exporter.label_budget); the first by name are kept."""
         self.allowlist = tuple(re.compile(pattern) for pattern in allowlist)
+        self.limit = limit
         self._warned: set[str] = set()
 
     def allowed(self, key: str) -> bool:
@@ -71,6 +73,14 @@ class PodLabelFilter:
             elif name not in self._warned:
                 self._warned.add(name)
                 log.warning("pod label %s: %s; left out (warned once)", " and ".join(repr(k) for k in keys), problem)
+        if self.limit is not None and len(out) > self.limit:
+            dropped = ", ".join(name for name, _ in out[self.limit:])
+            if f"limit:{dropped}" not in self._warned:
+                self._warned.add(f"limit:{dropped}")
+                log.warning("a pod has %d allowed labels, more than the %d that fit in a series under "
+                            "--max-labels-per-series: %s left out (warned once; narrow "
+                            "--kubernetes-pod-label-allowlist-regex)", len(out), self.limit, dropped)
+            out = out[:self.limit]
         return tuple(out)
 
     @staticmethod
