@@ -191,6 +191,9 @@ DRIVER_VERSION_LABEL = "DCGM_FI_DRIVER_VERSION"
 # copy of a GPU's series per job), `pod`/`namespace`/`container` from the kubelet's PodResources API.
 HPC_JOB_LABEL = "hpc_job"
 POD_LABELS = ("pod", "namespace", "container")
+# With DRA (`--kubernetes-enable-dra`), the claim and the device each copy of a GPU's series stands for.
+DRA_LABELS = ("dra_claim_name", "dra_claim_namespace", "dra_driver_name", "dra_pool_name", "dra_device_name",
+              "dra_mig_profile", "dra_mig_device_uuid")
 ATTRIBUTION_LABELS = (HPC_JOB_LABEL, *POD_LABELS)
 
 # The bundled exporter's metrics about itself: not GPU signals, so no profile maps them.

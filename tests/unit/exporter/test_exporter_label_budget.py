@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 from support.exposition import parse_exposition
-from support.podresources_pb import list_response
+from support.podresources_pb import Pod, list_response
 
+from gpudash.catalog import DRA_LABELS
 from gpudash.exporter.attribution import combined
+from gpudash.exporter.attribution.dra import DRA_GPU_DRIVER as DRIVER
+from gpudash.exporter.attribution.dra import DraDevice
 from gpudash.exporter.attribution.hpc import HpcJobMapping
 from gpudash.exporter.attribution.kubelet import KubeletAttributor, KubeletConfig
 from gpudash.exporter.attribution.pods import PodInfo
@@ -27,12 +30,15 @@ UID = "0d6e2f7a-1b2c-4d3e-8f9a-0b1c2d3e4f5a"
 LABELS = {f"example.com/label-{n:02d}": f"v{n}" for n in range(60)}
 
 
-def _exposition(tmp_path: Path, room: int | None) -> str:
+def _exposition(tmp_path: Path, room: int | None, *, dra: bool = False) -> str:
     (tmp_path / "0").write_text("4811\n4812\n")  # two jobs share GPU 0: two copies of its series
-    held = [("ml", "trainer-0", {"main": [("nvidia.com/gpu", [SOURCE.gpus()[0].uuid])]})]
+    uuid = SOURCE.gpus()[0].uuid
+    held: list[Pod] = [("ml", "trainer-0", {} if dra else {"main": [("nvidia.com/gpu", [uuid])]})]
+    claims = {("ml", "trainer-0", "main"): [("a-claim-with-a-long-name", "ml", [(DRIVER, "node", "gpu-0")])]}
     kubelet = KubeletAttributor(
-        KubeletConfig(pod_labels=True, pod_uid=True, max_pod_labels=room),
-        lister=lambda _timeout: list_response(held),
+        KubeletConfig(pod_labels=True, pod_uid=True, max_pod_labels=room, dra=dra),
+        lister=lambda _timeout: list_response(held, claims if dra else None),
+        slice_lister=lambda _timeout: {("node", "gpu-0"): DraDevice(uuid, "7g.141gb", "MIG-" + uuid[4:])},
         pod_lister=lambda _timeout: [PodInfo(UID, "trainer-0", "ml", "Running", LABELS)], background=False)
     kubelet.poll(600.0)
     attributor = combined([HpcJobMapping(tmp_path), kubelet])
@@ -60,6 +66,13 @@ def test_no_stored_series_has_more_than_30_labels_with_every_attribution_on(tmp_
     kept = sorted(name for name in widest if name.startswith("example_com_label_"))
     assert kept == [f"example_com_label_{n:02d}" for n in range(room)]  # the first by name
     assert sum("60 allowed labels, more than the 9 that fit" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_with_dra_claims_the_pod_labels_get_less_room(tmp_path: Path) -> None:
+    room = pod_label_room(("pod_uid", *DRA_LABELS))
+    stored, widest = _widest(_exposition(tmp_path, room, dra=True))
+    assert stored <= MAX_LABELS_PER_SERIES, widest
+    assert set(DRA_LABELS) <= widest.keys() and room == sum(n.startswith("example_com_") for n in widest) == 2
 
 
 def test_without_the_cap_the_same_pod_would_break_the_limit(tmp_path: Path) -> None:
