@@ -162,6 +162,8 @@ SIGNALS: tuple[Signal, ...] = (
        "Unix time of the last XID error seen.", OWN),
     _s("process_fb_used", "gpudash_process_fb_used_mib", "MiB", "gauge",
        "Framebuffer memory used by one process (in MiB).", OWN, "pid", "process_name"),
+    _s("process_sm_util", "gpudash_process_sm_util_percent", "%", "gauge",
+       "Share of the SMs' time one process had over NVML's last sample window (in %).", OWN, "pid", "process_name"),
     _s("gpu_up", "gpudash_gpu_up", "1", "gauge",
        "1 when the last sweep read this GPU, 0 when it fell off the bus or NVML lost it.", OWN),
     _s("nvlink_link_errors", "gpudash_nvlink_errors_total", "1", "counter",

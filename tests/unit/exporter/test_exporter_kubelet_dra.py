@@ -59,7 +59,7 @@ def _attributor(pods: Sequence[Pod], claims: Claims, config: KubeletConfig, *,
 def _copies(attributor: Any, source: SimulatedSource = SOURCE, metric: str = "DCGM_FI_DEV_GPU_UTIL",
             ) -> dict[str, list[dict[str, str]]]:
     """gpu -> the labels of each copy of its series (beyond the GPU's own), after one fast sweep."""
-    poller = Poller(source, ["gpu_util", "process_fb_used"], hostname="n1", attributor=attributor)
+    poller = Poller(source, ["gpu_util", "process_fb_used", "process_sm_util"], hostname="n1", attributor=attributor)
     poller.sweep("fast", 600.0)
     out: dict[str, list[dict[str, str]]] = {}
     for labels, _ in parse_exposition(poller.exposition.body.decode())[metric]:
@@ -160,8 +160,8 @@ def test_virtual_gpus_give_each_sharing_container_a_copy_with_its_replica() -> N
 class SharedGpu(SimulatedSource):
     """The simulated node, with GPU 0 shared by three processes: two pods' and one outside Kubernetes."""
 
-    PROCESSES = (ProcessUsage(4101, "python3", 11000.0), ProcessUsage(4102, "vllm", 23000.0),
-                 ProcessUsage(4103, "nvidia-smi", 2.0))
+    PROCESSES = (ProcessUsage(4101, "python3", 11000.0, 61.0), ProcessUsage(4102, "vllm", 23000.0, 27.0),
+                 ProcessUsage(4103, "nvidia-smi", 2.0, 0.0))
 
     def read(self, index: int, keys: frozenset[str], now: float) -> GpuReading:
         reading = super().read(index, keys, now)
@@ -182,7 +182,13 @@ def test_each_process_on_a_shared_gpu_carries_its_own_pod(tmp_path: Path, refere
     kubelet.poll(600.0)
     attributor = combined([kubelet, ProcessAttribution(tmp_path, pod_lookup=kubelet.pod_by_uid)])
     source = SharedGpu(fleet_from_specs(4, 3, workloads=[], faults=[], epoch=0.0))
-    rows = _copies(attributor, source, "gpudash_process_fb_used_mib")["0"]
-    by_pid = {row["pid"]: (row.get("namespace"), row.get("pod")) for row in rows}
-    assert by_pid == {"4101": ("ml", "a"), "4102": ("ml", "b"), "4103": (None, None)}
-    assert len(rows) == 3  # a process's series once, not once per copy of the GPU's
+    for metric in ("gpudash_process_fb_used_mib", "gpudash_process_sm_util_percent"):
+        rows = _copies(attributor, source, metric)["0"]
+        by_pid = {row["pid"]: (row.get("namespace"), row.get("pod")) for row in rows}
+        assert by_pid == {"4101": ("ml", "a"), "4102": ("ml", "b"), "4103": (None, None)}, metric
+        assert len(rows) == 3  # a process's series once, not once per copy of the GPU's
+    poller = Poller(source, ["process_sm_util"], hostname="n1", attributor=attributor)
+    poller.sweep("fast", 600.0)
+    sm = {labels["pod"]: value for labels, value in
+          parse_exposition(poller.exposition.body.decode())["gpudash_process_sm_util_percent"] if "pod" in labels}
+    assert sm == {"a": 61.0, "b": 27.0}  # each pod's share of the GPU it shares
