@@ -234,8 +234,9 @@ def test_pod_labels_from_a_fake_api_server(root: Path, socket_dir: Path, tmp_pat
             "--kubernetes-api-url", api.url, "--kubernetes-service-account-dir", str(account),
             env={"NODE_NAME": "gpu-node-7"})
         try:
-            series = eventually(lambda: (s := _scrape(exporter.url)) and "pod" in s["2"] and s, timeout=20,
-                                what="pod labels on GPU 2")
+            # the pod's labels, not only its name: on a busy machine the first pod list may miss its deadline
+            series = eventually(lambda: (s := _scrape(exporter.url)) and "training_kubeflow_org_job_name" in s["2"]
+                                and s, timeout=20, what="pod labels on GPU 2")
         finally:
             try:
                 stderr = exporter.stop()

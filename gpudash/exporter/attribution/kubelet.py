@@ -3,7 +3,9 @@
 Compatible with dcgm-exporter's `--kubernetes` (shared/reference/job-attribution.md §2): the kubelet's
 PodResources v1 `List` over its unix socket says which container holds which device, the device ids
 are matched to GPUs (gpudash.exporter.attribution.devices), and, with pod labels on, the pod's labels
-come from the API server (gpudash.exporter.attribution.pods).
+come from the API server (gpudash.exporter.attribution.pods). A GPU's series carry one container's labels;
+with `virtual_gpus` each container sharing it gets a copy (with `vgpu`), and with `dra` each container that
+holds it through a ResourceClaim gets a copy with the claim's labels (gpudash.exporter.attribution.dra).
 
 Nothing here runs on the scrape path or the sweep: a thread of its own asks the kubelet every
 `interval` (5 s) with a deadline (`timeout`, 10 s), and the API server when a pod it does not know
