@@ -85,7 +85,10 @@ def main() -> None:
     if args.real:
         nv = importlib.import_module("pynvml")
         stages.mark("import pynvml")
-        nv.nvmlInit()
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            raise SystemExit(f"--real: cannot start NVML: {exc} (run it on a GPU node, or leave out --real)") from None
         stages.mark("nvmlInit")
         from gpudash.exporter.nvml import NvmlSource
 
