@@ -82,13 +82,13 @@ def slices_url(access: ApiAccess, version: str) -> str:
 
 def list_node_slices(access: ApiAccess, timeout: float) -> dict[tuple[str, str], DraDevice]:
     """This node's DRA GPU devices, from the newest resource.k8s.io version the API server serves."""
-    for version in _VERSIONS:
+    for version in _VERSIONS[:-1]:
         try:
             return parse_resource_slices(get_json(access, slices_url(access, version), timeout))
         except urllib.error.HTTPError as exc:
-            if exc.code != 404 or version == _VERSIONS[-1]:
+            if exc.code != 404:  # 404: this API server does not serve the version
                 raise
-    raise AssertionError("unreachable")
+    return parse_resource_slices(get_json(access, slices_url(access, _VERSIONS[-1]), timeout))
 
 
 @dataclass(frozen=True)
