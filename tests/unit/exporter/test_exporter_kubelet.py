@@ -251,6 +251,10 @@ def test_kubernetes_without_grpcio_is_one_line_naming_the_extra(monkeypatch: pyt
         (["--kubernetes", "--max-labels-per-series", "12"], "gpudash: --max-labels-per-series 12: a series may need "
          "20 labels (the exporter's own labels"),
         (["--max-labels-per-series", "40"], "gpudash: --max-labels-per-series needs --kubernetes\n"),
+        (["--kubernetes-enable-dra"], "gpudash: --kubernetes-enable-dra needs --kubernetes\n"),
+        (["--kubernetes-virtual-gpus"], "gpudash: --kubernetes-virtual-gpus needs --kubernetes\n"),
+        (["--kubernetes", "--kubernetes-enable-dra", "--kubernetes-enable-pod-labels", "--max-labels-per-series",
+          "27"], "gpudash: --max-labels-per-series 27: a series may need 28 labels"),
     ],
 )
 def test_bad_kubernetes_flags_are_one_line_and_exit_2(root: Path, args: list[str], message: str) -> None:
