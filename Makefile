@@ -14,7 +14,7 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo schema-deps apt-missing dashboards rules generate check-generated lint types test test-fast e2e check push sync diff provision \
-        demo exporter bench bench-exporter bench-exporter-real bench-attribution bench-attribution-real bench-sync \
+        demo exporter bench bench-exporter bench-exporter-real bench-exporter-memory bench-exporter-memory-real bench-attribution bench-attribution-real bench-sync \
         bench-alerts bench-scale bench-rules bench-backtest backtest e2e-grafana kubernetes-example git-diff-driver preview clean
 
 help: ## list the targets
@@ -122,6 +122,12 @@ bench-exporter: venv ## exporter scrape latency, CPU and memory
 
 bench-exporter-real: venv ## on a GPU node: NVML sweep cost against raw NVML, values against nvidia-smi
 	$(BIN)/python bench/exporter_bench.py --real
+
+bench-exporter-memory: venv ## where the exporter's RSS goes, stage by stage (simulated GPUs)
+	$(BIN)/python bench/exporter_memory.py
+
+bench-exporter-memory-real: venv ## on a GPU node: the same, with NVML's import and nvmlInit apart
+	$(BIN)/python bench/exporter_memory.py --real
 
 bench-attribution: venv ## what job attribution costs a sweep and /metrics (simulated GPUs)
 	$(BIN)/python bench/attribution_bench.py

@@ -162,6 +162,8 @@ SIGNALS: tuple[Signal, ...] = (
        "Unix time of the last XID error seen.", OWN),
     _s("process_fb_used", "gpudash_process_fb_used_mib", "MiB", "gauge",
        "Framebuffer memory used by one process (in MiB).", OWN, "pid", "process_name"),
+    _s("process_sm_util", "gpudash_process_sm_util_percent", "%", "gauge",
+       "Share of the SMs' time one process had over NVML's last sample window (in %).", OWN, "pid", "process_name"),
     _s("gpu_up", "gpudash_gpu_up", "1", "gauge",
        "1 when the last sweep read this GPU, 0 when it fell off the bus or NVML lost it.", OWN),
     _s("nvlink_link_errors", "gpudash_nvlink_errors_total", "1", "counter",
@@ -176,6 +178,10 @@ SIGNALS: tuple[Signal, ...] = (
 
 # Signals of the node, not of one GPU: no gpu/UUID labels, one series per exporter.
 NODE_SIGNALS = frozenset({"gpus_expected"})
+# Per-link NVLink series: about 90 a GPU on an SXM node. The bundled exporter publishes them only when asked
+# (`gpudash exporter --nvlink-per-link`); the per-GPU totals dcgm-exporter publishes stand for them otherwise,
+# and every rule and panel that reads them falls back to those totals.
+PER_LINK_KEYS = frozenset({"nvlink_link_errors", "nvlink_link_up"})
 
 BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
 BY_DCGM_NAME: dict[str, Signal] = {s.dcgm_name: s for s in SIGNALS}
@@ -187,6 +193,9 @@ DRIVER_VERSION_LABEL = "DCGM_FI_DRIVER_VERSION"
 # copy of a GPU's series per job), `pod`/`namespace`/`container` from the kubelet's PodResources API.
 HPC_JOB_LABEL = "hpc_job"
 POD_LABELS = ("pod", "namespace", "container")
+# With DRA (`--kubernetes-enable-dra`), the claim and the device each copy of a GPU's series stands for.
+DRA_LABELS = ("dra_claim_name", "dra_claim_namespace", "dra_driver_name", "dra_pool_name", "dra_device_name",
+              "dra_mig_profile", "dra_mig_device_uuid")
 ATTRIBUTION_LABELS = (HPC_JOB_LABEL, *POD_LABELS)
 
 # The bundled exporter's metrics about itself: not GPU signals, so no profile maps them.

@@ -5,7 +5,7 @@ self-metrics; DCGM's health is its own).
 
 from __future__ import annotations
 
-from gpudash.catalog import BY_KEY, EXPORTER_ERRORS, EXPORTER_LAST_SWEEP, EXPORTER_PENDING, Publisher
+from gpudash.catalog import BY_KEY, EXPORTER_ERRORS, EXPORTER_LAST_SWEEP, EXPORTER_PENDING, PER_LINK_KEYS, Publisher
 from gpudash.doctor.expect import Expectations
 from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
 from gpudash.doctor.observed import ExporterPage
@@ -16,6 +16,7 @@ NO_NVML = ("the exporter found no GPU: the NVIDIA driver is not loaded here, or 
            "(NVIDIA Container Toolkit, `docker run --gpus all`)")
 # Series that exist only once something happened (an XID, a process on the GPU): absent is not missing.
 ON_EVENT = frozenset({"xid_total", "process_fb_used"})
+# PER_LINK_KEYS: published only with --nvlink-per-link; rules and panels read the per-GPU totals without them.
 NVML_FIX = "run `nvidia-smi` on the node; fix the driver or the container's GPU access, then restart the exporter"
 
 
@@ -98,7 +99,7 @@ def _published(page: ExporterPage, name: str) -> bool:
 def _fields(page: ExporterPage, expect: Expectations, subject: str, kind: str) -> Finding:
     own = kind == "gpudash exporter"  # gpudash's extras are not expected of another exporter
     missing = [BY_KEY[key] for key in expect.used_by
-               if key not in ON_EVENT and not _published(page, expect.profile.ref(key).name)
+               if key not in ON_EVENT | PER_LINK_KEYS and not _published(page, expect.profile.ref(key).name)
                and (own or BY_KEY[key].publisher is not Publisher.GPUDASH)]
     if not missing:
         return ok(Link.EXPORTER, subject, f"every field the dashboards and rules read ({len(expect.used_by)})")

@@ -18,12 +18,9 @@ from gpudash.exporter.attribution.hpc import HpcJobMapping
 from gpudash.exporter.attribution.kubelet import KubeletConfig
 from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kubernetes_options
 from gpudash.exporter.attribution.procs import ProcessAttribution
-from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
+from gpudash.exporter.collectors import Collectors, all_signals, load_collectors, with_nvlink_per_link
 from gpudash.exporter.expected import SYSFS_PCI_DEVICES, gpus_expected
 from gpudash.exporter.service import Exporter
-from gpudash.exporter.sim.cluster_node import cluster_from_options
-from gpudash.exporter.sim.fleet import fleet_from_specs
-from gpudash.exporter.sim.simulated import SimulatedSource
 from gpudash.exporter.source import COUNT_WINDOW_SECONDS, MAX_COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import load_web_config
 
@@ -131,6 +128,12 @@ def _fields_table() -> str:
     help="How many GPUs this node should have (gpudash_node_gpus_expected; default: the NVIDIA GPUs on the PCI "
          "bus, else the count NVML sees at start).",
 )
+@click.option(
+    "--nvlink-per-link", is_flag=True,
+    help="Also publish gpudash_nvlink_errors_total and gpudash_nvlink_link_up per NVLink link (about 90 series a "
+         "GPU on an SXM node). Default: only the per-GPU totals dcgm-exporter publishes "
+         "(DCGM_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL); alerts and panels read those then.",
+)
 @click.option("--list-fields", is_flag=True, help="Print every field the exporter can publish and exit.")
 @kubernetes_options
 def exporter(
@@ -155,6 +158,7 @@ def exporter(
     log_level: str,
     xid_count_window_size: str,
     expected_gpus: str | None,
+    nvlink_per_link: bool,
     list_fields: bool,
     kubernetes: KubeletConfig | None,
 ) -> None:
@@ -186,9 +190,15 @@ def exporter(
     window_ms = _whole("--xid-count-window-size", xid_count_window_size, 1, int(MAX_COUNT_WINDOW_SECONDS * 1000))
     expected = None if expected_gpus is None else _whole("--expected-gpus", expected_gpus, 0, 4096)
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
+    if nvlink_per_link:
+        chosen = with_nvlink_per_link(chosen)
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
-    if simulate is not None:
+    if simulate is not None:  # the simulator is imported only here: a GPU node never loads it
+        from gpudash.exporter.sim.cluster_node import cluster_from_options
+        from gpudash.exporter.sim.fleet import fleet_from_specs
+        from gpudash.exporter.sim.simulated import SimulatedSource
+
         cluster = cluster_from_options(simulate, seed, workload, fault, hostname=hostname, job_specs=sim_job,
                                        jobs=sim_jobs, nodes=sim_nodes, epoch=sim_epoch)
         if cluster is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpudash.catalog import BY_DCGM_NAME, DRIVER_VERSION_LABEL, SIGNALS
+from gpudash.catalog import BY_DCGM_NAME, DRIVER_VERSION_LABEL, PER_LINK_KEYS, SIGNALS
 from gpudash.errors import ExporterError
 from gpudash.yamlfile import YamlError, read_config_text
 
@@ -28,8 +28,15 @@ class Collectors:
     origin: str = "all catalog signals"
 
 
-def all_signals() -> Collectors:
-    return Collectors(tuple(s.key for s in SIGNALS), True)
+def all_signals(*, nvlink_per_link: bool = False) -> Collectors:
+    """Every catalog signal; the per-link NVLink series only with ``nvlink_per_link``."""
+    return Collectors(tuple(s.key for s in SIGNALS if nvlink_per_link or s.key not in PER_LINK_KEYS), True)
+
+
+def with_nvlink_per_link(chosen: Collectors) -> Collectors:
+    """``chosen`` and the per-link NVLink series (`--nvlink-per-link`)."""
+    keys = set(chosen.keys) | PER_LINK_KEYS
+    return Collectors(tuple(s.key for s in SIGNALS if s.key in keys), chosen.driver_version_label, chosen.origin)
 
 
 def parse_collectors(text: str, origin: str) -> Collectors:

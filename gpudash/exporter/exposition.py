@@ -34,6 +34,7 @@ from gpudash.exporter.attribution import Labels
 from gpudash.exporter.health_status import health_watches
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
+    PROCESS_KEYS,
     GpuIdentity,
     LinkHealth,
     PeerStatus,
@@ -100,6 +101,8 @@ def escape_help(text: str) -> str:
 
 
 def number(value: float) -> str:
+    """A sample value in the fewest characters, to dcgm-exporter's precision: six decimals (its %f), so a GPM
+    ratio or a power draw is never longer than the line dcgm-exporter writes for it."""
     if type(value) is int:
         return str(value)
     if value != value:
@@ -108,7 +111,10 @@ def number(value: float) -> str:
         return "+Inf" if value > 0 else "-Inf"
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))
-    return repr(float(value))
+    rounded = round(float(value), 6)
+    if rounded.is_integer() and abs(rounded) < 1e15:
+        return str(int(rounded))
+    return repr(rounded)
 
 
 def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
@@ -192,15 +198,21 @@ def _xid_last_time(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: S
             yield f"{signal.dcgm_name}{{{labels}}} {number(view.xid.last_time)}\n"
 
 
-def _processes(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
-    for view, labels in gpus:
-        if not view.up:
-            continue
-        for proc in view.processes:
-            name = label_value(proc.name)
-            extra = extra_labels(view.process_labels.get(proc.pid, ()))
-            yield (f'{signal.dcgm_name}{{{labels}{extra},pid="{proc.pid}",process_name="{name}"}} '
-                   f'{number(proc.fb_used_mib)}\n')
+def _process_series(value_of: Callable[[ProcessUsage], float | None]) -> _Series:
+    """One series per GPU process, labelled with its pid, name and its own job or pod (not the GPU's copies)."""
+    def series(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
+        for view, labels in gpus:
+            if not view.up:
+                continue
+            for proc in view.processes:
+                value = value_of(proc)
+                if value is None:
+                    continue
+                name = label_value(proc.name)
+                extra = extra_labels(view.process_labels.get(proc.pid, ()))
+                yield f'{signal.dcgm_name}{{{labels}{extra},pid="{proc.pid}",process_name="{name}"}} {number(value)}\n'
+
+    return series
 
 
 def _up(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
@@ -314,7 +326,8 @@ _SPECIAL: dict[str, _Series] = {
     "xid_total": _xid_total,
     "xid_last": _xid_last,
     "xid_last_time": _xid_last_time,
-    "process_fb_used": _processes,
+    "process_fb_used": _process_series(lambda proc: proc.fb_used_mib),
+    "process_sm_util": _process_series(lambda proc: proc.sm_util),
     "gpu_up": _up,
     "xid_count_window": _xid_window,
     "clock_events_count": _clock_events_window,
@@ -341,7 +354,7 @@ def render(snap: Snapshot) -> bytes:
     out: list[str] = []
     for key in snap.keys:
         signal = BY_KEY[key]
-        lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus, snap))
+        lines = list(_SPECIAL.get(key, _plain)(signal, bases if key in PROCESS_KEYS else gpus, snap))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
     _family(
         EXPORTER_SWEEP_SECONDS,

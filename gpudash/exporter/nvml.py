@@ -17,6 +17,7 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
 from gpudash.exporter.health_reads import NVLINK_KEYS, health_readers
 from gpudash.exporter.nvml_reader import NvmlReader, Unsupported, Values
 from gpudash.exporter.p2p import peer_status
+from gpudash.exporter.process_util import ProcessUtilization
 from gpudash.exporter.source import (
     COSTLY_KEYS,
     LIST_KEYS,
+    PROCESS_KEYS,
     XID_HOLD_SECONDS,
     GpuIdentity,
     GpuReading,
@@ -85,6 +88,7 @@ class NvmlSource:
         self._memory_v2 = [True] * count
         self._gpm = [Gpm(nv, h) for h in self._handles]
         self._process_names: dict[int, str] = {}
+        self._process_util = ProcessUtilization(self.nv)
         self._links: list[tuple[LinkHealth, ...] | None] = [None] * count
         self._event_lock = threading.Lock()
         self._handle_lock = threading.Lock()
@@ -261,8 +265,14 @@ class NvmlSource:
                 unsupported.add("p2p_status")
         skip |= unsupported
         processes = None
-        if "process_fb_used" in keys:
+        if keys & PROCESS_KEYS:
             processes = self._processes(handle)
+        if processes is not None and "process_sm_util" in keys - skip:
+            sm = self._process_util.sm_by_pid(handle, index)
+            if sm is None:
+                skip.add("process_sm_util")
+            else:
+                processes = tuple(replace(p, sm_util=sm.get(p.pid, 0.0)) for p in processes)
         links = None
         if keys & NVLINK_KEYS:  # only the loop that reads NVLink takes what its reader left (the slow one)
             links, self._links[index] = self._links[index], None

@@ -56,7 +56,9 @@ COSTLY_KEYS = PROFILING_KEYS | frozenset(
     }
 )
 # Signals read as a list (per process, per link) rather than one value: they never show in ``values``.
-LIST_KEYS = frozenset({"process_fb_used", "nvlink_link_errors", "nvlink_link_up", "p2p_status"})
+LIST_KEYS = frozenset({"process_fb_used", "process_sm_util", "nvlink_link_errors", "nvlink_link_up", "p2p_status"})
+# Either asks for the GPU's processes; each process's SM share only when "process_sm_util" is asked.
+PROCESS_KEYS = frozenset({"process_fb_used", "process_sm_util"})
 
 # How long DCGM_FI_DEV_XID_ERRORS keeps showing the last XID code before it returns to 0: dcgm-exporter's
 # gauge never resets, which pages forever; the counter and the timestamp keep the full history.
@@ -88,6 +90,7 @@ class ProcessUsage:
     pid: int
     name: str
     fb_used_mib: float
+    sm_util: float | None = None  # % of the SMs' time this process had over the last sample window; None: not read
 
 
 @dataclass(frozen=True)

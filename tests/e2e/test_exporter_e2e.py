@@ -10,6 +10,7 @@ import pytest
 from support.slack import budget
 from support.waiting import eventually
 
+from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.fleet import fleet_from_specs
 from gpudash.exporter.sim.simulated import SimulatedSource
@@ -37,7 +38,8 @@ def _dashboard_queries(dashboard: dict[str, object]) -> list[str]:
 def stack() -> Iterator[tuple[Exporter, PrometheusProcess]]:
     fleet = fleet_from_specs(GPUS, seed=11, workloads=["7=idle"],
                              faults=["3=lost@0", "5=nvlink-crc-storm:300@0", "6=dbe-burst@0"])
-    with Exporter(SimulatedSource(fleet), interval=0.5, slow_interval=1.0) as exporter:
+    with Exporter(SimulatedSource(fleet), collectors=all_signals(nvlink_per_link=True), interval=0.5,
+                  slow_interval=1.0) as exporter:
         config = (
             "global:\n  scrape_interval: 1s\n"
             "scrape_configs:\n  - job_name: gpu\n"

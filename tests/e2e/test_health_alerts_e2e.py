@@ -41,6 +41,7 @@ FAULTS = {
     "10": "xid:999", "11": "xid:54",
 }
 EXPORTER_ARGS = ["--simulate", "16", "--seed", str(SEED), "--expected-gpus", "16",
+                 "--nvlink-per-link",  # the NVLink alert then names the link
                  *[a for gpu, fault in FAULTS.items() for a in ("--fault", f"{gpu}={fault}@{FAULT_AT}s")],
                  # an XID on the GPU just before it falls off the bus: both stay firing, neither may be delivered
                  "--fault", f"{LOST_GPU}=xid:13@{FAULT_AT - 1}s", "--fault", f"{LOST_GPU}=fell-off-bus@{FAULT_AT}s"]

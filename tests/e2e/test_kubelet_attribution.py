@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 import pytest
 from support.exposition import parse_exposition
-from support.podresources_pb import MESSAGES, Pod
+from support.podresources_pb import MESSAGES, Claims, Pod, add_claims
 from support.slack import budget
 from support.waiting import eventually
 
@@ -40,10 +40,10 @@ TOKEN = "s3cret-service-account-token"
 
 
 class FakeKubelet:
-    """PodResourcesLister.List on a unix socket, answering with whatever `pods` holds now."""
+    """PodResourcesLister.List on a unix socket, answering with whatever `pods` (and their DRA `claims`) hold now."""
 
-    def __init__(self, socket: Path, pods: Sequence[Pod]) -> None:
-        self.socket, self.pods, self.calls = socket, list(pods), 0
+    def __init__(self, socket: Path, pods: Sequence[Pod], claims: Claims | None = None) -> None:
+        self.socket, self.pods, self.claims, self.calls = socket, list(pods), dict(claims or {}), 0
         self._server: Any = None
 
     def _list(self, request: Any, context: Any) -> Any:
@@ -51,11 +51,13 @@ class FakeKubelet:
         answer = MESSAGES["ListPodResourcesResponse"]()
         for namespace, name, containers in self.pods:
             pod = answer.pod_resources.add(name=name, namespace=namespace)
-            for container_name, devices in containers.items():
+            claimed = [c for ns, p, c in self.claims if (ns, p) == (namespace, name) and c not in containers]
+            for container_name in [*containers, *claimed]:
                 container = pod.containers.add(name=container_name)
                 container.cpu_ids.extend([4, 5])
-                for resource, ids in devices:
+                for resource, ids in containers.get(container_name, ()):
                     container.devices.add(resource_name=resource, device_ids=list(ids)).topology.nodes.add(ID=0)
+                add_claims(container, self.claims.get((namespace, name, container_name), ()))
         return answer
 
     def start(self) -> FakeKubelet:
@@ -78,10 +80,12 @@ class FakeKubelet:
 
 
 class FakeApiServer(LoopbackHTTPServer):
-    """GET /api/v1/pods?fieldSelector=spec.nodeName=... with a bearer token, as the API server answers it."""
+    """GET /api/v1/pods?fieldSelector=spec.nodeName=... with a bearer token, as the API server answers it, and
+    the ResourceSlices of `slices` under resource.k8s.io/v1 (an older server: v1beta1 only, v1 is 404)."""
 
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        self.pods = pods
+    def __init__(self, pods: list[dict[str, Any]], slices: list[dict[str, Any]] | None = None,
+                 slice_version: str = "v1") -> None:
+        self.pods, self.slices, self.slice_version = pods, slices or [], slice_version
         self.queries: list[dict[str, list[str]]] = []
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -93,11 +97,15 @@ class FakeApiServer(LoopbackHTTPServer):
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     self.send_error(401)
                     return
-                if url.path != "/api/v1/pods":
+                if url.path == f"/apis/resource.k8s.io/{api.slice_version}/resourceslices":
+                    items: dict[str, Any] = {"kind": "ResourceSliceList", "items": api.slices}
+                elif url.path == "/api/v1/pods":
+                    items = {"kind": "PodList", "apiVersion": "v1", "items": api.pods}
+                else:
                     self.send_error(404)
                     return
-                api.queries.append(urllib.parse.parse_qs(url.query))
-                body = json.dumps({"kind": "PodList", "apiVersion": "v1", "items": api.pods}).encode()
+                api.queries.append({"path": [url.path], **urllib.parse.parse_qs(url.query)})
+                body = json.dumps(items).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -226,8 +234,9 @@ def test_pod_labels_from_a_fake_api_server(root: Path, socket_dir: Path, tmp_pat
             "--kubernetes-api-url", api.url, "--kubernetes-service-account-dir", str(account),
             env={"NODE_NAME": "gpu-node-7"})
         try:
-            series = eventually(lambda: (s := _scrape(exporter.url)) and "pod" in s["2"] and s, timeout=20,
-                                what="pod labels on GPU 2")
+            # the pod's labels, not only its name: on a busy machine the first pod list may miss its deadline
+            series = eventually(lambda: (s := _scrape(exporter.url)) and "training_kubeflow_org_job_name" in s["2"]
+                                and s, timeout=20, what="pod labels on GPU 2")
         finally:
             try:
                 stderr = exporter.stop()
@@ -267,3 +276,47 @@ def test_without_kubernetes_grpc_is_never_imported(root: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(root)}, timeout=budget(60))
     assert done.returncode == 0, done.stderr
+
+
+def test_dra_claims_and_shared_gpus_label_their_copies(root: Path, socket_dir: Path, tmp_path: Path) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(TOKEN + "\n")
+    slices = [{"spec": {"driver": "gpu.nvidia.com", "nodeName": "gpu-node-7", "pool": {"name": "gpu-node-7"},
+                        "devices": [{"name": "gpu-0", "basic": {"attributes": {"uuid": {"string": UUIDS[0]}}}}]}}]
+    claims: Claims = {("serve", "vllm-0", c): [("gpu-claim", "serve", [("gpu.nvidia.com", "gpu-node-7", "gpu-0")])]
+                      for c in ("engine", "sidecar")}
+    kubelet = FakeKubelet(socket_dir / "kubelet.sock", [
+        ("serve", "vllm-0", {}),
+        _gpu("a", f"{UUIDS[2]}::0", ns="dev"), _gpu("b", f"{UUIDS[2]}::1", ns="dev"),
+    ], claims).start()
+    with FakeApiServer([], slices, slice_version="v1beta1") as api:
+        exporter = ExporterProcess(
+            root, "--kubernetes", "--pod-resources-kubelet-socket", str(socket_dir / "kubelet.sock"),
+            "--kubernetes-enable-dra", "--kubernetes-virtual-gpus", "--kubernetes-api-url", api.url,
+            "--kubernetes-service-account-dir", str(account), env={"NODE_NAME": "gpu-node-7"})
+
+        def copies() -> dict[str, list[tuple[str, ...]]]:
+            with urllib.request.urlopen(f"{exporter.url}/metrics", timeout=budget(5)) as answer:
+                rows = parse_exposition(answer.read().decode())["DCGM_FI_DEV_GPU_UTIL"]
+            out: dict[str, list[tuple[str, ...]]] = {}
+            for labels, _ in rows:
+                out.setdefault(labels["gpu"], []).append(tuple(labels.get(k, "") for k in (
+                    "namespace", "pod", "container", "vgpu", "dra_claim_name", "dra_device_name")))
+            return {gpu: sorted(rows) for gpu, rows in out.items()}
+
+        want = {"0": [("serve", "vllm-0", "engine", "", "gpu-claim", "gpu-0"),
+                      ("serve", "vllm-0", "sidecar", "", "gpu-claim", "gpu-0")],
+                "1": [("", "", "", "", "", "")],
+                "2": [("dev", "a", "main", "0", "", ""), ("dev", "b", "main", "1", "", "")],
+                "3": [("", "", "", "", "", "")]}
+        try:
+            eventually(lambda: copies() == want, timeout=20, what="a copy per claim consumer and per sharing pod")
+        finally:
+            try:
+                stderr = exporter.stop()
+            finally:
+                kubelet.stop()
+    paths = [q["path"][0] for q in api.queries]
+    assert "/apis/resource.k8s.io/v1beta1/resourceslices" in paths  # after v1 answered 404
+    assert TOKEN not in stderr

@@ -10,7 +10,8 @@ from gpudash.exporter.sim.simulated import SimulatedSource
 
 def full_simulated_output() -> str:
     fleet = fleet_from_specs(4, seed=2, faults=["1=xid:48@0+2m", "2=thermal@0"], epoch=0)
-    poller = Poller(SimulatedSource(fleet), all_signals().keys, slow_keys=(), hostname='we"ird\\host')
+    poller = Poller(SimulatedSource(fleet), all_signals(nvlink_per_link=True).keys, slow_keys=(),
+                    hostname='we"ird\\host')
     for loop in ("static", "fast"):
         poller.sweep(loop, now=600.0)
     return poller.exposition.body.decode()

@@ -29,7 +29,22 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str]]] = {
         ("devices", 2, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1.ContainerDevices"),
         ("cpu_ids", 3, _F.TYPE_INT64, _F.LABEL_REPEATED, ""),
         ("memory", 4, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1.ContainerMemory"),
+        ("dynamic_resources", 5, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1.DynamicResource"),
     ],
+    # field 1 (class_name) was removed in Kubernetes 1.31 and stays reserved
+    "DynamicResource": [
+        ("claim_name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+        ("claim_namespace", 3, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+        ("claim_resources", 4, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1.ClaimResource"),
+    ],
+    "ClaimResource": [
+        ("cdi_devices", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".v1.CDIDevice"),
+        ("driver_name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+        ("pool_name", 3, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+        ("device_name", 4, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+        ("share_id", 5, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
+    ],
+    "CDIDevice": [("name", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, "")],
     "ContainerDevices": [
         ("resource_name", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
         ("device_ids", 2, _F.TYPE_STRING, _F.LABEL_REPEATED, ""),
@@ -60,19 +75,37 @@ MESSAGES = _classes()
 
 # A pod: (namespace, name, {container: [(resource name, [device ids])]})
 Pod = tuple[str, str, Mapping[str, Sequence[tuple[str, Sequence[str]]]]]
+# A DRA claim of one container: (claim name, claim namespace, [(driver, pool, device name)])
+Claim = tuple[str, str, Sequence[tuple[str, str, str]]]
+# Claims by (namespace, pod, container)
+Claims = Mapping[tuple[str, str, str], Sequence[Claim]]
 
 
-def list_response(pods: Sequence[Pod]) -> bytes:
-    """A serialized ListPodResourcesResponse, with CPU ids, memory and NUMA topology as a real kubelet sends."""
+def add_claims(container: Any, claims: Sequence[Claim]) -> None:
+    """`dynamic_resources` as the kubelet fills them, CDI device names and a share id included."""
+    for claim_name, claim_namespace, devices in claims:
+        dynamic = container.dynamic_resources.add(claim_name=claim_name, claim_namespace=claim_namespace)
+        for driver, pool, device in devices:
+            resource = dynamic.claim_resources.add(driver_name=driver, pool_name=pool, device_name=device,
+                                                   share_id="7f1c")
+            resource.cdi_devices.add(name=f"k8s.{driver}/claim={claim_name}-{device}")
+
+
+def list_response(pods: Sequence[Pod], claims: Claims | None = None) -> bytes:
+    """A serialized ListPodResourcesResponse, with CPU ids, memory and NUMA topology as a real kubelet sends,
+    and the DRA claims of `claims` (a container named only there is added to its pod)."""
     answer = MESSAGES["ListPodResourcesResponse"]()
+    wanted = dict(claims or {})
     for namespace, name, containers in pods:
         pod = answer.pod_resources.add(name=name, namespace=namespace)
-        for container_name, devices in containers.items():
+        names = [*containers, *(c for ns, p, c in wanted if (ns, p) == (namespace, name) and c not in containers)]
+        for container_name in names:
             container = pod.containers.add(name=container_name)
             container.cpu_ids.extend([2, 3, 130])
             container.memory.add(memory_type="memory", size=2**34).topology.nodes.add(ID=1)
-            for resource, ids in devices:
+            for resource, ids in containers.get(container_name, ()):
                 entry = container.devices.add(resource_name=resource)
                 entry.device_ids.extend(ids)
                 entry.topology.nodes.add(ID=0)
+            add_claims(container, wanted.get((namespace, name, container_name), ()))
     return bytes(answer.SerializeToString())

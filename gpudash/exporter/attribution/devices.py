@@ -10,7 +10,8 @@ Device ids come exactly as the device plugin reported them (shared/reference/job
 | `<id>::<N>` | time-slicing / MPS replica N of `<id>` | what `<id>` points at |
 | `nvidia<N>`, `nvidia<N>/gi<M>`, `nvidia<N>/vgpu<K>` | GKE's device plugin (`/dev/nvidia<N>`) | that GPU, by name |
 
-`--kubernetes-gpu-id-type uid` (the default) matches the UUID forms, `device-name` the GKE forms. The
+`--kubernetes-gpu-id-type uid` (the default) matches the UUID forms, `device-name` the GKE forms. A
+time-slicing replica's number (`::<N>`, `/vgpu<K>`) is the `vgpu` label of `--kubernetes-virtual-gpus`. The
 exporter publishes no MIG-instance series, so a MIG slice's pod labels the series of its parent GPU.
 A device name is matched against the GPU's `/dev/nvidia<minor>` (the `device` label), which is what GKE's
 id names; dcgm-exporter compares it with `nvidia<gpu index>` instead, and the two agree when minor
@@ -33,7 +34,8 @@ ID_TYPES = ("uid", "device-name")
 
 Kind = Literal["uuid", "device-name", "mig-uuid"]
 
-_REPLICA = re.compile(r"^(?P<id>.+)::\d+$")
+_REPLICA = re.compile(r"^(?P<id>.+)::(?P<n>\d+)$")
+_GKE_VGPU = re.compile(r"/vgpu(\d+)$")
 _UUID = r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"
 # Most specific first: the older MIG form holds its parent's UUID, the newer one only its own.
 _FORMS: tuple[tuple[re.Pattern[str], Kind, Callable[[re.Match[str]], str]], ...] = (
@@ -50,6 +52,7 @@ class DeviceRef:
 
     kind: Kind
     key: str
+    vgpu: str = ""  # the replica of a time-sliced or shared GPU (`::<N>`, `/vgpu<K>`), "" for a whole one
 
 
 def parse_device_id(device_id: str) -> DeviceRef | None:
@@ -59,7 +62,8 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
     for pattern, kind, key in _FORMS:
         found = pattern.match(bare)
         if found:
-            return DeviceRef(kind, key(found))
+            shared = _GKE_VGPU.search(bare) if kind == "device-name" else None
+            return DeviceRef(kind, key(found), replica["n"] if replica else shared[1] if shared else "")
     return None
 
 
@@ -136,6 +140,20 @@ def holders(
             candidates.setdefault(index, set()).add(allocation.holder)
     before = previous or {}
     return {index: before[index] if before.get(index) in held else min(held) for index, held in candidates.items()}
+
+
+def sharing(
+    found: Sequence[Allocation], gpus: Sequence[GpuIdentity], id_type: str, mig_parent: MigParent,
+) -> dict[int, list[tuple[Holder, str]]]:
+    """GPU index -> every container holding it, with its replica (`--kubernetes-virtual-gpus`), in order."""
+    by_key = {(g.device if id_type == "device-name" else g.uuid): g.index for g in gpus}
+    out: dict[int, set[tuple[Holder, str]]] = {}
+    for allocation in found:
+        key = gpu_keys(allocation.device, id_type, mig_parent)
+        index = by_key.get(key) if key is not None else None
+        if index is not None:
+            out.setdefault(index, set()).add((allocation.holder, allocation.device.vgpu))
+    return {index: sorted(held) for index, held in out.items()}
 
 
 def unmatched_kinds(found: Sequence[Allocation], id_type: str) -> frozenset[Kind]:

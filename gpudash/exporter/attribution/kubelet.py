@@ -3,7 +3,9 @@
 Compatible with dcgm-exporter's `--kubernetes` (shared/reference/job-attribution.md §2): the kubelet's
 PodResources v1 `List` over its unix socket says which container holds which device, the device ids
 are matched to GPUs (gpudash.exporter.attribution.devices), and, with pod labels on, the pod's labels
-come from the API server (gpudash.exporter.attribution.pods).
+come from the API server (gpudash.exporter.attribution.pods). A GPU's series carry one container's labels;
+with `virtual_gpus` each container sharing it gets a copy (with `vgpu`), and with `dra` each container that
+holds it through a ResourceClaim gets a copy with the claim's labels (gpudash.exporter.attribution.dra).
 
 Nothing here runs on the scrape path or the sweep: a thread of its own asks the kubelet every
 `interval` (5 s) with a deadline (`timeout`, 10 s), and the API server when a pod it does not know
@@ -27,7 +29,8 @@ from typing import Any
 
 from gpudash.errors import ExporterError
 from gpudash.exporter.attribution import Labels
-from gpudash.exporter.attribution.devices import Allocation, Holder, allocations, holders, unmatched_kinds
+from gpudash.exporter.attribution.devices import Allocation, Holder, allocations, holders, sharing, unmatched_kinds
+from gpudash.exporter.attribution.dra import DeviceTable, DraConsumer, dra_consumers, list_node_slices
 from gpudash.exporter.attribution.mig import no_mig
 from gpudash.exporter.attribution.podresources import LIST_METHOD, LIST_REQUEST, decode_list_response
 from gpudash.exporter.attribution.pods import (
@@ -48,6 +51,7 @@ _MAX_MESSAGE = 16 * 1024 * 1024  # the kubelet's own client allows this much; a 
 
 Lister = Callable[[float], bytes]  # timeout -> the serialized ListPodResourcesResponse
 PodLister = Callable[[float], Sequence[PodInfo]]  # timeout -> the pods of this node
+SliceLister = Callable[[float], DeviceTable]  # timeout -> this node's DRA GPU devices
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class KubeletConfig:
     pod_labels: bool = False
     pod_uid: bool = False
     label_allowlist: tuple[str, ...] = ()
+    max_pod_labels: int | None = None  # the most pod labels a series carries (label_budget.pod_label_room)
+    dra: bool = False  # --kubernetes-enable-dra: GPUs from ResourceClaims too (attribution/dra.py)
+    virtual_gpus: bool = False  # --kubernetes-virtual-gpus: one copy per container sharing a GPU, with `vgpu`
     interval: float = 5.0
     timeout: float = 10.0
     pod_refresh: float = 60.0
@@ -114,6 +121,7 @@ class _Answer:
     at: float
     found: tuple[Allocation, ...]
     mig_parents: Mapping[str, str | None] = field(default_factory=dict)
+    dra: tuple[DraConsumer, ...] = ()
 
 
 class KubeletAttributor:
@@ -129,6 +137,7 @@ class KubeletAttributor:
         *,
         lister: Lister | None = None,
         pod_lister: PodLister | None = None,
+        slice_lister: SliceLister | None = None,
         mig_parent: Callable[[str], str | None] = no_mig,
         clock: Callable[[], float] = time.time,
         background: bool = True,
@@ -136,8 +145,12 @@ class KubeletAttributor:
         self.config = config
         self._lister = lister if lister is not None else grpc_lister(config.socket)
         self._pod_lister = pod_lister
+        self._slice_lister = slice_lister
+        self._slices: DeviceTable = {}
+        self._slices_at: float | None = None
+        self._slices_failing = False
         self._mig_parent = mig_parent
-        self._labels = PodLabelFilter(config.label_allowlist)
+        self._labels = PodLabelFilter(config.label_allowlist, config.max_pod_labels)
         self.clock = clock
         self._background = background
         self._answer: _Answer | None = None
@@ -149,7 +162,7 @@ class KubeletAttributor:
         self._warned_kinds: set[str] = set()
         self._seen: tuple[Any, ...] = ()
         self._holders: dict[int, Holder] = {}
-        self._copies: Mapping[int, Labels] = {}
+        self._copies: Mapping[int, tuple[Labels, ...]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -158,7 +171,8 @@ class KubeletAttributor:
     def poll(self, now: float) -> None:
         """Ask the kubelet once (and the API server when due); keep what it said. Never raises."""
         try:
-            found = allocations(decode_list_response(self._lister(self.config.timeout)), self.config.resource_names)
+            pods = decode_list_response(self._lister(self.config.timeout))
+            found = allocations(pods, self.config.resource_names)
         except Exception as exc:
             if not self._kubelet_failing:
                 self._kubelet_failing = True
@@ -170,8 +184,31 @@ class KubeletAttributor:
             log.info("kubelet PodResources answers again: pod labels are back")
         self._warn_id_type(found)
         migs = {a.device.key: self._mig_parent(a.device.key) for a in found if a.device.kind == "mig-uuid"}
-        self._poll_pods(now, found)  # first, so a new pod's labels come with its first allocation
-        self._answer = _Answer(now, found, migs)
+        dra = self._poll_dra(now, pods) if self.config.dra else ()
+        # before the answer is kept, so a new pod's labels come with its first allocation
+        self._poll_pods(now, [a.holder for a in found] + [c.holder for c in dra])
+        self._answer = _Answer(now, found, migs, dra)
+
+    def _poll_dra(self, now: float, pods: Sequence[Any]) -> tuple[DraConsumer, ...]:
+        """The claims' GPUs; the ResourceSlices read again when due or when the answer names a device they lack."""
+        consumers, unknown = dra_consumers(pods, self._slices)
+        since = None if self._slices_at is None else now - self._slices_at
+        due = since is None or since >= self.config.pod_refresh or (unknown and since >= self.config.interval)
+        if self._slice_lister is None or not due:
+            return consumers
+        self._slices_at = now
+        try:
+            self._slices = self._slice_lister(self.config.timeout)
+        except Exception as exc:
+            if not self._slices_failing:
+                self._slices_failing = True
+                log.warning("listing this node's ResourceSlices from the API server failed: %s; DRA GPUs stay "
+                            "mapped as last read (warned once until it answers)", exc)
+            return consumers
+        if self._slices_failing:
+            self._slices_failing = False
+            log.info("the API server answers ResourceSlices again")
+        return dra_consumers(pods, self._slices)[0]
 
     def _warn_id_type(self, found: Sequence[Allocation]) -> None:
         for kind in sorted(unmatched_kinds(found, self.config.id_type) - self._warned_kinds):
@@ -180,10 +217,10 @@ class KubeletAttributor:
             log.warning("kubelet lists %s device ids, which --kubernetes-gpu-id-type %s never matches; "
                         "try --kubernetes-gpu-id-type %s", kind, self.config.id_type, hint)
 
-    def _poll_pods(self, now: float, found: Sequence[Allocation]) -> None:
+    def _poll_pods(self, now: float, held: Sequence[Holder]) -> None:
         if self._pod_lister is None:
             return
-        unknown = any((a.holder.namespace, a.holder.pod) not in self._pods for a in found)
+        unknown = any((h.namespace, h.pod) not in self._pods for h in held)
         since = None if self._pods_at is None else now - self._pods_at
         if since is not None and since < self.config.pod_refresh and not (unknown and since >= self.config.interval):
             return
@@ -229,25 +266,35 @@ class KubeletAttributor:
         self._seen = seen
         live = [a for a in answer.found if not self._finished(a.holder, pods)]
         self._holders = holders(live, gpus, self.config.id_type, answer.mig_parents.get, self._holders)
-        self._copies = {index: self._holder_labels(holder, pods) for index, holder in self._holders.items()}
+        copies: dict[int, tuple[Labels, ...]] = {
+            index: (self._holder_labels(holder, pods),) for index, holder in self._holders.items()}
+        if self.config.virtual_gpus:  # every container sharing a GPU gets its own copy
+            for index, held in sharing(live, gpus, self.config.id_type, answer.mig_parents.get).items():
+                copies[index] = tuple(self._holder_labels(h, pods, (("vgpu", v),) if v else ()) for h, v in held)
+        by_uuid = {g.uuid: g.index for g in gpus}
+        claimed: dict[int, list[Labels]] = {}
+        for consumer in answer.dra:
+            if consumer.gpu_uuid in by_uuid and not self._finished(consumer.holder, pods):
+                claimed.setdefault(by_uuid[consumer.gpu_uuid], []).append(
+                    self._holder_labels(consumer.holder, pods, consumer.labels))
+        self._copies = {**copies, **{index: tuple(labels) for index, labels in claimed.items()}}
 
     @staticmethod
     def _finished(holder: Holder, pods: Mapping[tuple[str, str], PodInfo]) -> bool:
         pod = pods.get((holder.namespace, holder.pod))
         return pod is not None and pod.finished
 
-    def _holder_labels(self, holder: Holder, pods: Mapping[tuple[str, str], PodInfo]) -> Labels:
+    def _holder_labels(self, holder: Holder, pods: Mapping[tuple[str, str], PodInfo], extra: Labels = ()) -> Labels:
         own: Labels = (("pod", holder.pod), ("namespace", holder.namespace), ("container", holder.container))
         pod = pods.get((holder.namespace, holder.pod))
         uid: Labels = (("pod_uid", pod.uid),) if self.config.pod_uid and pod is not None else ()
-        return (*own, *uid, *self._pod_labels(pod))
+        return (*own, *uid, *extra, *self._pod_labels(pod))
 
     def _pod_labels(self, pod: PodInfo | None) -> Labels:
         return self._labels.labels(pod.labels) if self.config.pod_labels and pod is not None else ()
 
     def gpu_copies(self, gpu: GpuIdentity) -> tuple[Labels, ...]:
-        labels = self._copies.get(gpu.index)
-        return (labels,) if labels else ()
+        return self._copies.get(gpu.index, ())
 
     def process_labels(self, pid: int) -> Labels:
         return ()  # a process's own pod comes from its cgroup (attribution/procs.py), through pod_by_uid
@@ -271,14 +318,16 @@ class KubeletAttributor:
             close()
 
 
-def api_pod_source(config: KubeletConfig) -> PodLister | None:
-    """The API server's pods of this node, or None (with one warning) when this exporter cannot reach it."""
+def api_sources(config: KubeletConfig) -> tuple[PodLister | None, SliceLister | None]:
+    """The API server's pods of this node and, with DRA, its ResourceSlices; (None, None), with one warning,
+    when this exporter cannot reach the API server."""
     access = api_access(config.api_url, config.account_dir, config.node_name)
     if isinstance(access, str):
         log.warning("no Kubernetes API access: %s; series get pod/namespace/container but no pod labels, "
-                    "and processes no pod", access)
-        return None
+                    "processes no pod%s", access, ", and DRA claims no GPU" if config.dra else "")
+        return None, None
     # inside a pod the projected token is 0644 by Kubernetes' default, in a mount no other pod sees
     if access.token_file is not None and config.account_dir != SERVICE_ACCOUNT_DIR:
         warn_if_exposed(access.token_file, "Kubernetes API token")
-    return api_pod_lister(access)
+    slices: SliceLister | None = (lambda timeout: list_node_slices(access, timeout)) if config.dra else None
+    return api_pod_lister(access), slices

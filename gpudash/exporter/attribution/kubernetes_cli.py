@@ -17,12 +17,14 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from gpudash.catalog import DRA_LABELS
 from gpudash.config.options import option_seconds
 from gpudash.errors import UsageError
 from gpudash.exporter.attribution.devices import ID_TYPES
-from gpudash.exporter.attribution.kubelet import DEFAULT_SOCKET, KubeletAttributor, KubeletConfig, api_pod_source
+from gpudash.exporter.attribution.kubelet import DEFAULT_SOCKET, KubeletAttributor, KubeletConfig, api_sources
 from gpudash.exporter.attribution.mig import no_mig
 from gpudash.exporter.attribution.pods import SERVICE_ACCOUNT_DIR
+from gpudash.exporter.label_budget import MAX_LABELS_PER_SERIES, fixed_labels, pod_label_room
 
 log = logging.getLogger("gpudash.exporter")
 
@@ -48,10 +50,24 @@ _OPTIONS = (
                       "server: needs NODE_NAME and RBAC list on pods."),
     click.option("--kubernetes-enable-pod-uid", is_flag=True, envvar="DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
                  help="Also add pod_uid (from the API server) to the series of held GPUs."),
+    click.option("--kubernetes-enable-dra", is_flag=True, envvar="KUBERNETES_ENABLE_DRA",
+                 help="Also attribute GPUs allocated through DRA ResourceClaims (NVIDIA's driver gpu.nvidia.com): "
+                      "one copy of the GPU's series per container, with dra_claim_name, dra_claim_namespace, "
+                      "dra_driver_name, dra_pool_name, dra_device_name (and dra_mig_profile, dra_mig_device_uuid "
+                      "for a MIG device). Reads the node's ResourceSlices: needs NODE_NAME and RBAC list on "
+                      "resourceslices.resource.k8s.io."),
+    click.option("--kubernetes-virtual-gpus", is_flag=True, envvar="KUBERNETES_VIRTUAL_GPUS",
+                 help="One copy of a shared (time-sliced, MPS) GPU's series per container holding it, with vgpu "
+                      "(the replica), instead of one container's labels."),
     click.option("--kubernetes-pod-label-allowlist-regex", default="", metavar="REGEXES",
                  envvar="DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
                  help="Comma list of regexes matched against the raw label key (^training\\.kubeflow\\.org/.*); "
                       "only matching labels are copied. Empty: all."),
+    click.option("--max-labels-per-series", type=int, default=MAX_LABELS_PER_SERIES, show_default=True,
+                 metavar="N", envvar="GPUDASH_EXPORTER_MAX_LABELS_PER_SERIES",
+                 help="Labels a stored series may carry (Mimir's max_label_names_per_series), counting __name__ "
+                      "and the job, instance, cluster and rack the scrape adds: pod labels get what the "
+                      "exporter's own leave, the first by name."),
     click.option("--pod-resources-interval", default="5s", show_default=True, metavar="DURATION",
                  help="How often the kubelet is asked. Its last answer labels series for 3 intervals + the "
                       "timeout after it stops answering."),
@@ -65,8 +81,9 @@ _OPTIONS = (
                  default=SERVICE_ACCOUNT_DIR, show_default=True, help="Where the token and ca.crt are."),
 )
 _NAMES = ("kubernetes", "pod_resources_kubelet_socket", "kubernetes_gpu_id_type", "nvidia_resource_names",
-          "kubernetes_enable_pod_labels", "kubernetes_enable_pod_uid", "kubernetes_pod_label_allowlist_regex",
-          "pod_resources_interval", "pod_resources_timeout", "node_name", "kubernetes_api_url",
+          "kubernetes_enable_pod_labels", "kubernetes_enable_pod_uid", "kubernetes_enable_dra",
+          "kubernetes_virtual_gpus", "kubernetes_pod_label_allowlist_regex",
+          "max_labels_per_series", "pod_resources_interval", "pod_resources_timeout", "node_name", "kubernetes_api_url",
           "kubernetes_service_account_dir")
 
 
@@ -106,6 +123,7 @@ def kubelet_config(ctx: click.Context, **values: Any) -> KubeletConfig | None:
             re.compile(pattern)
         except re.error as exc:
             raise UsageError(f"--kubernetes-pod-label-allowlist-regex {pattern!r}: not a regex: {exc}") from None
+    room = _pod_label_room(values)
     return KubeletConfig(
         socket=values["pod_resources_kubelet_socket"],
         id_type=values["kubernetes_gpu_id_type"],
@@ -113,12 +131,30 @@ def kubelet_config(ctx: click.Context, **values: Any) -> KubeletConfig | None:
         pod_labels=values["kubernetes_enable_pod_labels"],
         pod_uid=values["kubernetes_enable_pod_uid"],
         label_allowlist=allowlist,
+        max_pod_labels=room if values["kubernetes_enable_pod_labels"] else None,
+        dra=values["kubernetes_enable_dra"],
+        virtual_gpus=values["kubernetes_virtual_gpus"],
         interval=_seconds("--pod-resources-interval", values["pod_resources_interval"]),
         timeout=_seconds("--pod-resources-timeout", values["pod_resources_timeout"]),
         api_url=values["kubernetes_api_url"],
         account_dir=values["kubernetes_service_account_dir"],
         node_name=values["node_name"],
     )
+
+
+def _pod_label_room(values: dict[str, Any]) -> int:
+    """The pod labels a series has room for under --max-labels-per-series; a limit too low is refused."""
+    limit = values["max_labels_per_series"]
+    extra = (*(("pod_uid",) if values["kubernetes_enable_pod_uid"] else ()),
+             *(("vgpu",) if values["kubernetes_virtual_gpus"] else ()),
+             *(DRA_LABELS if values["kubernetes_enable_dra"] else ()))
+    pod_labels = values["kubernetes_enable_pod_labels"]
+    least = fixed_labels(extra) + (1 if pod_labels else 0)
+    if limit < least:
+        what = "the exporter's own labels and one pod label" if pod_labels else "the exporter's own labels"
+        raise UsageError(f"--max-labels-per-series {limit}: a series may need {least} labels ({what}, with "
+                         f"__name__ and the scrape's job, instance, cluster and rack); give at least {least}")
+    return pod_label_room(extra, limit)
 
 
 def kubelet_attributor(config: KubeletConfig, *, simulated: bool) -> KubeletAttributor:
@@ -131,4 +167,5 @@ def kubelet_attributor(config: KubeletConfig, *, simulated: bool) -> KubeletAttr
             mig_parent = NvmlMigLookup()
         except Exception as exc:  # MIG ids then label nothing; whole-GPU ids still work
             log.warning("MIG device ids cannot be resolved without NVML (%s): MIG pods label no GPU", exc)
-    return KubeletAttributor(config, pod_lister=api_pod_source(config), mig_parent=mig_parent)
+    pod_lister, slice_lister = api_sources(config)
+    return KubeletAttributor(config, pod_lister=pod_lister, slice_lister=slice_lister, mig_parent=mig_parent)

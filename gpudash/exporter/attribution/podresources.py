@@ -1,13 +1,19 @@
 """The kubelet's PodResources v1 `List` answer, decoded from protobuf wire format without generated code.
 
-The exporter reads four fields of the answer (shared/reference/job-attribution.md §3.2)::
+The exporter reads these fields of the answer (shared/reference/job-attribution.md §3.2)::
 
     ListPodResourcesResponse { repeated PodResources pod_resources = 1; }
     PodResources             { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
-    ContainerResources       { string name = 1; repeated ContainerDevices devices = 2; }
+    ContainerResources       { string name = 1; repeated ContainerDevices devices = 2;
+                               repeated DynamicResource dynamic_resources = 5; }
     ContainerDevices         { string resource_name = 1; repeated string device_ids = 2; }
+    DynamicResource          { string claim_name = 2; string claim_namespace = 3;
+                               repeated ClaimResource claim_resources = 4; }
+    ClaimResource            { string driver_name = 2; string pool_name = 3; string device_name = 4; }
 
-Everything else (CPU ids, memory, topology, dynamic resources, fields a newer kubelet adds) is skipped by
+`dynamic_resources` lists what DRA allocated to the container (the kubelet fills it from 1.34, or with the
+KubeletPodResourcesDynamicResources gate before). Everything else (CPU ids, memory, topology, CDI device
+names, share ids, fields a newer kubelet adds) is skipped by
 its wire type, as protobuf itself does with unknown fields, so no protoc step and no protobuf runtime is
 needed on a GPU node: only grpcio, for the transport. The request message has no fields: it is empty bytes.
 """
@@ -33,9 +39,26 @@ class ContainerDevices:
 
 
 @dataclass(frozen=True)
+class ClaimResource:
+    """One device a DRA claim got: its driver, the pool (the node, for NVIDIA's driver) and the device's name."""
+
+    driver_name: str
+    pool_name: str
+    device_name: str
+
+
+@dataclass(frozen=True)
+class DynamicResource:
+    claim_name: str
+    claim_namespace: str
+    claim_resources: tuple[ClaimResource, ...]
+
+
+@dataclass(frozen=True)
 class ContainerResources:
     name: str
     devices: tuple[ContainerDevices, ...]
+    dynamic_resources: tuple[DynamicResource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,9 +125,20 @@ def _devices(data: bytes) -> ContainerDevices:
     return ContainerDevices(_string(parts, 1), tuple(_text(p) for n, p in parts if n == 2))
 
 
+def _claim_resource(data: bytes) -> ClaimResource:
+    parts = fields(data)
+    return ClaimResource(_string(parts, 2), _string(parts, 3), _string(parts, 4))
+
+
+def _dynamic(data: bytes) -> DynamicResource:
+    parts = fields(data)
+    return DynamicResource(_string(parts, 2), _string(parts, 3), tuple(_claim_resource(p) for n, p in parts if n == 4))
+
+
 def _container(data: bytes) -> ContainerResources:
     parts = fields(data)
-    return ContainerResources(_string(parts, 1), tuple(_devices(p) for n, p in parts if n == 2))
+    return ContainerResources(_string(parts, 1), tuple(_devices(p) for n, p in parts if n == 2),
+                              tuple(_dynamic(p) for n, p in parts if n == 5))
 
 
 def _pod(data: bytes) -> PodResources:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudash.catalog import ATTRIBUTION_LABELS, DRIVER_VERSION_LABEL
+from gpudash.catalog import ATTRIBUTION_LABELS, DRA_LABELS, DRIVER_VERSION_LABEL
 from gpudash.exporter.attribution import Labels
 
 log = logging.getLogger("gpudash.exporter")
@@ -36,7 +36,7 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 # Labels the exporter writes itself, and the target labels Prometheus adds: a pod label never replaces one.
 FIXED_LABELS = frozenset({"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "Hostname",
                           DRIVER_VERSION_LABEL, "clock_event", "xid", "pid", "process_name", "job", "instance",
-                          "pod_uid", "vgpu", *ATTRIBUTION_LABELS})
+                          "pod_uid", "vgpu", *ATTRIBUTION_LABELS, *DRA_LABELS})
 _NOT_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
@@ -49,9 +49,11 @@ def sanitize(key: str) -> str:
 class PodLabelFilter:
     """Which pod labels go on series, under which names; remembers what it warned about."""
 
-    def __init__(self, allowlist: Sequence[str] = ()) -> None:
-        """`allowlist`: regexes matched (re.search) against the raw key; empty lets every key through."""
+    def __init__(self, allowlist: Sequence[str] = (), limit: int | None = None) -> None:
+        """`allowlist`: regexes matched (re.search) against the raw key; empty lets every key through. `limit`:
+        the most labels one pod gives (gpudash.exporter.label_budget); the first by name are kept."""
         self.allowlist = tuple(re.compile(pattern) for pattern in allowlist)
+        self.limit = limit
         self._warned: set[str] = set()
 
     def allowed(self, key: str) -> bool:
@@ -71,6 +73,14 @@ class PodLabelFilter:
             elif name not in self._warned:
                 self._warned.add(name)
                 log.warning("pod label %s: %s; left out (warned once)", " and ".join(repr(k) for k in keys), problem)
+        if self.limit is not None and len(out) > self.limit:
+            dropped = ", ".join(name for name, _ in out[self.limit:])
+            if f"limit:{dropped}" not in self._warned:
+                self._warned.add(f"limit:{dropped}")
+                log.warning("a pod has %d allowed labels, more than the %d that fit in a series under "
+                            "--max-labels-per-series: %s left out (warned once; narrow "
+                            "--kubernetes-pod-label-allowlist-regex)", len(out), self.limit, dropped)
+            out = out[:self.limit]
         return tuple(out)
 
     @staticmethod
@@ -130,14 +140,19 @@ def pods_url(access: ApiAccess) -> str:
     return f"{access.url}/api/v1/pods?{query}"
 
 
-def list_node_pods(access: ApiAccess, timeout: float) -> tuple[PodInfo, ...]:
-    """GET the pods of this node; raises OSError (unreachable, HTTP error) or ValueError (not a pod list)."""
-    request = urllib.request.Request(pods_url(access), headers={"Accept": "application/json"})
+def get_json(access: ApiAccess, url: str, timeout: float) -> Any:
+    """GET one API server URL with this pod's token and CA; raises OSError (unreachable, HTTP error)."""
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if access.token_file is not None:
         request.add_header("Authorization", f"Bearer {access.token_file.read_text().strip()}")
     context = ssl.create_default_context(cafile=str(access.ca_file)) if access.ca_file else None
     with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
-        return parse_pod_list(json.loads(answer.read()))
+        return json.loads(answer.read())
+
+
+def list_node_pods(access: ApiAccess, timeout: float) -> tuple[PodInfo, ...]:
+    """GET the pods of this node; raises OSError (unreachable, HTTP error) or ValueError (not a pod list)."""
+    return parse_pod_list(get_json(access, pods_url(access), timeout))
 
 
 def parse_pod_list(data: Any) -> tuple[PodInfo, ...]:

@@ -211,7 +211,8 @@ class Fleet:
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
             own = fb_used - (s.foreign.fb_used_mib if s.foreign is not None else 0.0)
-            processes = (ProcessUsage(self._pid(i, self.job(i, t)), s.process, max(0.0, own - 510.0)),)
+            processes = (ProcessUsage(self._pid(i, self.job(i, t)), s.process, max(0.0, own - 510.0),
+                                      values["gpu_util"]),)
         if s.foreign is not None:
             processes += (s.foreign,)
         unsupported = frozenset({"vgpu_license"}) | faults_health.RETIRED_KEYS

@@ -7,10 +7,11 @@ lost is left out, as NVML cannot answer for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gpudash.exporter.health_reads import NVLINK_KEYS
 from gpudash.exporter.sim.fleet import Fleet
-from gpudash.exporter.source import COSTLY_KEYS, GpuIdentity, GpuReading, PeerStatus
+from gpudash.exporter.source import COSTLY_KEYS, PROCESS_KEYS, GpuIdentity, GpuReading, PeerStatus, ProcessUsage
 
 P2P_OK = 0  # nvmlGpuP2PStatus_t NVML_P2P_STATUS_OK
 
@@ -41,10 +42,17 @@ class SimulatedSource:
             full.unsupported & keys,
             {},
             full.xid,
-            full.processes if "process_fb_used" in keys else None,
+            self._processes(full.processes, keys) if keys & PROCESS_KEYS else None,
             full.links if keys & NVLINK_KEYS else None,
             self._peers(index, now - self.fleet.epoch) if "p2p_status" in keys else None,
         )
+
+    @staticmethod
+    def _processes(processes: tuple[ProcessUsage, ...] | None, keys: frozenset[str]) -> tuple[ProcessUsage, ...] | None:
+        """The processes, with their SM share only when it is asked for (as NVML reads it only then)."""
+        if processes is None or "process_sm_util" in keys:
+            return processes
+        return tuple(replace(p, sm_util=None) for p in processes)
 
     def _peers(self, index: int, t: float) -> tuple[PeerStatus, ...]:
         return tuple(PeerStatus(peer, P2P_OK) for peer in range(self.fleet.gpus)

@@ -153,3 +153,10 @@ def test_a_counter_keeps_the_name_the_exporter_wrote() -> None:
     assert set(samples) == {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
                             "gpudash_xid_errors_total"}
     assert samples["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"][0].value == 5
+
+
+def test_per_link_nvlink_series_are_not_missing_by_default(expect: Expectations) -> None:
+    # the bundled exporter publishes them only with --nvlink-per-link; rules and panels read the totals then
+    assert "nvlink_link_errors" in expect.used_by
+    text = exposition(expect, drop=("gpudash_nvlink_errors_total", "gpudash_nvlink_link_up"))
+    assert exporter_findings(page(text), expect)[-1].what.startswith("every field the dashboards and rules read")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 from support.cli import Ran, gpudash
+from support.paths import ROOT
 
 
 def _run(root: Path, *args: str) -> Ran:
@@ -73,3 +75,30 @@ def test_an_unreadable_web_config_is_one_line_and_exit_2(root: Path, tmp_path: P
     done = _run(root, "--simulate", "1", "--web-config", str(config))
     assert done.code == 2
     assert done.err == f"gpudash: {config}: {message}\n"
+
+
+
+def _top_level_imports(module: str) -> set[str]:
+    """The gpudash modules `module` imports when it is imported (function-level imports left out), recursively."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        path = ROOT.joinpath(*name.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        if name in seen or not path.is_file():
+            continue
+        seen.add(name)
+        for node in ast.parse(path.read_text()).body:
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) else [])
+            todo += [n for n in names if n.startswith("gpudash")]
+    return seen
+
+
+def test_a_gpu_node_never_loads_the_simulator() -> None:
+    # about 1 MiB of the exporter's memory (bench/exporter_memory.py): only --simulate imports it
+    loaded = _top_level_imports("gpudash.exporter.cli")
+    assert "gpudash.exporter.poller" in loaded  # the walk follows the imports
+    assert not {m for m in loaded if m.startswith("gpudash.exporter.sim")}

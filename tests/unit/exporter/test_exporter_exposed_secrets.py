@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudash.exporter.attribution.kubelet import KubeletConfig, api_pod_source
+from gpudash.exporter.attribution.kubelet import KubeletConfig, api_sources
 from gpudash.exporter.exposed_secrets import exposure, warn_if_exposed
 
 
@@ -29,12 +29,12 @@ def test_a_kubernetes_token_outside_a_pod_is_checked(tmp_path: Path, caplog: pyt
     token.chmod(0o644)
     config = KubeletConfig(api_url="http://127.0.0.1:8001", account_dir=tmp_path, node_name="gpu-node-7")
     with caplog.at_level(logging.WARNING, "gpudash.exporter"):
-        assert api_pod_source(config) is not None
+        assert api_sources(config)[0] is not None
     assert [r.getMessage() for r in caplog.records] == [
         f"{token}: the Kubernetes API token is readable by every user (mode 0644); make it 0600, or 0640 with the "
         "exporter's group"]
     token.chmod(0o600)
     caplog.clear()
     with caplog.at_level(logging.WARNING, "gpudash.exporter"):
-        api_pod_source(config)
+        api_sources(config)
     assert not caplog.records

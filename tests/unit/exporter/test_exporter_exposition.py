@@ -102,8 +102,9 @@ def test_lost_gpu_reports_only_up_and_its_xids() -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(3.0, "3"), (612.5, "612.5"), (0.1 + 0.2, "0.30000000000000004"), (float("nan"), "NaN"),
-     (float("inf"), "+Inf"), (2.5e16, "2.5e+16"), (7, "7"), (-1.0, "-1")],
+    [(3.0, "3"), (612.5, "612.5"), (0.1 + 0.2, "0.3"), (0.9279012345678901, "0.927901"), (4e-6, "4e-06"),
+     (2.0000001, "2"), (-0.0000001, "0"), (float("nan"), "NaN"), (float("inf"), "+Inf"), (2.5e16, "2.5e+16"),
+     (7, "7"), (-1.0, "-1")],
 )
 def test_number_format(value: float, text: str) -> None:
     assert number(value) == text

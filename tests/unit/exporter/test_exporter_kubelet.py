@@ -245,6 +245,16 @@ def test_kubernetes_without_grpcio_is_one_line_naming_the_extra(monkeypatch: pyt
          "gpudash: --kubernetes-pod-label-allowlist-regex '(open': not a regex: "),
         (["--kubernetes", "--pod-resources-timeout", "soon"], "gpudash: --pod-resources-timeout 'soon': expected"),
         (["--kubernetes", "--pod-resources-interval", "10ms"], "gpudash: --pod-resources-interval '10ms': must be"),
+        (["--kubernetes", "--kubernetes-enable-pod-labels", "--max-labels-per-series", "20"],
+         "gpudash: --max-labels-per-series 20: a series may need 21 labels (the exporter's own labels and one pod "
+         "label, with __name__ and the scrape's job, instance, cluster and rack); give at least 21\n"),
+        (["--kubernetes", "--max-labels-per-series", "12"], "gpudash: --max-labels-per-series 12: a series may need "
+         "20 labels (the exporter's own labels"),
+        (["--max-labels-per-series", "40"], "gpudash: --max-labels-per-series needs --kubernetes\n"),
+        (["--kubernetes-enable-dra"], "gpudash: --kubernetes-enable-dra needs --kubernetes\n"),
+        (["--kubernetes-virtual-gpus"], "gpudash: --kubernetes-virtual-gpus needs --kubernetes\n"),
+        (["--kubernetes", "--kubernetes-enable-dra", "--kubernetes-enable-pod-labels", "--max-labels-per-series",
+          "27"], "gpudash: --max-labels-per-series 27: a series may need 28 labels"),
     ],
 )
 def test_bad_kubernetes_flags_are_one_line_and_exit_2(root: Path, args: list[str], message: str) -> None:

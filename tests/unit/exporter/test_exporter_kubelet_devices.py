@@ -29,15 +29,15 @@ GPUS = [GpuIdentity(0, f"GPU-{U0}", "00000000:18:00.0", "H200", 2), GpuIdentity(
     ("device_id", "ref"),
     [
         (f"GPU-{U0}", DeviceRef("uuid", f"GPU-{U0}")),
-        (f"GPU-{U0}::3", DeviceRef("uuid", f"GPU-{U0}")),
+        (f"GPU-{U0}::3", DeviceRef("uuid", f"GPU-{U0}", "3")),
         (f"MIG-GPU-{U0}/1/0", DeviceRef("uuid", f"GPU-{U0}")),
-        (f"MIG-GPU-{U0}/13/2::1", DeviceRef("uuid", f"GPU-{U0}")),
+        (f"MIG-GPU-{U0}/13/2::1", DeviceRef("uuid", f"GPU-{U0}", "1")),
         (MIG, DeviceRef("mig-uuid", MIG)),
-        (f"{MIG}::0", DeviceRef("mig-uuid", MIG)),
+        (f"{MIG}::0", DeviceRef("mig-uuid", MIG, "0")),
         ("nvidia3", DeviceRef("device-name", "nvidia3")),
         ("nvidia3/gi2", DeviceRef("device-name", "nvidia3")),
-        ("nvidia3/vgpu1", DeviceRef("device-name", "nvidia3")),
-        ("nvidia3/gi2/vgpu0", DeviceRef("device-name", "nvidia3")),
+        ("nvidia3/vgpu1", DeviceRef("device-name", "nvidia3", "1")),
+        ("nvidia3/gi2/vgpu0", DeviceRef("device-name", "nvidia3", "0")),
     ],
 )
 def test_each_device_id_shape_points_at_its_gpu(device_id: str, ref: DeviceRef) -> None:
