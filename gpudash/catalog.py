@@ -194,6 +194,10 @@ EXPORTER_SWEEP_SECONDS = "gpudash_exporter_collection_duration_seconds"
 EXPORTER_ERRORS = "gpudash_exporter_collection_errors_total"
 EXPORTER_LAST_SWEEP = "gpudash_exporter_last_sweep_timestamp_seconds"
 EXPORTER_PENDING = "gpudash_exporter_fields_pending"
+# 1 per GPU and published field that NVML answers NotSupported for there (no NVLink, no GPM profiling), labelled
+# with the GPU's labels and `field` (the field's metric name): what `check`, `doctor` and the demo call a hint.
+EXPORTER_UNSUPPORTED = "gpudash_exporter_field_unsupported"
+UNSUPPORTED_FIELD_LABEL = "field"
 
 # Prometheus' own series of its alerts: one per alert and state (ALERTS), and the time each became active
 # (ALERTS_FOR_STATE, Unix seconds). The health dashboard reads the health alerts from them by their `action`.

@@ -25,8 +25,10 @@ from gpudash.catalog import (
     EXPORTER_LAST_SWEEP,
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
+    EXPORTER_UNSUPPORTED,
     NVLINK_ERROR_KINDS,
     PEER_GPU_LABEL,
+    UNSUPPORTED_FIELD_LABEL,
     Signal,
 )
 from gpudash.escape import label_value
@@ -62,6 +64,7 @@ class GpuView:
     clock_events: tuple[tuple[float, int], ...] = ()  # (time, reason bit) of each clock event activation
     clock_event_totals: Mapping[int, int] = field(default_factory=dict)  # activations since start, by reason bit
     peers: tuple[PeerStatus, ...] = ()  # NVLink P2P status to each peer GPU
+    unsupported: frozenset[str] = frozenset()  # published keys NVML cannot give on this GPU (NotSupported)
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,15 @@ def render(snap: Snapshot) -> bytes:
         signal = BY_KEY[key]
         lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus, snap))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
+    _family(
+        EXPORTER_UNSUPPORTED,
+        "gauge",
+        "1 for each field this exporter publishes that NVML does not support on this GPU (no NVLink, no GPM "
+        "profiling): its series is left out, which is no fault.",
+        [f'{EXPORTER_UNSUPPORTED}{{{labels},{UNSUPPORTED_FIELD_LABEL}="{BY_KEY[key].dcgm_name}"}} 1\n'
+         for view, labels in bases if view.up for key in snap.keys if key in view.unsupported],
+        out,
+    )
     _family(
         EXPORTER_SWEEP_SECONDS,
         "gauge",

@@ -112,6 +112,8 @@ class Poller:
         self.slow_keys = (wanted & frozenset(slow_keys)) - self.static_keys
         self.fast_keys = wanted - self.static_keys - self.slow_keys
         self._value_keys = wanted - LIST_KEYS  # read keys that give a value (processes and links give a list)
+        # each published key's reads, for the keys a GPU cannot give (a key read by none is always given)
+        self._reads = {key: reads for key in self.published if (reads := keys_to_read((key,)))}
         self.count_window = count_window
         self.gpus_expected = len(source.gpus()) if gpus_expected is None else gpus_expected  # the count at start
         self._now: float | None = None
@@ -250,7 +252,7 @@ class Poller:
             views = [
                 GpuView(g, s.up, dict(s.values), s.xid, s.processes, links=s.links,
                         clock_events=tuple(s.clock_events), clock_event_totals=dict(s.clock_event_totals),
-                        peers=s.peers)
+                        peers=s.peers, unsupported=self._unsupported(s))
                 for g in self.gpus
                 for s in (self._state[g.index],)
             ]
@@ -271,6 +273,10 @@ class Poller:
                 gpus_expected=self.gpus_expected,
             )
         return render(snap)
+
+    def _unsupported(self, state: _GpuState) -> frozenset[str]:
+        """The published keys whose every read this GPU answered NotSupported."""
+        return frozenset(key for key, reads in self._reads.items() if reads <= state.unsupported)
 
     def _pending(self) -> int:
         """Fields this poller reads that have no value yet on a GPU that is up (not unsupported, not failing)."""

@@ -85,6 +85,9 @@ class Fleet:
     layout: JobLayout | None = None
     cluster_faults: Sequence[tuple[str, int, Fault]] = ()
     cluster_seed: int | None = None
+    # Fields this node's GPUs cannot give, beside the retired pages and the vGPU licence (an H200 without NVLink
+    # lacks nvlink_bandwidth): NotSupported, as NVML answers it.
+    unsupported: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -214,8 +217,9 @@ class Fleet:
             processes = (ProcessUsage(self._pid(i, self.job(i, t)), s.process, max(0.0, own - 510.0)),)
         if s.foreign is not None:
             processes += (s.foreign,)
-        unsupported = frozenset({"vgpu_license"}) | faults_health.RETIRED_KEYS
-        return GpuReading(i, True, values, unsupported, {}, xid, processes, links)
+        unsupported = frozenset({"vgpu_license"}) | faults_health.RETIRED_KEYS | self.unsupported
+        kept = {key: value for key, value in values.items() if key not in self.unsupported}
+        return GpuReading(i, True, kept, unsupported, {}, xid, processes, links)
 
     # -- the model ---------------------------------------------------------------------------------
 
