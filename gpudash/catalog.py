@@ -50,6 +50,10 @@ def _s(key: str, name: str, unit: str, kind: str, help_: str, publisher: Publish
 DEF, OPT, OWN = Publisher.DCGM_DEFAULT, Publisher.DCGM_OPTIONAL, Publisher.GPUDASH
 # DCGM_EXP_P2P_STATUS's label naming the peer GPU (its index on this node) of each link.
 PEER_GPU_LABEL = "peer_gpu"
+# A MIG GPU instance's series carry these after `modelName`, as dcgm-exporter writes them: the instance's
+# profile ("1g.18gb") and its GPU instance id.
+MIG_PROFILE_LABEL = "GPU_I_PROFILE"
+MIG_INSTANCE_LABEL = "GPU_I_ID"
 
 SIGNALS: tuple[Signal, ...] = (
     # dcgm-exporter default counters (default-counters.csv), DCGM units.

@@ -1,7 +1,8 @@
 """Snapshot -> Prometheus text exposition (format 0.0.4), as a pure function.
 
 Series look exactly like dcgm-exporter's: the same names, help and types (from the catalog) and the
-labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION``, then
+labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION`` (a MIG
+instance's series: ``GPU_I_PROFILE, GPU_I_ID`` after ``modelName``, beside its GPU's own series), then
 a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``, ``link``/``error``,
 ``window_size_in_ms``, ``health_watch``/``health_error_code``, ``peer_gpu``). Unlike dcgm-exporter, label
 values are escaped, so a process name with a quote cannot break a scrape. Node-level series
@@ -26,6 +27,8 @@ from gpudash.catalog import (
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
     EXPORTER_UNSUPPORTED,
+    MIG_INSTANCE_LABEL,
+    MIG_PROFILE_LABEL,
     NVLINK_ERROR_KINDS,
     PEER_GPU_LABEL,
     UNSUPPORTED_FIELD_LABEL,
@@ -36,8 +39,10 @@ from gpudash.exporter.attribution import Labels
 from gpudash.exporter.health_status import health_watches
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
+    MIG_KEYS,
     GpuIdentity,
     LinkHealth,
+    MigInstance,
     PeerStatus,
     ProcessUsage,
     XidState,
@@ -65,6 +70,8 @@ class GpuView:
     clock_event_totals: Mapping[int, int] = field(default_factory=dict)  # activations since start, by reason bit
     peers: tuple[PeerStatus, ...] = ()  # NVLink P2P status to each peer GPU
     unsupported: frozenset[str] = frozenset()  # published keys NVML cannot give on this GPU (NotSupported)
+    instances: tuple[MigInstance, ...] = ()  # its MIG GPU instances
+    instance_copies: Mapping[int, tuple[Labels, ...]] = field(default_factory=dict)  # by GPU instance id
 
 
 @dataclass(frozen=True)
@@ -114,13 +121,15 @@ def number(value: float) -> str:
     return repr(float(value))
 
 
-def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
+def gpu_labels(identity: GpuIdentity, snap: Snapshot, instance: MigInstance | None = None) -> str:
     parts = [
         f'gpu="{identity.index}"',
         f'UUID="{label_value(identity.uuid)}"',
         f'pci_bus_id="{label_value(identity.pci_bus_id)}"',
         f'device="{label_value(identity.device)}"',
         f'modelName="{label_value(identity.model_name)}"',
+        "" if instance is None else
+        f'{MIG_PROFILE_LABEL}="{label_value(instance.profile)}",{MIG_INSTANCE_LABEL}="{instance.gpu_instance}"',
         node_labels(snap),
     ]
     return ",".join(p for p in parts if p)
@@ -141,13 +150,24 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _RESERVED = frozenset({"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "Hostname",
                        DRIVER_VERSION_LABEL, "clock_event", "xid", "pid", "process_name", "job", "instance",
                        "link", "error", "window_size_in_ms", "health_watch", "health_error_code",
-                       PEER_GPU_LABEL})
+                       PEER_GPU_LABEL, MIG_PROFILE_LABEL, MIG_INSTANCE_LABEL})
 
 
 def extra_labels(labels: Labels) -> str:
     """`,name="value"` for each attribution label; names that are not label names or are reserved are left out."""
     return "".join(f',{name}="{label_value(value)}"' for name, value in labels
                    if name not in _RESERVED and not name.startswith("__") and _LABEL_NAME.fullmatch(name))
+
+
+def instance_rows(snap: Snapshot) -> list[tuple[MigInstance, str]]:
+    """Each MIG instance of a GPU that is up, with its label text once per copy of its series."""
+    rows = []
+    for view in snap.gpus:
+        for instance in view.instances if view.up else ():
+            base = gpu_labels(view.identity, snap, instance)
+            copies = view.instance_copies.get(instance.gpu_instance, ())
+            rows += [(instance, base + extra_labels(copy)) for copy in copies] if copies else [(instance, base)]
+    return rows
 
 
 def attributed(view: GpuView, base: str) -> list[tuple[GpuView, str]]:
@@ -341,10 +361,14 @@ def render(snap: Snapshot) -> bytes:
     # A process belongs to one job: its series carries the GPU's labels and its own attribution, once.
     bases = [(view, gpu_labels(view.identity, snap)) for view in snap.gpus]
     gpus = [pair for view, base in bases for pair in attributed(view, base)]
+    instances = instance_rows(snap)
     out: list[str] = []
     for key in snap.keys:
         signal = BY_KEY[key]
         lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus, snap))
+        if instances and key in MIG_KEYS:
+            lines += [f"{signal.dcgm_name}{{{labels}}} {number(value)}\n" for instance, labels in instances
+                      if (value := instance.values.get(key)) is not None]
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
     _family(
         EXPORTER_UNSUPPORTED,

@@ -88,11 +88,12 @@ class Fleet:
     # Fields this node's GPUs cannot give, beside the retired pages and the vGPU licence (an H200 without NVLink
     # lacks nvlink_bandwidth): NotSupported, as NVML answers it.
     unsupported: frozenset[str] = frozenset()
+    mig: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # GPU index -> its MIG profiles (mig_layout)
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise UsageError(f"--simulate {self.gpus}: need at least one GPU")
-        for where in (*self.workloads, *self.faults, *(i for _, i, _ in self.cluster_faults)):
+        for where in (*self.workloads, *self.faults, *(i for _, i, _ in self.cluster_faults), *self.mig):
             if not 0 <= where < self.gpus:
                 raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
         every = [(self.node, i, f) for i, faults in self.faults.items() for f in faults] + list(self.cluster_faults)
