@@ -104,7 +104,8 @@ def build(ctx: BuildContext) -> G.Dashboard:
     mig_instances(layout, q, f"The job's MIG instances (top {k} by memory)",
                   f"The MIG GPU instances the job holds (its `{label}` on the instance's series, from a `<gpu>.<gi>` "
                   "job-mapping file), each with its GPU_I_ID and profile: framebuffer used (MiB), the share of the "
-                  "instance's own memory, and its graphics engine activity where published (GPM on Hopper).",
+                  "instance's own memory, and its SM activity where published (DCGM_FI_PROF_SM_ACTIVE: GPM on Hopper "
+                  "in the bundled exporter, optional in dcgm-exporter's).",
                   "None: the job holds whole GPUs", k)
 
     layout.section("Power and energy")

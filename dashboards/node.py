@@ -90,8 +90,9 @@ def build(ctx: BuildContext) -> G.Dashboard:
                    w=24, h=7)
     mig_instances(layout, q, "MIG instances",
                   "Each MIG GPU instance of this node's GPUs (GPU_I_ID, its profile GPU_I_PROFILE) now: framebuffer "
-                  "used (MiB), the share of the instance's own memory, and its graphics engine activity where "
-                  "published (GPM on Hopper). The GPU's own rows above stay the whole GPU's.",
+                  "used (MiB), the share of the instance's own memory, and its SM activity where published "
+                  "(DCGM_FI_PROF_SM_ACTIVE: GPM on Hopper in the bundled exporter, optional in dcgm-exporter's). "
+                  "The GPU's own rows above stay the whole GPU's.",
                   "None: no GPU of this node is partitioned with MIG")
 
     layout.section("Temperature")

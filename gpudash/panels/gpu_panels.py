@@ -128,8 +128,9 @@ def comparison_row(layout: PanelGrid, q: PromQL, level: str) -> None:
 def mig_instances(layout: PanelGrid, q: PromQL, title: str, description: str, empty: str,
                   k: int | None = None) -> None:
     """One row per MIG GPU instance (`GPU_I_ID`, `GPU_I_PROFILE`, as both exporters label them) in `q`'s scope, the
-    `k` largest by memory where given: its memory used, the share of its own memory, and its graphics engine
-    activity where published. Only a profile with DCGM's names has them (nvidia_gpu_exporter has no instances)."""
+    `k` largest by memory where given: its memory used, the share of its own memory, and its SM activity where
+    published (optional in dcgm-exporter's counters; GPM per instance in the bundled exporter). Only a profile
+    with DCGM's names has them (nvidia_gpu_exporter has no instances)."""
     if q.profile.name != DCGM.name:
         return
     keep = ", ".join(("cluster", "instance", q.gpu, MIG_INSTANCE_LABEL, MIG_PROFILE_LABEL))
@@ -140,9 +141,9 @@ def mig_instances(layout: PanelGrid, q: PromQL, title: str, description: str, em
         rows = f"topk({k}, {rows})"
     columns = {"A": "memory used", "B": "used"}
     exprs = {"B": f"{used} / ({used} + {free})"}
-    if q.has("gr_engine_active"):
-        columns["C"] = "graphics engine active"
-        exprs["C"] = q.metric("gr_engine_active", only)
+    if q.has("sm_active"):
+        columns["C"] = "SM active"
+        exprs["C"] = q.metric("sm_active", only)
     queries = [Query(rows, ref="A"), *(Query(f"max by ({keep}) ({e}) and on ({keep}) {rows}", ref=ref)
                                        for ref, e in exprs.items())]
     ratio = [{"matcher": {"id": "byName", "options": columns[ref]},
