@@ -16,6 +16,7 @@ from grafanalib import core as G
 from gpudash.config.durations import Duration
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
+from gpudash.panels.gpu_panels import mig_instances
 from gpudash.panels.job_panels import PROCESS_CONTEXT, gpu_hours, hours_over_range, node_link
 from gpudash.panels.visualizations import (
     GREEN,
@@ -99,6 +100,13 @@ def build(ctx: BuildContext) -> G.Dashboard:
         "mbytes", "Framebuffer used (MiB) on the job's median GPU and on its fullest (dashed); a fullest line far "
                   "above the median is one rank holding more than the others.", None, 0, dashed_refs=("B",)),
         w=12, h=9)
+
+    mig_instances(layout, q, f"The job's MIG instances (top {k} by memory)",
+                  f"The MIG GPU instances the job holds (its `{label}` on the instance's series, from a `<gpu>.<gi>` "
+                  "job-mapping file), each with its GPU_I_ID and profile: framebuffer used (MiB), the share of the "
+                  "instance's own memory, and its SM activity where published (DCGM_FI_PROF_SM_ACTIVE: GPM on Hopper "
+                  "in the bundled exporter, optional in dcgm-exporter's).",
+                  "None: the job holds whole GPUs", k)
 
     layout.section("Power and energy")
     if q.available("cluster_job:gpu_power_watts:sum"):

@@ -11,7 +11,7 @@ from grafanalib import core as G
 
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
-from gpudash.panels.gpu_panels import comparison_row, stat_row
+from gpudash.panels.gpu_panels import comparison_row, mig_instances, stat_row
 from gpudash.panels.job_panels import PROCESS_CONTEXT
 from gpudash.panels.visualizations import (
     GREEN,
@@ -88,6 +88,12 @@ def build(ctx: BuildContext) -> G.Dashboard:
                          {"A": "memory used"}, "mbytes", hide_columns=("__name__", *PROCESS_CONTEXT),
                          sort=("memory used", True)),
                    w=24, h=7)
+    mig_instances(layout, q, "MIG instances",
+                  "Each MIG GPU instance of this node's GPUs (GPU_I_ID, its profile GPU_I_PROFILE) now: framebuffer "
+                  "used (MiB), the share of the instance's own memory, and its SM activity where published "
+                  "(DCGM_FI_PROF_SM_ACTIVE: GPM on Hopper in the bundled exporter, optional in dcgm-exporter's). "
+                  "The GPU's own rows above stay the whole GPU's.",
+                  "None: no GPU of this node is partitioned with MIG")
 
     layout.section("Temperature")
     temp = t.temperature

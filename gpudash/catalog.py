@@ -50,6 +50,10 @@ def _s(key: str, name: str, unit: str, kind: str, help_: str, publisher: Publish
 DEF, OPT, OWN = Publisher.DCGM_DEFAULT, Publisher.DCGM_OPTIONAL, Publisher.GPUDASH
 # DCGM_EXP_P2P_STATUS's label naming the peer GPU (its index on this node) of each link.
 PEER_GPU_LABEL = "peer_gpu"
+# A MIG GPU instance's series carry these after `modelName`, as dcgm-exporter writes them: the instance's
+# profile ("1g.18gb") and its GPU instance id.
+MIG_PROFILE_LABEL = "GPU_I_PROFILE"
+MIG_INSTANCE_LABEL = "GPU_I_ID"
 
 SIGNALS: tuple[Signal, ...] = (
     # dcgm-exporter default counters (default-counters.csv), DCGM units.
@@ -203,6 +207,10 @@ EXPORTER_SWEEP_SECONDS = "gpudash_exporter_collection_duration_seconds"
 EXPORTER_ERRORS = "gpudash_exporter_collection_errors_total"
 EXPORTER_LAST_SWEEP = "gpudash_exporter_last_sweep_timestamp_seconds"
 EXPORTER_PENDING = "gpudash_exporter_fields_pending"
+# 1 per GPU and published field that NVML answers NotSupported for there (no NVLink, no GPM profiling), labelled
+# with the GPU's labels and `field` (the field's metric name): what `check`, `doctor` and the demo call a hint.
+EXPORTER_UNSUPPORTED = "gpudash_exporter_field_unsupported"
+UNSUPPORTED_FIELD_LABEL = "field"
 
 # Prometheus' own series of its alerts: one per alert and state (ALERTS), and the time each became active
 # (ALERTS_FOR_STATE, Unix seconds). The health dashboard reads the health alerts from them by their `action`.

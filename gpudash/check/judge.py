@@ -7,7 +7,8 @@ A query that returns series is fine. An empty one is looked into, selector by se
   as the GPUs throttled now, beside other recordings: *nothing matches*); *optional* when the signal is
   one a deployment may lack (catalog `Signal.optional`) or, for a rule, not a GPU signal at all;
 - everything it reads exists: *needs history* when it looks back with `offset` and has data without it,
-  or when its series are younger than its range window (a counter that appeared seconds ago);
+  or when its series are younger than its range window (a counter that appeared seconds ago) or than its
+  subquery's step (a subquery samples at multiples of its step);
   *nothing matches* when it filters with a comparison (a list of GPUs with XID errors is rightly empty);
   *not firing* when it reads Prometheus' own ALERTS series and no such alert is active;
   *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance);
@@ -28,16 +29,28 @@ from enum import Enum
 from gpudash.catalog import (
     BY_DCGM_NAME,
     BY_KEY,
+    EXPORTER_UNSUPPORTED,
     PROMETHEUS_ALERTS,
     PROMETHEUS_ALERTS_FOR_STATE,
+    UNSUPPORTED_FIELD_LABEL,
     Signal,
 )
 from gpudash.check.prometheus_api import QUERY_TIMEOUT_S, PrometheusClient, QueryError, TimeRange, series_count
 from gpudash.check.queries import ALERT, VARIABLE, CheckQuery, Group, Interpolation, unresolved
+from gpudash.config.durations import parse_seconds
 from gpudash.deadline import Deadline
 from gpudash.promql.query import PromQL
 from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
-from gpudash.promql.scanner import Selector, filters, offsets, selectors, widened, windows, without_offsets
+from gpudash.promql.scanner import (
+    Selector,
+    filters,
+    offsets,
+    selectors,
+    subquery_steps,
+    widened,
+    windows,
+    without_offsets,
+)
 
 
 class Status(Enum):
@@ -46,6 +59,7 @@ class Status(Enum):
     NOTHING_MATCHES = "nothing matches now"
     NEEDS_HISTORY = "needs history"
     NO_JOBS = "no jobs"
+    NOT_SUPPORTED = "not supported on this GPU"  # the exporter says NVML cannot give what it reads here
     OPTIONAL = "optional"
     SKIPPED = "not checked"
     AFTER_DEADLINE = "after deadline"  # the run's deadline passed before this query was judged
@@ -175,7 +189,8 @@ class Checker:
                 return Result(query, 0, Status.NEEDS_HISTORY,
                               f"returns data without offset {', '.join(sorted(set(shifted)))}; "
                               "Prometheus holds less history than that")
-        young = "" if query.kind == ALERT or filters(expr) else self._younger_than_window(expr)
+        young = "" if query.kind == ALERT or filters(expr) else (
+            self._younger_than_window(expr) or self._younger_than_step(expr))
         if young:
             return Result(query, 0, Status.NEEDS_HISTORY, young)
         if query.kind == ALERT:
@@ -198,6 +213,25 @@ class Checker:
             return ""
         return (f"empty over {', '.join(sorted(set(found)))} but not over {self.window.range_s}s: "
                 "its series are too young for that window yet")
+
+    def _younger_than_step(self, expr: str) -> str:
+        """Why a subquery on existing series is empty when they began after its last step, else ''.
+
+        A subquery samples at multiples of its step, so series younger than one step give it nothing yet."""
+        steps = subquery_steps(expr)
+        if not steps:
+            return ""
+        step = max(steps, key=parse_seconds)
+        before = self.window.end - parse_seconds(step)
+        try:
+            young = [s for s in selectors(expr)
+                     if not series_count(self.prometheus.instant(f"count({without_offsets(str(s))})", before))]
+        except QueryError:
+            return ""
+        if not young:
+            return ""
+        return (f"{', '.join(sorted({s.name for s in young}))} began less than the subquery's step ({step}) ago: "
+                "it samples at multiples of that step, none since they began yet")
 
     def _missing(self, query: CheckQuery, missing: list[Selector]) -> Result:
         found = [self._why_missing(sel, query.kind) for sel in missing]
@@ -243,6 +277,9 @@ class Checker:
                 "(see docs/jobs.md)")
 
     def _signals_reason(self, signals: list[Signal], what: str) -> tuple[str, Status]:
+        if all(self._has(f'{EXPORTER_UNSUPPORTED}{{{UNSUPPORTED_FIELD_LABEL}="{s.dcgm_name}"}}') for s in signals):
+            return (f"no {what}: the exporter says NVML does not support it on this node's GPUs "
+                    f"({EXPORTER_UNSUPPORTED})", Status.NOT_SUPPORTED)
         if all(s.optional for s in signals):
             publishers = sorted({s.publisher.value for s in signals})
             return f"no {what}: optional signal ({', '.join(publishers)})", Status.OPTIONAL
@@ -254,7 +291,8 @@ class Checker:
 
 
 # From least to most serious: a query with several missing selectors takes the most serious reason.
-_SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.NO_JOBS, Status.OPTIONAL, Status.EMPTY)
+_SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.NO_JOBS, Status.NOT_SUPPORTED, Status.OPTIONAL,
+             Status.EMPTY)
 _JOB_RECORDS = frozenset(r.record for r in JOB_RECORDINGS)
 # Present wherever the recording rules run on GPU data: a filtered recording's absence beside it is "none passes".
 _RULES_LOADED = RECORDING_BY_NAME["cluster:gpu_count:count"].record

@@ -5,7 +5,17 @@ self-metrics; DCGM's health is its own).
 
 from __future__ import annotations
 
-from gpudash.catalog import BY_KEY, EXPORTER_ERRORS, EXPORTER_LAST_SWEEP, EXPORTER_PENDING, PER_LINK_KEYS, Publisher
+from gpudash.catalog import (
+    BY_KEY,
+    EXPORTER_ERRORS,
+    EXPORTER_LAST_SWEEP,
+    EXPORTER_PENDING,
+    EXPORTER_UNSUPPORTED,
+    PER_LINK_KEYS,
+    UNSUPPORTED_FIELD_LABEL,
+    Publisher,
+    Signal,
+)
 from gpudash.doctor.expect import Expectations
 from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
 from gpudash.doctor.observed import ExporterPage
@@ -54,7 +64,7 @@ def exporter_findings(page: ExporterPage, expect: Expectations, scraped_up: bool
     findings = [ok(Link.EXPORTER, subject, f"{kind}: {count(len(gpus), 'GPU')} ({listed(sorted(gpus, key=_num))})")]
     if kind == "gpudash exporter":
         findings.append(_nvml(page, subject))
-    findings.append(_fields(page, expect, subject, kind))
+    findings.extend(_fields(page, expect, subject, kind))
     return findings
 
 
@@ -96,13 +106,43 @@ def _published(page: ExporterPage, name: str) -> bool:
     return name in page.samples or f"{name}_total" in page.samples
 
 
-def _fields(page: ExporterPage, expect: Expectations, subject: str, kind: str) -> Finding:
+def unsupported_fields(page: ExporterPage) -> dict[str, list[str]]:
+    """The GPUs (by index) on which the exporter says NVML does not support a field, by the field's name."""
+    found: dict[str, list[str]] = {}
+    for sample in page.samples.get(EXPORTER_UNSUPPORTED, ()):
+        if sample.value and UNSUPPORTED_FIELD_LABEL in sample.labels:
+            found.setdefault(sample.labels[UNSUPPORTED_FIELD_LABEL], []).append(sample.labels.get("gpu", "?"))
+    return found
+
+
+def _fields(page: ExporterPage, expect: Expectations, subject: str, kind: str) -> list[Finding]:
     own = kind == "gpudash exporter"  # gpudash's extras are not expected of another exporter
-    missing = [BY_KEY[key] for key in expect.used_by
-               if key not in ON_EVENT | PER_LINK_KEYS and not _published(page, expect.profile.ref(key).name)
-               and (own or BY_KEY[key].publisher is not Publisher.GPUDASH)]
-    if not missing:
-        return ok(Link.EXPORTER, subject, f"every field the dashboards and rules read ({len(expect.used_by)})")
+    absent = [BY_KEY[key] for key in expect.used_by
+              if key not in ON_EVENT | PER_LINK_KEYS and not _published(page, expect.profile.ref(key).name)
+              and (own or BY_KEY[key].publisher is not Publisher.GPUDASH)]
+    cannot = unsupported_fields(page)
+    missing = [s for s in absent if expect.profile.ref(s.key).name not in cannot]
+    unsupported = [s for s in absent if s not in missing]
+    hints = [_not_supported(expect, subject, unsupported, cannot)] if unsupported else []
+    if missing:
+        return [_missing(page, expect, subject, kind, missing), *hints]
+    given = len(expect.used_by) - len(unsupported)
+    return [ok(Link.EXPORTER, subject, f"every field the dashboards and rules read ({given}"
+                                       f"{' the GPUs support' if unsupported else ''})"), *hints]
+
+
+def _not_supported(expect: Expectations, subject: str, signals: list[Signal],
+                   cannot: dict[str, list[str]]) -> Finding:
+    """A hint, not a failure: the exporter says these fields are NotSupported on these GPUs."""
+    names = [expect.profile.ref(s.key).name for s in signals]
+    gpus = listed([f"{name} (GPU {', '.join(sorted(cannot[name], key=_num))})" for name in names])
+    users = listed(list(dict.fromkeys(where for s in signals for where in expect.used_by[s.key])), 3)
+    return hint(Link.EXPORTER, subject, f"not supported on this GPU: {gpus}",
+                why=f"NVML answers NotSupported there (no NVLink, no profiling, no MIG); these stay empty: {users}",
+                fix="nothing to fix: the panels that read them stay empty on this node")
+
+
+def _missing(page: ExporterPage, expect: Expectations, subject: str, kind: str, missing: list[Signal]) -> Finding:
     needed = [s for s in missing if not s.optional]
     names = listed([expect.profile.ref(s.key).name for s in (needed or missing)])
     users = listed(list(dict.fromkeys(where for s in (needed or missing) for where in expect.used_by[s.key])), 3)

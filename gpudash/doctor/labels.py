@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
-from gpudash.catalog import ATTRIBUTION_LABELS, DCGM
+from gpudash.catalog import ATTRIBUTION_LABELS, DCGM, MIG_INSTANCE_LABEL, MIG_PROFILE_LABEL
 from gpudash.doctor.expect import Expectations
 from gpudash.doctor.findings import Finding, Link, fail, hint, listed, ok
 from gpudash.doctor.observed import PrometheusView, finite
@@ -29,8 +29,9 @@ def label_queries(expect: Expectations) -> dict[str, str]:
 
 
 def optional_labels(expect: Expectations) -> set[str]:
-    """Labels that only attributed GPUs carry (a job's, a pod's): their absence is a hint, never a failure."""
-    return {expect.settings.site.job_label, *ATTRIBUTION_LABELS}
+    """Labels that only attributed or partitioned GPUs carry (a job's, a pod's, a MIG instance's): their absence is
+    a hint, never a failure."""
+    return {expect.settings.site.job_label, *ATTRIBUTION_LABELS, MIG_INSTANCE_LABEL, MIG_PROFILE_LABEL}
 
 
 def selected(expect: Expectations, name: str) -> set[str]:

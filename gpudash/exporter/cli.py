@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -84,6 +85,11 @@ def _fields_table() -> str:
 )
 @click.option("--sim-nodes", default="", metavar="NODE,NODE,...", help="The simulated cluster's node names.")
 @click.option(
+    "--sim-mig", "sim_mig", multiple=True, metavar="IDX=PROFILE[,PROFILE...]",
+    help="Partition one simulated GPU with MIG (e.g. 0=3g.71gb,1g.18gb,1g.18gb): its instances publish their "
+         "memory and activity with GPU_I_PROFILE and GPU_I_ID, as on a real MIG GPU.",
+)
+@click.option(
     "--sim-epoch", type=float, metavar="UNIX_SECONDS",
     help="Unix time of the simulated cluster's t = 0 (default: the start of the current UTC hour, which nodes "
          "started separately agree on).",
@@ -148,6 +154,7 @@ def exporter(
     sim_job: tuple[str, ...],
     sim_jobs: str | None,
     sim_nodes: str,
+    sim_mig: tuple[str, ...],
     sim_epoch: float | None,
     hostname: str,
     no_hostname: bool,
@@ -183,6 +190,8 @@ def exporter(
         raise UsageError("--workload and --fault need --simulate N")
     if (sim_job or sim_jobs or sim_nodes or sim_epoch is not None) and simulate is None:
         raise UsageError("--sim-job, --sim-jobs, --sim-nodes and --sim-epoch need --simulate N")
+    if sim_mig and simulate is None:
+        raise UsageError("--sim-mig needs --simulate N (a real GPU is partitioned with `nvidia-smi mig`)")
     if (sim_job or sim_jobs) and hpc_job_mapping_dir is not None:
         raise UsageError("--hpc-job-mapping-dir with --sim-job/--sim-jobs: both would set hpc_job; give one of them")
     attributors: list[Attributor] = []
@@ -197,16 +206,17 @@ def exporter(
     if simulate is not None:  # the simulator is imported only here: a GPU node never loads it
         from gpudash.exporter.sim.cluster_node import cluster_from_options
         from gpudash.exporter.sim.fleet import fleet_from_specs
+        from gpudash.exporter.sim.mig_layout import parse_mig
         from gpudash.exporter.sim.simulated import SimulatedSource
 
         cluster = cluster_from_options(simulate, seed, workload, fault, hostname=hostname, job_specs=sim_job,
                                        jobs=sim_jobs, nodes=sim_nodes, epoch=sim_epoch)
         if cluster is None:
-            source = SimulatedSource(fleet_from_specs(simulate, seed, workload, fault))
+            fleet = fleet_from_specs(simulate, seed, workload, fault)
         else:
             fleet, simulated_jobs = cluster
-            source = SimulatedSource(fleet)
             attributors.append(simulated_jobs)
+        source = SimulatedSource(replace(fleet, mig=parse_mig(sim_mig)) if sim_mig else fleet)
     else:
         from gpudash.exporter.nvml import NvmlSource
 

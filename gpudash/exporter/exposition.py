@@ -1,7 +1,8 @@
 """Snapshot -> Prometheus text exposition (format 0.0.4), as a pure function.
 
 Series look exactly like dcgm-exporter's: the same names, help and types (from the catalog) and the
-labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION``, then
+labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION`` (a MIG
+instance's series: ``GPU_I_PROFILE, GPU_I_ID`` after ``modelName``, beside its GPU's own series), then
 a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``, ``link``/``error``,
 ``window_size_in_ms``, ``health_watch``/``health_error_code``, ``peer_gpu``). Unlike dcgm-exporter, label
 values are escaped, so a process name with a quote cannot break a scrape. Node-level series
@@ -11,7 +12,6 @@ values are escaped, so a process name with a quote cannot break a scrape. Node-l
 from __future__ import annotations
 
 import gzip
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,18 +25,24 @@ from gpudash.catalog import (
     EXPORTER_LAST_SWEEP,
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
-    NVLINK_ERROR_KINDS,
+    EXPORTER_UNSUPPORTED,
+    MIG_INSTANCE_LABEL,
+    MIG_PROFILE_LABEL,
     PEER_GPU_LABEL,
+    UNSUPPORTED_FIELD_LABEL,
     Signal,
 )
 from gpudash.escape import label_value
 from gpudash.exporter.attribution import Labels
 from gpudash.exporter.health_status import health_watches
+from gpudash.exporter.link_text import link_error_tails, link_text, link_up_tails, number
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
+    MIG_KEYS,
     PROCESS_KEYS,
     GpuIdentity,
     LinkHealth,
+    MigInstance,
     PeerStatus,
     ProcessUsage,
     XidState,
@@ -63,6 +69,9 @@ class GpuView:
     clock_events: tuple[tuple[float, int], ...] = ()  # (time, reason bit) of each clock event activation
     clock_event_totals: Mapping[int, int] = field(default_factory=dict)  # activations since start, by reason bit
     peers: tuple[PeerStatus, ...] = ()  # NVLink P2P status to each peer GPU
+    unsupported: frozenset[str] = frozenset()  # published keys NVML cannot give on this GPU (NotSupported)
+    instances: tuple[MigInstance, ...] = ()  # its MIG GPU instances
+    instance_copies: Mapping[int, tuple[Labels, ...]] = field(default_factory=dict)  # by GPU instance id
 
 
 @dataclass(frozen=True)
@@ -100,30 +109,15 @@ def escape_help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-def number(value: float) -> str:
-    """A sample value in the fewest characters, to dcgm-exporter's precision: six decimals (its %f), so a GPM
-    ratio or a power draw is never longer than the line dcgm-exporter writes for it."""
-    if type(value) is int:
-        return str(value)
-    if value != value:
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    rounded = round(float(value), 6)
-    if rounded.is_integer() and abs(rounded) < 1e15:
-        return str(int(rounded))
-    return repr(rounded)
-
-
-def gpu_labels(identity: GpuIdentity, snap: Snapshot) -> str:
+def gpu_labels(identity: GpuIdentity, snap: Snapshot, instance: MigInstance | None = None) -> str:
     parts = [
         f'gpu="{identity.index}"',
         f'UUID="{label_value(identity.uuid)}"',
         f'pci_bus_id="{label_value(identity.pci_bus_id)}"',
         f'device="{label_value(identity.device)}"',
         f'modelName="{label_value(identity.model_name)}"',
+        "" if instance is None else
+        f'{MIG_PROFILE_LABEL}="{label_value(instance.profile)}",{MIG_INSTANCE_LABEL}="{instance.gpu_instance}"',
         node_labels(snap),
     ]
     return ",".join(p for p in parts if p)
@@ -144,13 +138,24 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _RESERVED = frozenset({"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname", "Hostname",
                        DRIVER_VERSION_LABEL, "clock_event", "xid", "pid", "process_name", "job", "instance",
                        "link", "error", "window_size_in_ms", "health_watch", "health_error_code",
-                       PEER_GPU_LABEL})
+                       PEER_GPU_LABEL, MIG_PROFILE_LABEL, MIG_INSTANCE_LABEL})
 
 
 def extra_labels(labels: Labels) -> str:
     """`,name="value"` for each attribution label; names that are not label names or are reserved are left out."""
     return "".join(f',{name}="{label_value(value)}"' for name, value in labels
                    if name not in _RESERVED and not name.startswith("__") and _LABEL_NAME.fullmatch(name))
+
+
+def instance_rows(snap: Snapshot) -> list[tuple[MigInstance, str]]:
+    """Each MIG instance of a GPU that is up, with its label text once per copy of its series."""
+    rows = []
+    for view in snap.gpus:
+        for instance in view.instances if view.up else ():
+            base = gpu_labels(view.identity, snap, instance)
+            copies = view.instance_copies.get(instance.gpu_instance, ())
+            rows += [(instance, base + extra_labels(copy)) for copy in copies] if copies else [(instance, base)]
+    return rows
 
 
 def attributed(view: GpuView, base: str) -> list[tuple[GpuView, str]]:
@@ -269,49 +274,16 @@ def _p2p_status(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snap
                 yield f'{signal.dcgm_name}{{{labels},{PEER_GPU_LABEL}="{peer.peer}"}} {peer.status}\n'
 
 
-def _link_error_tails(links: tuple[LinkHealth, ...]) -> tuple[str, ...]:
-    return tuple(f',link="{link.link}",error="{kind}"}} {number(link.errors[kind])}\n'
-                 for link in links for kind, _key in NVLINK_ERROR_KINDS if kind in link.errors)
-
-
-def _link_up_tails(links: tuple[LinkHealth, ...]) -> tuple[str, ...]:
-    return tuple(f',link="{link.link}"}} {1 if link.up else 0}\n' for link in links)
-
-
-# A GPU's links are read on the slow loop and kept as the same tuple until the next read, so their ~90 lines are
-# formatted once per read rather than every sweep: one entry per GPU and family, replaced when its links are
-# (checked by identity, which costs nothing where hashing 18 links per GPU did). It keeps the line ends, and the
-# whole text for the labels it was last drawn with: a GPU with several copies (one per job) rebuilds each from
-# the ends, and no copy's labels outlive the GPU's next render.
-_LINK_TEXT: dict[tuple[str, str], tuple[tuple[LinkHealth, ...], tuple[str, ...], str, str]] = {}
-_LINK_TEXT_MAX = 8192  # GPUs x 2 families in one process; more only when tests make many fleets
-
-
-def _link_text(tails_of: Callable[[tuple[LinkHealth, ...]], tuple[str, ...]], name: str, view: GpuView,
-               labels: str) -> str:
-    key = (name, view.identity.uuid)
-    hit = _LINK_TEXT.get(key)
-    if hit is not None and hit[0] is view.links and hit[2] == labels:
-        return hit[3]
-    tails = hit[1] if hit is not None and hit[0] is view.links else tails_of(view.links)
-    head = f"{name}{{{labels}"
-    text = "".join([head + tail for tail in tails])
-    if len(_LINK_TEXT) >= _LINK_TEXT_MAX:
-        _LINK_TEXT.clear()
-    _LINK_TEXT[key] = (view.links, tails, labels, text)
-    return text
-
-
 def _link_errors(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         if view.up and view.links:
-            yield _link_text(_link_error_tails, signal.dcgm_name, view, labels)
+            yield link_text(link_error_tails, signal.dcgm_name, view.identity.uuid, view.links, labels)
 
 
 def _link_up(signal: Signal, gpus: Sequence[tuple[GpuView, str]], _snap: Snapshot) -> Lines:
     for view, labels in gpus:
         if view.up and view.links:
-            yield _link_text(_link_up_tails, signal.dcgm_name, view, labels)
+            yield link_text(link_up_tails, signal.dcgm_name, view.identity.uuid, view.links, labels)
 
 
 def _gpus_expected(signal: Signal, _gpus: Sequence[tuple[GpuView, str]], snap: Snapshot) -> Lines:
@@ -351,11 +323,24 @@ def render(snap: Snapshot) -> bytes:
     # A process belongs to one job: its series carries the GPU's labels and its own attribution, once.
     bases = [(view, gpu_labels(view.identity, snap)) for view in snap.gpus]
     gpus = [pair for view, base in bases for pair in attributed(view, base)]
+    instances = instance_rows(snap)
     out: list[str] = []
     for key in snap.keys:
         signal = BY_KEY[key]
         lines = list(_SPECIAL.get(key, _plain)(signal, bases if key in PROCESS_KEYS else gpus, snap))
+        if instances and key in MIG_KEYS:
+            lines += [f"{signal.dcgm_name}{{{labels}}} {number(value)}\n" for instance, labels in instances
+                      if (value := instance.values.get(key)) is not None]
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
+    _family(
+        EXPORTER_UNSUPPORTED,
+        "gauge",
+        "1 for each field this exporter publishes that NVML does not support on this GPU (no NVLink, no GPM "
+        "profiling): its series is left out, which is no fault.",
+        [f'{EXPORTER_UNSUPPORTED}{{{labels},{UNSUPPORTED_FIELD_LABEL}="{BY_KEY[key].dcgm_name}"}} 1\n'
+         for view, labels in bases if view.up for key in snap.keys if key in view.unsupported],
+        out,
+    )
     _family(
         EXPORTER_SWEEP_SECONDS,
         "gauge",

@@ -30,8 +30,9 @@ class GpmUnsupported(Exception):
 class Gpm:
     """GPM metrics of one GPU: each read takes a sample and reports the window since the previous one."""
 
-    def __init__(self, nv: Any, handle: Any) -> None:
-        self.nv, self.handle = nv, handle
+    def __init__(self, nv: Any, handle: Any, gpu_instance: int | None = None) -> None:
+        """`gpu_instance`: sample one MIG GPU instance of the GPU `handle` (nvmlGpmMigSampleGet) instead of it all."""
+        self.nv, self.handle, self.gpu_instance = nv, handle, gpu_instance
         self.lock = threading.Lock()
         self.supported = False
         self.samples: list[Any] = []
@@ -51,7 +52,10 @@ class Gpm:
             if not self.samples:  # freed: the GPU was lost and re-found; its new _Gpm takes over
                 return {}
             previous, current = self.samples
-            nv.nvmlGpmSampleGet(self.handle, current)
+            if self.gpu_instance is None:
+                nv.nvmlGpmSampleGet(self.handle, current)
+            else:
+                nv.nvmlGpmMigSampleGet(self.handle, self.gpu_instance, current)
             self.samples = [current, previous]
             if not self.have_previous:  # a ratio needs a window: the first sweep has none yet
                 self.have_previous = True

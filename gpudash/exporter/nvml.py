@@ -24,17 +24,21 @@ from typing import Any
 from gpudash.errors import ExporterError
 from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
 from gpudash.exporter.health_reads import NVLINK_KEYS, health_readers
+from gpudash.exporter.mig_reads import MigReader
 from gpudash.exporter.nvml_reader import NvmlReader, Unsupported, Values
 from gpudash.exporter.p2p import peer_status
 from gpudash.exporter.process_util import ProcessUtilization
 from gpudash.exporter.source import (
     COSTLY_KEYS,
     LIST_KEYS,
+    MIG_INSTANCES,
+    MIG_KEYS,
     PROCESS_KEYS,
     XID_HOLD_SECONDS,
     GpuIdentity,
     GpuReading,
     LinkHealth,
+    MigInstance,
     ProcessUsage,
     XidLedger,
 )
@@ -87,6 +91,7 @@ class NvmlSource:
         self._ledgers = [XidLedger(xid_hold_seconds) for _ in range(count)]
         self._memory_v2 = [True] * count
         self._gpm = [Gpm(nv, h) for h in self._handles]
+        self._mig = MigReader(nv)
         self._process_names: dict[int, str] = {}
         self._process_util = ProcessUtilization(self.nv)
         self._links: list[tuple[LinkHealth, ...] | None] = [None] * count
@@ -263,6 +268,15 @@ class NvmlSource:
             peers = peer_status(nv, handle, index, self._handles, self._lost)
             if peers is None:
                 unsupported.add("p2p_status")
+        instances: tuple[MigInstance, ...] | None = None
+        if MIG_INSTANCES in keys - skip:
+            try:
+                instances = self._mig.read(handle, index, MIG_KEYS)  # what the GPU lacks in MIG mode, too
+            except nv.NVMLError as exc:
+                errors[MIG_INSTANCES] = str(exc)
+            else:
+                if instances is None:
+                    unsupported.add(MIG_INSTANCES)
         skip |= unsupported
         processes = None
         if keys & PROCESS_KEYS:
@@ -277,12 +291,14 @@ class NvmlSource:
         if keys & NVLINK_KEYS:  # only the loop that reads NVLink takes what its reader left (the slow one)
             links, self._links[index] = self._links[index], None
         # every key known unsupported, not only those found now: a second reader of this source learns them too
-        return GpuReading(index, True, values, frozenset(skip & keys), errors, xid, processes, links, peers)
+        return GpuReading(index, True, values, frozenset(skip & keys), errors, xid, processes, links, peers,
+                          instances)
 
     def close(self) -> None:
         nv = self.nv
         for gpm in self._gpm:
             gpm.free()
+        self._mig.free()
         if self._events is not None:
             with contextlib.suppress(nv.NVMLError):
                 nv.nvmlEventSetFree(self._events)
@@ -306,6 +322,7 @@ class NvmlSource:
                 return None
             self._gpm[index].free()
             self._gpm[index] = Gpm(nv, handle)
+            self._mig.forget(index)
             self._readers[index] = self._readers_for(index)
             self._handles[index], self._lost[index] = handle, False
             return handle

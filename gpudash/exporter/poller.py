@@ -25,15 +25,18 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from gpudash.exporter.attribution import Attributor, Labels
+from gpudash.exporter.attribution import Attributor, Labels, instance_copies
 from gpudash.exporter.exposition import Exposition, GpuView, Snapshot, render
 from gpudash.exporter.health_status import INPUT_KEYS as HEALTH_STATUS_KEYS
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
     LIST_KEYS,
     MAX_RECENT_EVENTS,
+    MIG_INSTANCES,
+    MIG_KEYS,
     GpuReading,
     LinkHealth,
+    MigInstance,
     PeerStatus,
     ProcessUsage,
     Source,
@@ -69,6 +72,8 @@ def keys_to_read(published: Iterable[str]) -> frozenset[str]:
     keys: set[str] = set()
     for key in published:
         keys |= _READ_FOR.get(key, frozenset({key}))
+        if key in MIG_KEYS:  # a MIG GPU gives it per instance too
+            keys.add(MIG_INSTANCES)
     return frozenset(keys)
 
 
@@ -83,6 +88,7 @@ class _GpuState:
     clock_events: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=MAX_RECENT_EVENTS))
     clock_event_totals: dict[int, int] = field(default_factory=dict)  # every activation since start, by bit
     peers: tuple[PeerStatus, ...] = ()
+    instances: tuple[MigInstance, ...] = ()  # MIG GPU instances, as of the last slow read
     unsupported: set[str] = field(default_factory=set)
     failing: set[str] = field(default_factory=set)  # fields whose failure was logged, until they recover
     needs_full: bool = False  # came back from being lost: read static and slow fields on the next sweep
@@ -112,6 +118,8 @@ class Poller:
         self.slow_keys = (wanted & frozenset(slow_keys)) - self.static_keys
         self.fast_keys = wanted - self.static_keys - self.slow_keys
         self._value_keys = wanted - LIST_KEYS  # read keys that give a value (processes and links give a list)
+        # each published key's reads, for the keys a GPU cannot give (a key read by none is always given)
+        self._reads = {key: reads for key in self.published if (reads := keys_to_read((key,)))}
         self.count_window = count_window
         self.gpus_expected = len(source.gpus()) if gpus_expected is None else gpus_expected  # the count at start
         self._now: float | None = None
@@ -171,6 +179,7 @@ class Poller:
                 if state.up:
                     log.warning("GPU %d: lost (fell off the bus or NVML cannot reach it); gpu_up is 0", index)
                 state.up, state.needs_full, state.processes, state.links, state.peers = False, True, (), (), ()
+                state.instances = ()
                 state.values.clear()
                 return
             mask = reading.values.get("clock_event_reasons")
@@ -205,6 +214,8 @@ class Poller:
                 state.links = reading.links
             if reading.peers is not None:
                 state.peers = reading.peers
+            if reading.instances is not None:
+                state.instances = reading.instances
 
     def _refresh_attribution(self, now: float) -> None:
         if self.attributor is None:
@@ -233,7 +244,10 @@ class Poller:
             for view in views:
                 procs: dict[int, Labels] = {p.pid: attributor.process_labels(p.pid) for p in view.processes}
                 out.append(replace(view, copies=attributor.gpu_copies(view.identity),
-                                   process_labels={pid: labels for pid, labels in procs.items() if labels}))
+                                   process_labels={pid: labels for pid, labels in procs.items() if labels},
+                                   instance_copies={i.gpu_instance: instance_copies(attributor, view.identity,
+                                                                                    i.gpu_instance)
+                                                    for i in view.instances}))
         except Exception as exc:
             self._attribution_failed("labels", exc)
             return views
@@ -250,7 +264,7 @@ class Poller:
             views = [
                 GpuView(g, s.up, dict(s.values), s.xid, s.processes, links=s.links,
                         clock_events=tuple(s.clock_events), clock_event_totals=dict(s.clock_event_totals),
-                        peers=s.peers)
+                        peers=s.peers, unsupported=self._unsupported(s), instances=s.instances)
                 for g in self.gpus
                 for s in (self._state[g.index],)
             ]
@@ -271,6 +285,10 @@ class Poller:
                 gpus_expected=self.gpus_expected,
             )
         return render(snap)
+
+    def _unsupported(self, state: _GpuState) -> frozenset[str]:
+        """The published keys whose every read this GPU answered NotSupported."""
+        return frozenset(key for key, reads in self._reads.items() if reads <= state.unsupported)
 
     def _pending(self) -> int:
         """Fields this poller reads that have no value yet on a GPU that is up (not unsupported, not failing)."""

@@ -9,6 +9,7 @@ only reads what it is asked for and reports what it got:
 - ``unsupported`` names keys this GPU cannot provide (NVML NotSupported): their series are left out.
 - ``errors`` maps a key to a short error text for a read that failed this time (it may work next time).
 - ``up`` is False when the GPU fell off the bus or NVML lost it; then ``values`` is empty.
+- ``instances`` are the GPU's MIG GPU instances, each with its own values of ``MIG_KEYS`` (None: not read).
 
 XID errors come as cumulative counts per XID code since the source started, plus the last code and the
 time it was seen, because a counter is what Prometheus can take a rate of.
@@ -27,6 +28,7 @@ from typing import Protocol
 # metrics takes ~0.8 ms of CPU; without GPM, PCIe throughput blocks ~20 ms per direction). The poller
 # reads these on its slow cadence; the ratios are then averages over that window.
 PROFILING_KEYS = frozenset({"gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active"})
+MIG_INSTANCES = "mig_instances"  # a MIG GPU's instances (below)
 COSTLY_KEYS = PROFILING_KEYS | frozenset(
     {
         "pcie_tx",
@@ -53,10 +55,16 @@ COSTLY_KEYS = PROFILING_KEYS | frozenset(
         "power_violation",
         # NVLink P2P status: one call per peer GPU, and it changes only with the links
         "p2p_status",
+        # up to 7 MIG devices, a few calls each
+        MIG_INSTANCES,
     }
 )
-# Signals read as a list (per process, per link) rather than one value: they never show in ``values``.
-LIST_KEYS = frozenset({"process_fb_used", "process_sm_util", "nvlink_link_errors", "nvlink_link_up", "p2p_status"})
+# A MIG GPU's instances, read as a list on the slow loop (the layout changes only when an administrator changes
+# it), with the values NVML gives per instance: its memory, and its GPM profiling ratios on Hopper.
+MIG_KEYS = frozenset({"fb_used", "fb_free", "fb_total"}) | PROFILING_KEYS
+# Signals read as a list (per process, per link, per MIG instance) rather than one value: never in ``values``.
+LIST_KEYS = frozenset({"process_fb_used", "process_sm_util", "nvlink_link_errors", "nvlink_link_up", "p2p_status",
+                       MIG_INSTANCES})
 # Either asks for the GPU's processes; each process's SM share only when "process_sm_util" is asked.
 PROCESS_KEYS = frozenset({"process_fb_used", "process_sm_util"})
 
@@ -121,6 +129,16 @@ class PeerStatus:
 
 
 @dataclass(frozen=True)
+class MigInstance:
+    """One MIG GPU instance: dcgm-exporter's ``GPU_I_ID`` and ``GPU_I_PROFILE`` labels and its own readings."""
+
+    gpu_instance: int  # the GPU instance id (GPU_I_ID), as `nvidia-smi -L` and the job-mapping file name give it
+    profile: str  # "1g.18gb" (GPU_I_PROFILE)
+    uuid: str  # its MIG device's UUID (MIG-...)
+    values: Mapping[str, float] = field(default_factory=dict)  # MIG_KEYS in the catalog's units
+
+
+@dataclass(frozen=True)
 class GpuReading:
     index: int
     up: bool = True
@@ -131,6 +149,7 @@ class GpuReading:
     processes: tuple[ProcessUsage, ...] | None = None  # None: not read this time
     links: tuple[LinkHealth, ...] | None = None  # None: not read this time
     peers: tuple[PeerStatus, ...] | None = None  # None: not read this time
+    instances: tuple[MigInstance, ...] | None = None  # None: not read this time; (): MIG off or no instance
 
 
 class Source(Protocol):

@@ -1,4 +1,5 @@
-"""GPU panels both dashboards use, built from a scoped PromQL: the stat row and the 24 h comparison row.
+"""GPU panels several dashboards use, built from a scoped PromQL: the stat row, the 24 h comparison row and the
+MIG instances table.
 
 Each function adds its panels to a PanelGrid and leaves out what the metric profile cannot fill.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 from grafanalib import core as G
 
+from gpudash.catalog import DCGM, MIG_INSTANCE_LABEL, MIG_PROFILE_LABEL
+from gpudash.panels.job_panels import node_link
 from gpudash.panels.visualizations import (
     BLUE,
     GREEN,
@@ -17,6 +20,7 @@ from gpudash.panels.visualizations import (
     idle_count_steps,
     level_steps,
     stat,
+    table,
     timeseries,
     utilization_steps,
 )
@@ -119,3 +123,31 @@ def comparison_row(layout: PanelGrid, q: PromQL, level: str) -> None:
         layout.add(stat(f"{title}: change vs {offset} ago", Query(change, "change"), change_unit,
                         f"{title} now minus {title.lower()} {offset} ago{points}.{colour}",
                         change_steps(rising_is_bad, orange) if orange else None, graph=False), w=2, h=7)
+
+
+def mig_instances(layout: PanelGrid, q: PromQL, title: str, description: str, empty: str,
+                  k: int | None = None) -> None:
+    """One row per MIG GPU instance (`GPU_I_ID`, `GPU_I_PROFILE`, as both exporters label them) in `q`'s scope, the
+    `k` largest by memory where given: its memory used, the share of its own memory, and its SM activity where
+    published (optional in dcgm-exporter's counters; GPM per instance in the bundled exporter). Only a profile
+    with DCGM's names has them (nvidia_gpu_exporter has no instances)."""
+    if q.profile.name != DCGM.name:
+        return
+    keep = ", ".join(("cluster", "instance", q.gpu, MIG_INSTANCE_LABEL, MIG_PROFILE_LABEL))
+    only = ((MIG_INSTANCE_LABEL, "!=", ""),)
+    used, free = q.metric("fb_used", only), q.metric("fb_free", only)
+    rows = f"max by ({keep}) ({used})"
+    if k is not None:
+        rows = f"topk({k}, {rows})"
+    columns = {"A": "memory used", "B": "used"}
+    exprs = {"B": f"{used} / ({used} + {free})"}
+    if q.has("sm_active"):
+        columns["C"] = "SM active"
+        exprs["C"] = q.metric("sm_active", only)
+    queries = [Query(rows, ref="A"), *(Query(f"max by ({keep}) ({e}) and on ({keep}) {rows}", ref=ref)
+                                       for ref, e in exprs.items())]
+    ratio = [{"matcher": {"id": "byName", "options": columns[ref]},
+              "properties": [{"id": "unit", "value": "percentunit"}]} for ref in exprs]
+    layout.add(table(title, queries, description, columns, "mbytes", level_steps(q.thresholds.memory),
+                     links=[node_link(q.gpu)], hide_columns=("__name__",), sort=("memory used", True),
+                     coloured="used", empty=empty, overrides=ratio), w=24, h=6)

@@ -95,3 +95,11 @@ def windows(expr: str) -> list[str]:
 def widened(expr: str, seconds: int) -> str:
     """The expression with every range-vector window made `seconds` long."""
     return _WINDOW.sub(f"[{seconds}s]", expr)
+
+
+_SUBQUERY_STEP = re.compile(r"\[\s*[0-9][0-9a-zA-Z]*\s*:\s*([0-9][0-9a-zA-Z]*)\s*\]")
+
+
+def subquery_steps(expr: str) -> list[str]:
+    """The explicit steps of an expression's subqueries, e.g. ["15s"] for `x[1h:15s]`."""
+    return _SUBQUERY_STEP.findall(expr)

@@ -41,6 +41,7 @@ from gpudash.errors import CheckFailed, GpudashError, OutputError, RemoteError
 from gpudash.escape import promql_matcher
 from gpudash.promql.for_settings import promql_for, recording_rules
 from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
+from gpudash.promql.scanner import metric_names, subquery_steps
 from gpudash.repository import ALERTMANAGER_FILE, DASHBOARDS_JSON_DIR, RECORDING_FILE
 from gpudash.stack.demo_node import (
     GPUS,
@@ -207,13 +208,13 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
         for rule, expr in recording_rules(demo.settings):
             if prometheus.query(expr):  # its inputs exist: its first evaluation is due within one interval
                 prometheus.wait_for(rule.record, timeout=left())
-        # The job dashboard's energy sums a recording over a subquery at the site's scrape interval: it answers
+        # The energy panels (fleet, job) sum a recording over a subquery at the site's scrape interval: it answers
         # once the recording has spanned two of its steps (the committed dashboards' step: the default site's
-        # scrape interval, not the demo's faster one).
+        # scrape interval, not the demo's faster one). A node without a simulated past starts with none.
         span = 2 * Site().scrape_interval.seconds
-        for rec in JOB_RECORDINGS:
-            if prometheus.query(rec.record):
-                prometheus.wait_for(f"min(count_over_time({rec.record}[10m])) * {INTERVAL_S:g} > {span:g}",
+        for record in dict.fromkeys([*(rec.record for rec in JOB_RECORDINGS), *subqueried_recordings()]):
+            if prometheus.query(record):
+                prometheus.wait_for(f"min(count_over_time({record}[10m])) * {INTERVAL_S:g} > {span:g}",
                                     timeout=left())
         if demo.simulated and demo.receiver.wait_for(lambda body: is_page(body, LIVE_PAGE), left()) is None:
             echo(f"  still waiting after {time.monotonic() - started:.0f} s for the {LIVE_PAGE} page; checking anyway")
@@ -221,6 +222,14 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
         echo(f"  still waiting after {time.monotonic() - started:.0f} s ({exc.format_message()}); checking anyway")
     return time.monotonic() - started
 
+
+
+def subqueried_recordings() -> list[str]:
+    """The recorded series the committed dashboards read through a subquery, which samples at its own step."""
+    groups = dashboard_groups(load_dashboards([DASHBOARDS_JSON_DIR]), INTERVAL_S)
+    found = [name for g in groups for q in g.queries if subquery_steps(q.expr)
+             for name in metric_names(q.expr) if name in RECORDING_BY_NAME]
+    return list(dict.fromkeys(found))
 
 
 def not_yet(results: Sequence[GroupResult], age_s: float) -> str:

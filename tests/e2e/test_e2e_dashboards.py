@@ -99,8 +99,10 @@ def _check(stack: Stack, dashboards: list[Path], rules: list[Path] | None = None
     return run_check(stack.prometheus.url, groups, site_promql("dcgm", 1))
 
 
-# Panels whose answer on a healthy node is empty: every series they read exists, none passes their filter.
-HEALTHY_EMPTY = {"Exporters and GPUs that stopped reporting"}
+# Panels whose answer on a healthy node is empty: every series they read exists, none passes their filter. This
+# node has no GPU partitioned with MIG, so its MIG instance tables are empty too.
+HEALTHY_EMPTY = {"Exporters and GPUs that stopped reporting", "MIG instances",
+                 "The job's MIG instances (top 10 by memory)"}
 # Memory pressure compares used memory with 15 minutes ago: this node is younger (yesterday is backfilled, the
 # last 15 minutes are not).
 YOUNG = {"Memory pressure: over 90% and growing (top 10)"}

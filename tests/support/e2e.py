@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from gpudash.catalog import PROMETHEUS_ALERTS, Publisher, profile
+from gpudash.catalog import MIG_INSTANCE_LABEL, PROMETHEUS_ALERTS, Publisher, profile
 from gpudash.check.judge import GroupResult, Result, Status
 from gpudash.check.queries import PANEL, VARIABLE
 from gpudash.config.loading import Settings
@@ -161,7 +161,8 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
 
     Accepted: data; `optional` only when the query reads a signal outside dcgm-exporter's defaults;
     `needs history` only with an offset; `nothing matches now` only with a filtering comparison or a recorded
-    list (recorded with only the GPUs that pass its test); `no jobs`
+    list (recorded with only the GPUs that pass its test) or on MIG instance series (none where no GPU is
+    partitioned); `no jobs`
     (the job label's queries where no series carries it); `not firing` only where it reads Prometheus' ALERTS.
     """
     prof = profile(metric_profile)
@@ -171,7 +172,8 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
         ok = (r.status is Status.OK
               or (r.status is Status.OPTIONAL and any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals))
               or (r.status is Status.NEEDS_HISTORY and bool(offsets(r.query.expr)))
-              or (r.status is Status.NOTHING_MATCHES and (filters(r.query.expr) or _reads_a_list(r.query.expr)))
+              or (r.status is Status.NOTHING_MATCHES and (filters(r.query.expr) or _reads_a_list(r.query.expr)
+                                                          or f'{MIG_INSTANCE_LABEL}!=""' in r.query.expr))
               or r.status is Status.NO_JOBS
               or (r.status is Status.NOT_FIRING and PROMETHEUS_ALERTS in metric_names(r.query.expr)))
         if not ok:

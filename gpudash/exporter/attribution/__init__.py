@@ -9,6 +9,8 @@ never waits for it. Compatible with dcgm-exporter:
   copy per job on the GPU, the unlabelled original dropped). Labels that name the same thing for every
   copy (a pod's `pod`, `namespace`, `container`) are given in every set.
 - `process_labels(pid)` gives the labels of one GPU process's series (its job or pod), or ().
+- `instance_copies(attributor, gpu, gpu_instance)`: the same for a MIG instance's series, from the attributors
+  that know instances (`InstanceAttributor`: the HPC job mapping's `<gpu>.<gi>` files); () for the others.
 
 `combined(...)` joins several: copies multiply (each HPC job copy carries the pod labels too).
 """
@@ -16,7 +18,7 @@ never waits for it. Compatible with dcgm-exporter:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gpudash.exporter.source import GpuIdentity
 
@@ -33,6 +35,24 @@ class Attributor(Protocol):
     def process_labels(self, pid: int) -> Labels: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class InstanceAttributor(Protocol):
+    def instance_copies(self, gpu: GpuIdentity, gpu_instance: int) -> tuple[Labels, ...]:
+        """One label set per copy of a MIG instance's series, as `gpu_copies` for a GPU's."""
+        ...
+
+
+def instance_copies(attributor: Attributor | None, gpu: GpuIdentity, gpu_instance: int) -> tuple[Labels, ...]:
+    """The copies of a MIG instance's series: those of every part that knows instances, multiplied."""
+    parts = attributor.parts if isinstance(attributor, Combined) else (attributor,) if attributor else ()
+    copies: tuple[Labels, ...] = ((),)
+    for part in parts:
+        mine = part.instance_copies(gpu, gpu_instance) if isinstance(part, InstanceAttributor) else ()
+        if mine:
+            copies = tuple(_merge(a, b) for a in copies for b in mine)
+    return () if copies == ((),) else copies
 
 
 class Combined:

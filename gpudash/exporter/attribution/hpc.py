@@ -23,9 +23,8 @@ count and a few examples); a file's problem is told once until the file changes,
 ``FILE_WARNINGS_PER_SWEEP`` files a sweep at warning level (the rest at debug level, then one line with their
 count); a name or a line of content is quoted escaped and cut short (``escape.log_quote``).
 
-``<gpu>.<gi>`` files are parsed and kept (``instance_jobs``) but label nothing today: this exporter
-publishes no MIG-instance series, and dcgm-exporter keys a whole GPU's series by ``<gpu>`` only, so a MIG
-file never labels its parent GPU.
+A ``<gpu>.<gi>`` file labels the series of that MIG instance (``GPU_I_ID="<gi>"``; ``instance_copies``), one
+copy per job as a GPU's file does; it never labels its parent GPU, whose series are keyed by ``<gpu>`` only.
 
 Cheap re-reads: each sweep stats the directory and the files; the directory is listed again only when its
 (mtime, inode) changed, and a file is parsed again only when its (mtime, size, inode) changed. A timestamp
@@ -141,6 +140,9 @@ class HpcJobMapping:
     def process_labels(self, pid: int) -> Labels:
         return ()
 
+    def instance_copies(self, gpu: GpuIdentity, gpu_instance: int) -> tuple[Labels, ...]:
+        return self._copies.get(f"{gpu.index}.{gpu_instance}", ())
+
     def close(self) -> None:
         """Nothing is held open between sweeps."""
 
@@ -152,7 +154,7 @@ class HpcJobMapping:
         return {name: parsed.jobs for name, parsed in self._files.items() if parsed.jobs}
 
     def instance_jobs(self, gpu: int, gpu_instance: int) -> tuple[str, ...]:
-        """The jobs of one MIG instance's file; no series of this exporter reads it (it publishes none)."""
+        """The jobs of one MIG instance's file (``<gpu>.<gi>``)."""
         parsed = self._files.get(f"{gpu}.{gpu_instance}")
         return parsed.jobs if parsed else ()
 

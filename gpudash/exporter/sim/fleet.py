@@ -85,11 +85,15 @@ class Fleet:
     layout: JobLayout | None = None
     cluster_faults: Sequence[tuple[str, int, Fault]] = ()
     cluster_seed: int | None = None
+    # Fields this node's GPUs cannot give, beside the retired pages and the vGPU licence (an H200 without NVLink
+    # lacks nvlink_bandwidth): NotSupported, as NVML answers it.
+    unsupported: frozenset[str] = frozenset()
+    mig: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # GPU index -> its MIG profiles (mig_layout)
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise UsageError(f"--simulate {self.gpus}: need at least one GPU")
-        for where in (*self.workloads, *self.faults, *(i for _, i, _ in self.cluster_faults)):
+        for where in (*self.workloads, *self.faults, *(i for _, i, _ in self.cluster_faults), *self.mig):
             if not 0 <= where < self.gpus:
                 raise UsageError(f"GPU index {where} out of range: the simulated node has GPUs 0-{self.gpus - 1}")
         every = [(self.node, i, f) for i, faults in self.faults.items() for f in faults] + list(self.cluster_faults)
@@ -215,8 +219,9 @@ class Fleet:
                                       values["gpu_util"]),)
         if s.foreign is not None:
             processes += (s.foreign,)
-        unsupported = frozenset({"vgpu_license"}) | faults_health.RETIRED_KEYS
-        return GpuReading(i, True, values, unsupported, {}, xid, processes, links)
+        unsupported = frozenset({"vgpu_license"}) | faults_health.RETIRED_KEYS | self.unsupported
+        kept = {key: value for key, value in values.items() if key not in self.unsupported}
+        return GpuReading(i, True, kept, unsupported, {}, xid, processes, links)
 
     # -- the model ---------------------------------------------------------------------------------
 

@@ -1,17 +1,28 @@
 """The simulated node as the exporter's Source: the same small interface as NVML, so the poller cannot tell.
 
 Its GPUs are H200 SXMs on one NVLink fabric: P2P over NVLink reads OK (0) to every peer, and a peer that is
-lost is left out, as NVML cannot answer for it.
+lost is left out, as NVML cannot answer for it. A GPU the fleet partitions (``Fleet.mig``) has MIG instances.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gpudash.exporter.health_reads import NVLINK_KEYS
 from gpudash.exporter.sim.fleet import Fleet
-from gpudash.exporter.source import COSTLY_KEYS, PROCESS_KEYS, GpuIdentity, GpuReading, PeerStatus, ProcessUsage
+from gpudash.exporter.sim.mig_layout import instances
+from gpudash.exporter.source import (
+    COSTLY_KEYS,
+    MIG_INSTANCES,
+    MIG_KEYS,
+    PROCESS_KEYS,
+    GpuIdentity,
+    GpuReading,
+    MigInstance,
+    PeerStatus,
+    ProcessUsage,
+)
 
 P2P_OK = 0  # nvmlGpuP2PStatus_t NVML_P2P_STATUS_OK
 
@@ -45,6 +56,7 @@ class SimulatedSource:
             self._processes(full.processes, keys) if keys & PROCESS_KEYS else None,
             full.links if keys & NVLINK_KEYS else None,
             self._peers(index, now - self.fleet.epoch) if "p2p_status" in keys else None,
+            self._instances(index, full.values, MIG_KEYS) if MIG_INSTANCES in keys else None,
         )
 
     @staticmethod
@@ -53,6 +65,10 @@ class SimulatedSource:
         if processes is None or "process_sm_util" in keys:
             return processes
         return tuple(replace(p, sm_util=None) for p in processes)
+
+    def _instances(self, index: int, values: Mapping[str, float], keys: frozenset[str]) -> tuple[MigInstance, ...]:
+        profiles = self.fleet.mig.get(index, ())
+        return instances(self.fleet.identities[index].uuid, profiles, values, keys) if profiles else ()
 
     def _peers(self, index: int, t: float) -> tuple[PeerStatus, ...]:
         return tuple(PeerStatus(peer, P2P_OK) for peer in range(self.fleet.gpus)

@@ -100,6 +100,22 @@ def test_missing_fields_fail_when_default_and_wait_while_pending(expect: Expecta
     assert waiting.verdict is Verdict.HINT and waiting.what.endswith("3 fields still pending")
 
 
+def test_a_field_the_exporter_calls_not_supported_is_a_hint_not_a_failure(expect: Expectations) -> None:
+    name = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"  # an H200 without NVLink: NVML answers NotSupported
+    said = "".join(f'gpudash_exporter_field_unsupported{{{GPU_LABELS.format(n=n)},field="{name}"}} 1\n'
+                   for n in (1, 0))
+    found = exporter_findings(page(exposition(expect, drop=(name,), extra=said)), expect)
+    assert not failed(found)
+    fields, unsupported = found[-2:]
+    assert fields.verdict is Verdict.OK and fields.what.endswith(f"({len(expect.used_by) - 1} the GPUs support)")
+    assert unsupported.verdict is Verdict.HINT
+    assert unsupported.what == f"not supported on this GPU: {name} (GPU 0, 1)"
+    assert "NVLink traffic by cluster" in unsupported.why
+    # another missing field still fails beside it
+    both = exporter_findings(page(exposition(expect, drop=(name, "DCGM_FI_DEV_FB_FREE"), extra=said)), expect)
+    assert [f.what for f in failed(both)] == ["missing 1 fields the dashboards read: DCGM_FI_DEV_FB_FREE"]
+
+
 def test_a_counter_written_without_total_counts_as_published(expect: Expectations) -> None:
     # dcgm-exporter types DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS a counter without the _total suffix
     name = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"

@@ -92,6 +92,15 @@ def test_labels_present_and_identity(expect: Expectations) -> None:
     ]
 
 
+def test_the_mig_instance_labels_are_no_failure_on_a_node_without_mig(expect: Expectations) -> None:
+    # the MIG instances tables select on GPU_I_ID; a node without MIG has it on no series, and rightly so
+    assert "GPU_I_ID" in expect.selector_labels["DCGM_FI_DEV_FB_FREE"]
+    plain = ("UUID", "cluster", "gpu", "hostname", "instance", "job", "hpc_job")
+    labels = {"DCGM_FI_DEV_GPU_UTIL": plain, "DCGM_FI_DEV_FB_FREE": plain, "DCGM_FI_DEV_FB_USED": plain}
+    found = label_findings(view(labels=labels, results=counts(8, 8, 8)), expect)
+    assert not failed(found) and not any("GPU_I" in f.what for f in found)
+
+
 def test_a_missing_label_names_the_nearest_one(expect: Expectations) -> None:
     labels = {"DCGM_FI_DEV_GPU_UTIL": ("Hostname", "UUID", "cluster", "gpu_id", "instance")}
     found = label_findings(view(labels=labels, results=counts(8, 8)), expect)

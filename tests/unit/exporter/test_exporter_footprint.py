@@ -18,6 +18,7 @@ from gpudash.catalog import (
     EXPORTER_LAST_SWEEP,
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
+    EXPORTER_UNSUPPORTED,
     PER_LINK_KEYS,
     SIGNALS,
 )
@@ -131,9 +132,10 @@ def test_metrics_per_gpu_are_no_larger_than_dcgm_exporters_for_the_same_fields(r
     theirs = dcgm_body(ours, [f for f in fields if f[0] != "DCGM_FI_DEV_VGPU_LICENSE_STATUS"])
     assert _names(theirs) == _names(shared) and len(_names(shared)) == len(fields) - 1  # an H200 has no vGPU license
     assert len(shared) / gpus <= len(theirs) / gpus, (len(shared) / gpus, len(theirs) / gpus)
-    # beside them only what the exporter always publishes: gpu_up per GPU, the node's and the sweeps' own series
+    # beside them only what the exporter always publishes: gpu_up per GPU, the node's and the sweeps' own series,
+    # and the fields this GPU cannot give (the vGPU license, here)
     assert _names(ours) - names == {"gpudash_gpu_up", "gpudash_node_gpus_expected", EXPORTER_SWEEP_SECONDS,
-                                     EXPORTER_PENDING, EXPORTER_LAST_SWEEP}
+                                     EXPORTER_PENDING, EXPORTER_LAST_SWEEP, EXPORTER_UNSUPPORTED}
 
 
 @pytest.mark.parametrize("value", [0.9279012345678901, 638.0851234567, 1557832720.4999, 0.1 + 0.2, 3e-7, 87.5])
