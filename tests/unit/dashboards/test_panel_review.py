@@ -277,7 +277,7 @@ def test_11_changes_of_percentages_are_in_points_and_coloured(built: dict[str, d
     dashboard = built[name]
     for what in ("Utilization", "Memory used"):
         panel = by_title(dashboard, f"{what}: change vs 1d ago")
-        assert panel["fieldConfig"]["defaults"]["unit"] == "suffix: pp"
+        assert panel["fieldConfig"]["defaults"]["unit"] == "suffix:pp"  # Grafana writes "2.50 pp"
         assert "percentage points" in panel["description"]
     assert expr(by_title(dashboard, "Memory used: change vs 1d ago")).endswith(") * 100")  # a ratio, in points
     for what in ("Utilization", "Memory used", "Temperature (mean)"):
