@@ -43,7 +43,7 @@ def test_node_gauges_list_gpus_in_index_order_titled_by_their_legend(built: dict
     p = panel(built["gpudash-node.json"], title)
     rows = value_rows(p, answer(p, {("host", gpu): 0.5 for gpu in HASH_ORDER}))
     shown = [r.name for r in rows]
-    assert shown == [f"GPU {gpu}" for gpu in sorted(HASH_ORDER)], shown
+    assert shown == [f"host GPU {gpu}" for gpu in sorted(HASH_ORDER)], shown
 
 
 @pytest.mark.parametrize(("uid", "title", "link"), [
