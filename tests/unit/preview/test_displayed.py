@@ -44,7 +44,7 @@ def test_the_ledger_joins_on_the_uuid_drops_empty_queries_and_maps_the_worst_act
         "A": [({**gpu, "UUID": "GPU-a"}, "1"), ({**gpu, "gpu": "4", "UUID": "GPU-b"}, "10000")],
         "L": [({"UUID": "GPU-a"}, "2"), ({"UUID": "GPU-gone"}, "5")],  # GPU-gone has no worst action: no row
     }), AT)
-    assert header == ["UUID", "cluster", "gpu", "instance", "worst action", "XIDs pcie"]
+    assert header == ["UUID", "cluster", "gpu", "instance", "worst action", "XIDs for restart_job"]
     assert sorted(rows) == [["GPU-a", "c", "3", "h:9400", "none", "2"], ["GPU-b", "c", "4", "h:9400", "reset_gpu", ""]]
     assert rows[0][0] == "GPU-b"  # sorted by the worst action, costliest first
 
