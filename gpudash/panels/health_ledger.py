@@ -208,7 +208,8 @@ def ledger_section(layout: PanelGrid, health: PromQL) -> None:
     uuid, gpu = q.profile.uuid_label, q.gpu
     offender = q.thresholds.alerts.repeat_offender
     where = ", ".join(label for label in dict.fromkeys(("cluster", "instance", gpu)) if label != uuid)
-    rows = f"topk({TOP}, {score(q, columns)} > 0)\n* on ({uuid}) group_left ({where})\n{seen_last(health)}"
+    # seen_last ends in a comparison, which binds looser than `*`: in parentheses, or the row's value is 1
+    rows = f"topk({TOP}, {score(q, columns)} > 0)\n* on ({uuid}) group_left ({where})\n({seen_last(health)})"
     queries = [Query(rows, ref="A")] + [Query(f"({c.expr}) > 0") for c in columns]
     rename = {"Value #A": "worst action", **{f"Value #{chr(ord('B') + i)}": c.title for i, c in enumerate(columns)}}
     keep = {"id": "filterByValue", "options": {"filters": [{"fieldName": "Value #A", "config": {"id": "isNotNull",

@@ -25,6 +25,7 @@ from support.slack import budget
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import PANEL, dashboard_groups, load_dashboards
+from gpudash.health.xid import ACTIONS
 from gpudash.promql.resets import EPISODES, XID_BY_UUID
 from gpudash.stack.history import SeededPrometheus
 
@@ -227,6 +228,10 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     # Worst first: the failed remap (rma) over five DBEs (reset_gpu) over one pending remap (reset_gpu).
     order = sorted(month, key=lambda uuid: month[uuid]["score"], reverse=True)
     assert order == [FAILED, MOVER, STEADY]
+    # and the row's value is the score, which the worst action column maps to the action: rma, reset_gpu
+    rma, reset_gpu = 100 ** ACTIONS.index("rma"), 100 ** ACTIONS.index("reset_gpu")
+    assert rma <= month[FAILED]["score"] < 100 * rma
+    assert all(reset_gpu <= month[uuid]["score"] < 100 * reset_gpu for uuid in (MOVER, STEADY))
 
 
 def test_the_headroom_ranks_the_gpus_closest_to_their_own_limits(prometheus: SeededPrometheus) -> None:
