@@ -17,7 +17,7 @@ from gpudash.config.durations import Duration
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
 from gpudash.panels.gpu_panels import mig_instances
-from gpudash.panels.job_panels import PROCESS_CONTEXT, gpu_hours, hours_over_range, node_link
+from gpudash.panels.job_panels import PROCESS_CONTEXT, energy_in_range, gpu_hours, node_link
 from gpudash.panels.visualizations import (
     GREEN,
     ORANGE,
@@ -196,11 +196,11 @@ def _glance(layout: PanelGrid, q: PromQL, step: Duration) -> None:
     ]
     if q.available("cluster_job:gpu_power_watts:sum"):
         power = q.use("cluster_job:gpu_power_watts:sum")
-        specs += [
-            ("Power", f"sum({power})", "watt", "Power drawn by the job's GPUs now.", None, True),
-            ("Energy in range", f"sum({hours_over_range(power, step)}) / 1000", "kwatth",
-             f"Energy the job's GPUs drew over the time range (kWh; power sampled every {step}).", None, False),
-        ]
+        specs.append(("Power", f"sum({power})", "watt", "Power drawn by the job's GPUs now.", None, True))
+    energy = energy_in_range(q, "cluster_job:gpu_power_watts:sum", step)
+    if energy is not None:
+        specs.append(("Energy in range", energy[0], "kwatth",
+                      f"Energy the job's GPUs drew over the time range (kWh): {energy[1]}.", None, False))
     for title, expr, unit, description, steps, graph in specs:
         layout.add(stat(title, Query(expr, title), unit, description, steps, graph=graph), w=3, h=4)
 

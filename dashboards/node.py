@@ -40,7 +40,8 @@ def build(ctx: BuildContext) -> G.Dashboard:
     q = ctx.promql("node")
     t = ctx.thresholds
     gpu = q.gpu
-    legend = f"GPU {{{{{gpu}}}}}"
+    # $instance is multi-select: a legend names the node too, or two nodes' GPU 0 read the same.
+    legend = f"{{{{instance}}}} GPU {{{{{gpu}}}}}"
     layout = PanelGrid()
 
     def now(key: str) -> str:
@@ -162,9 +163,11 @@ def build(ctx: BuildContext) -> G.Dashboard:
                                                   Query(each("pcie_tx"), f"{legend} TX")],
                               "Bps", "Host <-> GPU PCIe throughput per GPU, the mean of each step.", None, 0), w=12)
     if q.has("xid_last"):
-        layout.add(timeseries("Last XID error", [Query(now("xid_last"), legend)], "none",
-                              "Code of the last XID error per GPU, one point per sample (0 = none): a code is a "
-                              "label, not a level between two codes.", None, 0, draw="points"), w=12)
+        layout.add(timeseries("Last XID error", [Query(q.by_gpu_index(q.new_codes("xid_last", STEP)), legend)],
+                              "none", "Code of each GPU's last XID error, one point at the step it appeared: the "
+                              "exporter's gauge holds a code until the driver reports another, so only its "
+                              "changes are drawn (a code is a label, not a level).", None, 0, draw="points"),
+                   w=12)
     per_step = q.xid_events(STEP, per_step=True)
     if per_step is not None:
         layout.add(timeseries("XID errors by code", [Query(q.by_gpu_index(per_step), f"{legend} XID {{{{xid}}}}")],

@@ -8,7 +8,7 @@ with the GPUs it covers faster than one instant read of each GPU.
 from __future__ import annotations
 
 from gpudash.config.durations import Duration
-from gpudash.panels.job_panels import hours_over_range, node_link
+from gpudash.panels.job_panels import energy_in_range, node_link
 from gpudash.panels.visualizations import (
     GREEN,
     ORANGE,
@@ -68,12 +68,12 @@ def activity_and_energy(layout: PanelGrid, q: PromQL, step: Duration) -> None:
             "Bps", "Bytes over NVLink per second, both directions and every link, summed per cluster "
                    "(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, a default counter, in KiB). Flat at 0 on a training "
                    "cluster means the collectives go over PCIe or the network.", None, 0), w=12)
-    if q.available("cluster:gpu_power_watts:sum"):
-        energy = f"sum({hours_over_range(q.use('cluster:gpu_power_watts:sum'), step)}) / 1000"
+    energy = energy_in_range(q, "cluster:gpu_power_watts:sum", step)
+    if energy is not None:
         layout.add(stat(
-            "Energy in range", Query(energy, "energy"), "kwatth",
-            f"Energy the GPUs of the selected clusters drew over the time range (kWh): the recorded power per "
-            f"cluster (cluster:gpu_power_watts:sum) added up every {step}, exact to one sample.", None), w=24, h=4)
+            "Energy in range", Query(energy[0], "energy"), "kwatth",
+            f"Energy the GPUs of the selected clusters drew over the time range (kWh): {energy[1]}.", None),
+            w=24, h=4)
 
 
 def memory_pressure(layout: PanelGrid, q: PromQL, k: int) -> None:

@@ -82,7 +82,7 @@ def stat_row(layout: PanelGrid, q: PromQL, level: str) -> None:
 
 
 # A difference of two percentages is in percentage points: Grafana's custom suffix unit.
-POINTS = "suffix: pp"
+POINTS = "suffix:pp"
 
 
 def change_steps(rising_is_bad: bool, level: float) -> list[G.Threshold]:

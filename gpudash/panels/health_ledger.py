@@ -99,16 +99,18 @@ def _xids(q: PromQL, codes: Matcher) -> str:
     return "\nor\n".join(parts)
 
 
-def xid_classes() -> dict[str, tuple[int, ...]]:
-    """The XID table's codes per class, in the table's class order of first appearance."""
-    classes: dict[str, list[int]] = {}
-    for code, xid in sorted(XID_TABLE.items()):
-        classes.setdefault(xid.cls, []).append(code)
-    return {cls: tuple(codes) for cls, codes in classes.items()}
+def xid_actions() -> dict[str, tuple[int, ...]]:
+    """The XID table's codes by the action their alerts call for (GPUXidError's `action`), cheapest first: a
+    column per action, so the ledger's worst action is the one the alerts ask for."""
+    by_action: dict[str, list[int]] = {}
+    for code in sorted(XID_TABLE):
+        by_action.setdefault(action_for(code).action, []).append(code)
+    return {action: tuple(by_action.get(action, ())) for action in ACTIONS
+            if action in by_action or action == action_for(UNKNOWN_XID).action}
 
 
-def _costliest(codes: tuple[int, ...]) -> str:
-    return max((action_for(c).action for c in codes), key=cost)
+def xid_title(action: str) -> str:
+    return "XIDs needing no action" if action == "none" else f"XIDs for {action}"
 
 
 def resets_title(q: PromQL) -> str:
@@ -143,13 +145,13 @@ def ledger_columns(q: PromQL) -> list[LedgerColumn]:
     flagged("Remap pending", "row_remap_pending", "reset_gpu")
     flagged("Remap failure", "row_remap_failure", "rma")
     if q.has("xid_total") or (q.has("xid_last") and q.available(XID_BY_UUID)):
-        known: list[int] = []
-        for cls, codes in xid_classes().items():
-            known += codes
-            matcher = ("xid", "=~", re2_any(str(c) for c in codes))
-            columns.append(LedgerColumn(f"XIDs {cls}", _xids(q, matcher), _costliest(codes)))
-        others = ("xid", "!~", re2_any(str(c) for c in known))
-        columns.append(LedgerColumn("XIDs not in the table", _xids(q, others), action_for(UNKNOWN_XID).action))
+        unknown = action_for(UNKNOWN_XID).action  # what a code not in the table calls for
+        for action, codes in xid_actions().items():
+            terms = [_xids(q, ("xid", "=~", re2_any(str(c) for c in codes)))] if codes else []
+            if action == unknown:
+                terms.append(_xids(q, ("xid", "!~", re2_any(str(c) for c in sorted(XID_TABLE)))))
+            expr = _per_uuid(q, _tagged(terms, "xid_codes")) if len(terms) > 1 else terms[0]
+            columns.append(LedgerColumn(xid_title(action), expr, action))
     nvlink = [_over(q, "increase", k) for k in ("nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay",
                                                    "nvlink_recovery") if q.has(k)]
     per_link = _per_uuid(q, _over(q, "increase", "nvlink_link_errors")) if q.has("nvlink_link_errors") else ""
@@ -206,7 +208,8 @@ def ledger_section(layout: PanelGrid, health: PromQL) -> None:
     uuid, gpu = q.profile.uuid_label, q.gpu
     offender = q.thresholds.alerts.repeat_offender
     where = ", ".join(label for label in dict.fromkeys(("cluster", "instance", gpu)) if label != uuid)
-    rows = f"topk({TOP}, {score(q, columns)} > 0)\n* on ({uuid}) group_left ({where})\n{seen_last(health)}"
+    # seen_last ends in a comparison, which binds looser than `*`: in parentheses, or the row's value is 1
+    rows = f"topk({TOP}, {score(q, columns)} > 0)\n* on ({uuid}) group_left ({where})\n({seen_last(health)})"
     queries = [Query(rows, ref="A")] + [Query(f"({c.expr}) > 0") for c in columns]
     rename = {"Value #A": "worst action", **{f"Value #{chr(ord('B') + i)}": c.title for i, c in enumerate(columns)}}
     keep = {"id": "filterByValue", "options": {"filters": [{"fieldName": "Value #A", "config": {"id": "isNotNull",

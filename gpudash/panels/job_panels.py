@@ -50,6 +50,24 @@ def hours_over_range(series: str, step: Duration) -> str:
     return f"sum_over_time(({series})[$__range:{step}]) * {seconds:g} / 3600"
 
 
+MJ_PER_KWH = "3600000000"  # mJ in a kWh
+
+
+def energy_in_range(q: PromQL, power_record: str, step: Duration) -> tuple[str, str] | None:
+    """Energy drawn over the dashboard's range in kWh, and how: the rise of each GPU's energy counter
+    (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, mJ), which keeps counting through missed scrapes and rule
+    evaluations; without the counter, the recorded power (`power_record`) added up every `step`."""
+    if q.has("energy"):
+        counter = q.profile.ref("energy").name
+        return (f"sum({q.increase('energy', '$__range')}) / {MJ_PER_KWH}",
+                f"the rise of each GPU's energy counter over the range ({counter}, mJ), which keeps counting "
+                "through missed scrapes")
+    if not q.available(power_record):
+        return None
+    return (f"sum({hours_over_range(q.use(power_record), step)}) / 1000",
+            f"the recorded power ({power_record}) added up every {step}, exact to one sample")
+
+
 def gpu_hours(q: PromQL, which: str) -> str:
     """GPU-hours each job held (`which` = "held") or held idle ("idle") over the dashboard's range.
 

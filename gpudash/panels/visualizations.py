@@ -159,6 +159,14 @@ def reduced_title(legend: str) -> str:
     return _LEGEND_LABEL.sub(lambda m: f"${{__data.fields.{m.group(1)}}}", legend)
 
 
+def labels_as_text(unit: str) -> list[dict[str, Any]]:
+    """Label fields written as they are: without it the panel's unit also writes a label that reads as a number
+    (GPU "5" as "5 °C", pid "4140" as "4.04 GiB"), in cells and in titles built from `${__data.fields.X}`."""
+    if unit in ("", "none", "string"):
+        return []
+    return [{"matcher": {"id": "byType", "options": "string"}, "properties": [{"id": "unit", "value": "string"}]}]
+
+
 def _value_links(links: Sequence[dict[str, Any]], legend: str | None = None) -> list[dict[str, Any]]:
     # An override on every number field: grafanalib's gauge drops field-config links, an override stays. A
     # `legend` titles reduced rows whose labels are fields (without it Grafana titles them "Value <labels>").
@@ -178,7 +186,7 @@ def gauge(title: str, query: Query, unit: str, description: str, steps: list[G.T
         title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
         thresholds=steps, thresholdMarkers=True, thresholdLabels=False, calc="lastNotNull", maxDataPoints=None,
         allValues=True, transformations=sorted_rows(desc, bool(links)),
-        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend)}},
+        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend) + labels_as_text(unit)}},
     )
 
 
@@ -191,7 +199,7 @@ def bar_gauge(title: str, query: Query, unit: str, description: str, steps: list
         title=title, description=description, targets=_targets([query]), format=unit, min=min_, max=max_,
         thresholds=steps, displayMode="gradient", orientation="horizontal", calc="lastNotNull",
         maxDataPoints=None, allValues=True, transformations=sorted_rows(desc, bool(links)),
-        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend)}},
+        extraJson={"fieldConfig": {"overrides": _value_links(links, query.legend) + labels_as_text(unit)}},
     )
 
 
@@ -276,7 +284,7 @@ def table(title: str, queries: Sequence[Query], description: str, columns: Mappi
         if target is not None:
             field_overrides.append({"matcher": {"id": "byName", "options": target},
                                     "properties": [{"id": "custom.cellOptions", "value": {"type": "color-text"}}]})
-    field_overrides += overrides
+    field_overrides += [*labels_as_text(unit), *overrides]
     return G.Table(
         title=title, description=description, targets=_targets(instant, table_format=True), unit=unit,
         thresholds=steps or color_steps((GREEN, None)), transformations=transformations, overrides=field_overrides,

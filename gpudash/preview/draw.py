@@ -17,9 +17,10 @@ from matplotlib.image import imsave
 from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.canvas import Canvas
 from gpudash.preview.colors import BACKGROUND, BORDER, MUTED, NAMED, PANEL, TEXT
+from gpudash.preview.displayed import no_value_text
+from gpudash.preview.fidelity import approximation
 from gpudash.preview.forms_plot import draw_heatmap, draw_state_timeline, draw_timeseries
 from gpudash.preview.forms_values import draw_bargauge, draw_gauge, draw_stat, draw_table, draw_text, needs_series
-from gpudash.preview.panel import defaults
 from gpudash.preview.pixels import HEADER_PX, Box, canvas_size, place
 from gpudash.preview.series import PanelData
 
@@ -30,7 +31,6 @@ FORMS: dict[str, Form] = {
     "state-timeline": draw_state_timeline, "status-history": draw_state_timeline, "text": draw_text,
 }
 TITLE_PX = 26
-NO_DATA = "No data"
 
 
 def _frame(canvas: Canvas, box: Box, title: str) -> None:
@@ -52,17 +52,17 @@ def _message(canvas: Canvas, box: Box, text: str, color: str = MUTED, size: floa
     canvas.text(box.x + box.w / 2, box.y + box.h / 2, wrapped, size, color, ha="center", va="center")
 
 
-def _no_value(panel: dict[str, Any]) -> str:
-    value = defaults(panel).get("noValue")
-    return str(value) if value not in (None, "") else NO_DATA
-
-
 def draw_panel(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     kind = str(panel.get("type") or "")
     if kind == "row":
         _row(canvas, box, panel)
         return
     _frame(canvas, box, str(panel.get("title") or ""))
+    note = approximation(panel)
+    if note:  # the title bar says where the picture is only near what Grafana draws
+        canvas.text(box.x + box.w - 8, box.y + TITLE_PX / 2 + 1, "≈", 15, NAMED["orange"], ha="right", va="center",
+                    fontweight="bold")
+        canvas.text(box.x + 8, box.y + box.h - 10, note, 9, NAMED["orange"], va="center")
     inner = Box(box.x + 6, box.y + TITLE_PX, box.w - 12, box.h - TITLE_PX - 6)
     form = FORMS.get(kind)
     if form is None:
@@ -71,9 +71,9 @@ def draw_panel(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
         if data.errors:
             _message(canvas, inner, data.errors[0], NAMED["red"], 12)
         elif kind == "stat":
-            _message(canvas, inner, _no_value(panel), size=min(28.0, inner.h * 0.4))
+            _message(canvas, inner, no_value_text(panel), size=min(28.0, inner.h * 0.4))
         else:  # Grafana's "no data" view says the panel's noValue too, where it has one
-            _message(canvas, inner, _no_value(panel))
+            _message(canvas, inner, no_value_text(panel))
     else:
         form(canvas, inner, panel, data, span)
 

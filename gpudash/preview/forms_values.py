@@ -10,10 +10,10 @@ from typing import Any
 from gpudash.check.prometheus_api import TimeRange
 from gpudash.preview.canvas import Canvas
 from gpudash.preview.colors import BORDER, MUTED, TEXT, threshold_color, threshold_marks
-from gpudash.preview.panel import column_units, defaults, number, options
+from gpudash.preview.displayed import table_texts, value_text
+from gpudash.preview.panel import defaults, number, options
 from gpudash.preview.pixels import Box
-from gpudash.preview.series import PanelData, Series, table_rows
-from gpudash.preview.units import format_value, from_now
+from gpudash.preview.series import PanelData, Series
 from gpudash.preview.value_rows import value_rows
 
 TABLE_ROW_PX = 22
@@ -39,11 +39,6 @@ def _range(panel: dict[str, Any], default: tuple[float, float]) -> tuple[float, 
     low = default[0] if low is None else low
     high = default[1] if high is None else high
     return (low, high) if high > low else (low, low + 1)
-
-
-def value_text(panel: dict[str, Any], value: float | None) -> str:
-    field = defaults(panel)
-    return format_value(value, field.get("unit"), field.get("decimals"))
 
 
 def _unit_range(panel: dict[str, Any]) -> tuple[float, float]:
@@ -142,10 +137,9 @@ def draw_bargauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelDa
 
 
 def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
-    header, rows = table_rows(panel, data.frames)
-    units = column_units(panel, header)
+    header, rows = table_texts(panel, data, span.end)
     shown = max(0, box.h // TABLE_ROW_PX - 1)
-    texts = [[_cell(v, unit, span.end) for v, unit in zip(row, units, strict=True)] for row in rows[:shown]]
+    texts = [[_clipped(text) for text in row] for row in rows[:shown]]
     widths = [max([len(h), *(len(t[i]) for t in texts)]) + 2 for i, h in enumerate(header)]
     total = sum(widths) or 1
     x = float(box.x + 4)
@@ -160,12 +154,7 @@ def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
         canvas.text(box.x + box.w - 4, box.y + box.h - 6, f"{len(rows) - shown} more rows", 10, MUTED, ha="right")
 
 
-def _cell(value: Any, unit: str | None, now: float) -> str:
-    if isinstance(value, float) and unit == "dateTimeFromNow" and not math.isnan(value):
-        return from_now(value, now)
-    if isinstance(value, float):
-        return format_value(value, unit)
-    text = str(value)
+def _clipped(text: str) -> str:
     return text if len(text) <= 28 else text[:27] + "…"
 
 

@@ -68,13 +68,20 @@ def to_series(result: Sequence[Any], fmt: str | None, ref: str) -> tuple[Series,
     return tuple(out)
 
 
+def _steps(panel: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [as_dict(t.get("options")) for t in panel.get("transformations") or []
+            if isinstance(t, dict) and t.get("id") == kind]
+
+
 def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Series]]]
                ) -> tuple[list[str], list[list[str | float]]]:
-    """Columns and rows as Grafana's table shows instant queries after its `merge` and `organize` steps.
+    """Columns and rows as Grafana's table shows instant queries after its `merge` (or `joinByField`),
+    `filterByValue` and `organize` steps.
 
-    Rows are keyed by their labels (less those an organize step drops before the merge: a merge joins only
-    rows whose every label column agrees); each query's value is a column (`Value`, or `Value #A` with
-    several), renamed and excluded by the panel's last organize options.
+    A merge keys rows by their labels (less those an organize step drops before it: a merge joins only rows
+    whose every label column agrees); a join keys them by its field alone, and a query that answered nothing
+    adds no column to it. Each query's value is a column (`Value`, or `Value #A` with several), renamed and
+    excluded by the panel's last organize options.
     """
     organize: dict[str, Any] = {}
     dropped: set[str] = set()  # columns an organize step removes from each frame before the merge
@@ -89,29 +96,48 @@ def table_rows(panel: dict[str, Any], frames: Sequence[tuple[str, Sequence[Serie
                 dropped |= {k for k, v in (organize.get("excludeByName") or {}).items() if v}
     excluded = {k for k, v in (organize.get("excludeByName") or {}).items() if v}
     renamed: dict[str, str] = organize.get("renameByName") or {}
+    joins = _steps(panel, "joinByField")
+    join_on = str(joins[0].get("byField") or "") if joins else ""
     several = len(frames) > 1
     label_columns: list[str] = []
-    rows: dict[tuple[tuple[str, str], ...], dict[str, str | float]] = {}
+    rows: dict[Any, dict[str, str | float]] = {}
     for ref, series in frames:
         value_column = f"Value #{ref}" if several else "Value"
         for one in series:
             labels = {k: v for k, v in one.labels.items() if k not in dropped}
+            if join_on and join_on not in labels:
+                continue
             label_columns += [name for name in labels if name not in label_columns]
-            row = rows.setdefault(tuple(sorted(labels.items())), dict(labels))
+            key = labels[join_on] if join_on else tuple(sorted(labels.items()))
+            row = rows.setdefault(key, {})
+            row.update(labels)
             row[value_column] = one.last if one.last is not None else math.nan
-    value_columns = [f"Value #{ref}" if several else "Value" for ref, _ in frames]
+    value_columns = [f"Value #{ref}" if several else "Value" for ref, series in frames if series or not join_on]
     columns = [c for c in [*sorted(label_columns), *value_columns] if c not in excluded and c != "Time"]
+    kept = [row for row in rows.values() if all(_kept(row, step) for step in _steps(panel, "filterByValue"))]
     header = [renamed.get(c, c) for c in columns]
-    body = [[row.get(c, "") for c in columns] for row in rows.values()]
+    body = [[row.get(c, "") for c in columns] for row in kept]
     return header, _sorted_rows(panel, columns, header, body)
+
+
+def _blank(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def _kept(row: dict[str, str | float], options: dict[str, Any]) -> bool:
+    """Whether a filterByValue step keeps the row (the isNull / isNotNull conditions the dashboards use)."""
+    tests = {"isNull": _blank, "isNotNull": lambda v: not _blank(v)}
+    found = [tests[as_dict(f.get("config")).get("id", "")](row.get(str(f.get("fieldName")), ""))
+             for f in options.get("filters") or [] if as_dict(f.get("config")).get("id") in tests]
+    matched = (all(found) if options.get("match", "any") == "all" else any(found)) if found else True
+    return matched if options.get("type", "include") == "include" else not matched
 
 
 def _sorted_rows(panel: dict[str, Any], columns: list[str], header: list[str],
                  body: list[list[str | float]]) -> list[list[str | float]]:
     """The rows in the order of the panel's sortBy step (on a column by its title or its name before renaming);
     numbers compared as numbers, a blank or NaN last, as Grafana's sortBy leaves them."""
-    steps = [as_dict(t.get("options")) for t in panel.get("transformations") or []
-             if isinstance(t, dict) and t.get("id") == "sortBy"]
+    steps = _steps(panel, "sortBy")
     sort = as_dict((steps[-1].get("sort") or [{}])[0]) if steps else {}
     field_ = sort.get("field")
     index = header.index(field_) if field_ in header else columns.index(field_) if field_ in columns else None

@@ -6,8 +6,8 @@ A unit is a row of data: a scale applied first, then a ladder of (factor, suffix
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
 
 
 @dataclass(frozen=True)
@@ -37,21 +37,47 @@ UNITS: dict[str, Unit] = {
     "decbytes": Unit(((1.0, " B"), (1e3, " kB"), (1e6, " MB"), (1e9, " GB"), (1e12, " TB"))),
     "Bps": Unit(((1.0, " B/s"), (1e3, " kB/s"), (1e6, " MB/s"), (1e9, " GB/s"), (1e12, " TB/s"))),
     "binBps": Unit(((1.0, " B/s"), (1024.0, " KiB/s"), (1024.0 ** 2, " MiB/s"), (1024.0 ** 3, " GiB/s"))),
-    "s": Unit(((1.0, " s"), (60.0, " min"), (3600.0, " hour"), (86400.0, " day"))),
+    "s": Unit(((1e-3, " ms"), (1.0, " s"), (60.0, " min"), (3600.0, " hour"), (86400.0, " day"), (604800.0, " week"),
+               (31536000.0, " year"))),
+    "h": Unit(((1.0, " hour"), (24.0, " day"), (168.0, " week"), (8760.0, " year"))),
     "ms": Unit(((1.0, " ms"), (1e3, " s"), (60e3, " min"))),
 }
 
 
-def _decimals(value: float, decimals: int | None) -> int:
-    if decimals is not None:
-        return decimals
-    size = abs(value)
-    return 0 if size >= 100 or size == int(size) else 1 if size >= 10 else 2
+# Grafana writes a time above 1 in a larger rung in the plural ("19 mins", "1.25 days"), never in the unit's own
+# first rung ("2.50 hour" in unit h)
+_PLURAL = (" min", " hour", " day", " week", " year")
 
 
-def _fixed(value: float, decimals: int) -> str:
-    """Rounded half away from zero, as JavaScript's toFixed (Grafana) does: 87.25 -> 87.3, not 87.2."""
-    return f"{Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP):f}"
+def _decimals(value: float) -> int:
+    """Grafana's decimals for a value without a set count (getDecimalsForValue): 0.7 -> 3, 4.04 -> 2, 65 -> 0."""
+    if value % 1 == 0:
+        return 0
+    magnitude = math.floor(math.log(abs(value)) / math.log(10))
+    decimals = -magnitude + 1
+    if abs(value) / 10.0 ** -decimals > 2.25:
+        decimals += 1
+    return max(0, decimals)
+
+
+def _js_string(value: float) -> str:
+    """A number as JavaScript's String() writes it (no ".0" on whole numbers)."""
+    return str(int(value)) if value == int(value) and abs(value) < 1e21 else repr(value)
+
+
+def _fixed(value: float, decimals: int | None) -> str:
+    """Grafana's toFixed: Math.round to the decimals (half up), then padded with zeros to them."""
+    decimals = _decimals(value) if decimals is None else decimals
+    if value == 0:
+        return f"{0:.{decimals}f}"
+    factor = 10 ** max(0, decimals) if decimals else 1
+    text = _js_string(math.floor(value * factor + 0.5) / factor)
+    if "e" in text:
+        return text
+    precision = len(text) - text.index(".") - 1 if "." in text else 0
+    if precision < decimals:
+        text = (text if precision else text + ".") + "0" * (decimals - precision)
+    return text
 
 
 def format_value(value: float | None, unit: str | None, decimals: int | None = None) -> str:
@@ -60,16 +86,28 @@ def format_value(value: float | None, unit: str | None, decimals: int | None = N
         return "NaN" if value is not None else "-"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
+    kind, _, custom = (unit or "").partition(":")
+    if custom and kind in ("suffix", "prefix"):  # Grafana's custom units: "suffix:pp" is "2.50 pp"
+        return f"{_fixed(value, decimals)} {custom}" if kind == "suffix" else f"{custom}{_fixed(value, decimals)}"
     known = UNITS.get(unit or "none")
     if known is None:
-        return f"{_fixed(value, _decimals(value, decimals))} {unit}"
+        return f"{_fixed(value, decimals)} {unit}"
     scaled = value * known.scale
-    factor, suffix = known.ladder[0]
+    factor, suffix = known.ladder[0] if scaled else next((r for r in known.ladder if r[0] == 1.0), known.ladder[0])
     for step_factor, step_suffix in known.ladder:
-        if abs(scaled) >= step_factor:
+        if scaled and abs(scaled) >= step_factor:
             factor, suffix = step_factor, step_suffix
     shown = scaled / factor
-    return f"{_fixed(shown, _decimals(shown, decimals))}{suffix}"
+    plural = "s" if suffix in _PLURAL and suffix != known.ladder[0][1] and abs(shown) > 1 else ""
+    return f"{_fixed(shown, decimals)}{suffix}{plural}"
+
+
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def as_number(text: str) -> float | None:
+    """A text cell's number, where Grafana's display reads one (lodash toNumber): "7" -> 7.0, "GPU-1" -> None."""
+    return float(text) if _NUMBER.fullmatch(text) else None
 
 
 # moment's fromNow() (Grafana's dateTimeFromNow): (below this many seconds, its text; n = the count in `per`)

@@ -16,8 +16,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gpudash.preview.panel import as_dict
+from gpudash.preview.panel import as_dict, type_setting
 from gpudash.preview.series import Series
+from gpudash.preview.units import as_number, format_value
 
 REDUCER_NAMES = {"lastNotNull": "Last *", "last": "Last", "max": "Max", "min": "Min", "mean": "Mean"}
 _DATA_FIELD = re.compile(r"\$\{__data\.fields\.(\w+)\}")
@@ -71,9 +72,15 @@ def _sorted(rows: list[Row], columns: list[str], value: str, options: dict[str, 
     return filled + [r for r in rows if not r[column]]
 
 
-def _title(row: Row, columns: list[str], value: str, display_name: str) -> str:
+def _label_text(text: str, unit: Any) -> str:
+    """A label field's cell as displayed: in the field's unit where it reads as a number ("5" as "5 °C")."""
+    number = as_number(text)
+    return text if number is None or unit in (None, "", "string") else format_value(number, str(unit))
+
+
+def _title(row: Row, columns: list[str], value: str, display_name: str, label_unit: Any) -> str:
     if display_name:
-        return _DATA_FIELD.sub(lambda m: str(row.get(m.group(1), "")), display_name)
+        return _DATA_FIELD.sub(lambda m: _label_text(str(row.get(m.group(1), "")), label_unit), display_name)
     parts = [str(row[c]) for c in columns if c != value and str(row[c])]
     return " ".join(parts) or value
 
@@ -87,6 +94,6 @@ def value_rows(panel: dict[str, Any], series: Sequence[Series]) -> list[Series]:
     columns, rows, value = _reduce(series, reduces[0])
     for options in _steps(panel, "sortBy"):
         rows = _sorted(rows, columns, value, options)
-    display_name = _display_name(panel)
-    return [Series(_title(row, columns, value, display_name), {c: str(row[c]) for c in columns if c != value},
-                   (0.0,), (row[value],)) for row in rows]
+    display_name, label_unit = _display_name(panel), type_setting(panel, "string", "unit")
+    return [Series(_title(row, columns, value, display_name, label_unit),
+                   {c: str(row[c]) for c in columns if c != value}, (0.0,), (row[value],)) for row in rows]

@@ -188,6 +188,10 @@ class PromQL:
         """The per-second rate of one counter with the scope's matchers, converted to the DCGM unit."""
         return self._range("rate", key, window, ())
 
+    def increase(self, key: str, window: Duration | str) -> str:
+        """How much one counter rose over `window` with the scope's matchers (resets counted), converted."""
+        return self._range("increase", key, window, ())
+
     def _range(self, function: str, key: str, window: Duration | str, params: tuple[str, ...]) -> str:
         ref = self.profile.ref(key)
         shift = f" offset {self.scope.offset}" if self.scope.offset else ""
@@ -251,6 +255,14 @@ class PromQL:
         # `== 1` keeps every such GPU (present_over_time is 1); it tells the live check an empty answer is
         # "none passes the filter", a healthy fleet, not missing data.
         return f"({seen} unless {self.per_gpu(self.metric(key))}) == 1"
+
+    def new_codes(self, key: str, step: str) -> str:
+        """A code gauge (a last XID) per GPU at the steps it changed to a code only: the gauge itself holds its
+        code for as long as the exporter runs."""
+        on = f"on (cluster, instance, {self.gpu})"
+        now = self.per_gpu(self.metric(key))
+        before = self.per_gpu(f"{self.profile.ref(key).name}{Scope(self.scope.matchers).selector()} offset {step}")
+        return f"({now} > 0) unless {on} ({now} == {on} {before})"
 
     def raw_range(self, key: str, window: str) -> str:
         """One signal's selector over a range, unconverted (counters and codes need no unit)."""

@@ -84,8 +84,8 @@ def _stack(tmp: Path, port: int) -> Iterator[Stack]:
         prometheus.wait_for("changes(DCGM_FI_DEV_XID_ERRORS[1m]) > 0", timeout=budget(90))
         # five samples of the new XID counter (one a second), so a panel's rate window holds two
         prometheus.wait_for("min(count_over_time(gpudash_xid_errors_total[1m])) >= 5", timeout=budget(30))
-        # GPU-hours and energy add a recording up over a subquery at the site's scrape interval (15 s): they
-        # answer once it spans two steps (recorded every second here).
+        # GPU-hours (and energy, where no energy counter is published) add a recording up over a subquery at
+        # the site's scrape interval (15 s): they answer once it spans two steps (recorded every second here).
         for record in ("cluster_job:gpu_count:count", "cluster_job:gpu_idle:count", "cluster:gpu_power_watts:sum"):
             prometheus.wait_for(f"min(count_over_time({record}[10m])) > 30", timeout=budget(90))
         yield Stack(prometheus, exporter, tmp / "generated" / "prometheus")

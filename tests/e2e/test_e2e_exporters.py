@@ -55,8 +55,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
             for cluster in ("dcgm", "smi"):
                 server.wait_for(f'count_over_time(cluster:gpu_count:count{{cluster="{cluster}"}}[1m]) >= 3',
                                 timeout=budget(30))
-                # energy adds the recorded power up over a subquery at the site's scrape interval (15 s): it
-                # answers once the recording spans two steps
+                # without an energy counter (nvidia-smi), energy adds the recorded power up over a subquery at
+                # the site's scrape interval (15 s): it answers once the recording spans two steps
                 server.wait_for(f'count_over_time(cluster:gpu_power_watts:sum{{cluster="{cluster}"}}[1m]) > 30',
                                 timeout=budget(60))
             yield server

@@ -68,8 +68,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             recorded = f'cluster_instance:gpu_utilization:avg{{cluster="{name}"}}'
             eventually(lambda r=recorded: client.range(r, TimeRange(client.now(), RANGE_S, 5)), timeout=60,
                        interval=0.5, what=f"{recorded} in a range query of the global store")
-            # energy adds the recorded power up over a subquery at the site's scrape interval (15 s): it answers
-            # once the recording spans two steps
+            # without an energy counter, energy adds the recorded power up over a subquery at the site's scrape
+            # interval (15 s): it answers once the recording spans two steps
             _until(client, f'count_over_time(cluster:gpu_power_watts:sum{{cluster="{name}"}}[1m]) > bool 30', 1)
         yield Fleet(store, servers)
 

@@ -25,6 +25,7 @@ from support.slack import budget
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import PANEL, dashboard_groups, load_dashboards
+from gpudash.health.xid import ACTIONS
 from gpudash.promql.resets import EPISODES, XID_BY_UUID
 from gpudash.stack.history import SeededPrometheus
 
@@ -215,11 +216,11 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     # The volatile count went back to 0 at the reset: the two DBEs before it still count.
     assert round(mover["DBE volatile"]) == round(quarter[MOVER]["DBE volatile"]) == 2
     assert "DBE volatile" not in month[STEADY]
-    # An XID only dcgm-exporter's gauge showed counts, by UUID, in its class.
-    assert month[FAILED]["XIDs memory"] == quarter[FAILED]["XIDs memory"] == 1
-    assert "XIDs memory" not in month[STEADY] and "XIDs memory" not in mover
-    assert "XIDs pcie" not in mover  # XID 79 was 35 days ago
-    assert round(quarter[MOVER]["XIDs pcie"]) == 1 and round(quarter[MOVER]["DBE aggregate"]) == 5
+    # An XID only dcgm-exporter's gauge showed counts, by UUID, with the codes of its action.
+    assert month[FAILED]["XIDs for reset_gpu"] == quarter[FAILED]["XIDs for reset_gpu"] == 1
+    assert "XIDs for reset_gpu" not in month[STEADY] and "XIDs for reset_gpu" not in mover
+    assert "XIDs for reboot_node" not in mover  # XID 79 was 35 days ago
+    assert round(quarter[MOVER]["XIDs for reboot_node"]) == 1 and round(quarter[MOVER]["DBE aggregate"]) == 5
     assert month[FAILED]["Remap failure"] == 1 and month[STEADY]["Remap pending"] == 1
     # GPURepeatOffender's count over its own 7 days, whatever $ledger: node B's two, not node A's of 12 days ago
     assert month[MOVER]["Resets in 7d"] == quarter[MOVER]["Resets in 7d"] == 2
@@ -227,6 +228,10 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     # Worst first: the failed remap (rma) over five DBEs (reset_gpu) over one pending remap (reset_gpu).
     order = sorted(month, key=lambda uuid: month[uuid]["score"], reverse=True)
     assert order == [FAILED, MOVER, STEADY]
+    # and the row's value is the score, which the worst action column maps to the action: rma, reset_gpu
+    rma, reset_gpu = 100 ** ACTIONS.index("rma"), 100 ** ACTIONS.index("reset_gpu")
+    assert rma <= month[FAILED]["score"] < 100 * rma
+    assert all(reset_gpu <= month[uuid]["score"] < 100 * reset_gpu for uuid in (MOVER, STEADY))
 
 
 def test_the_headroom_ranks_the_gpus_closest_to_their_own_limits(prometheus: SeededPrometheus) -> None:

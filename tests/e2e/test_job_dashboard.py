@@ -51,7 +51,8 @@ def exposition(node: str, jobs: dict[int, str], xid: int) -> bytes:
         slow = (node, gpu) == STRAGGLER
         readings = {"gpu_util": 95, "sm_active": 0.97 if slow else 0.6, "tensor_active": 0.4,
                     "sm_clock": 1500 if slow else 1980, "power": 600.0, "fb_used": 100000 + 1000 * gpu,
-                    "fb_free": 40000, "xid_last": xid if (node, gpu) == THROTTLED else 0}
+                    "fb_free": 40000, "xid_last": xid if (node, gpu) == THROTTLED else 0,
+                    "energy": 10 ** 12}  # mJ since boot, a default counter of every dcgm-exporter
         lines += [f"{_name(key)}{{{labels}}} {value}" for key, value in readings.items()]
         lines.append(f'{_name("xid_total")}{{{labels},xid="13"}} {1 if xid and (node, gpu) == THROTTLED else 0}')
         if node == "B":  # the bundled exporter's flag

@@ -108,7 +108,8 @@ def test_health_ledger_counts_first_events_recent_events_and_no_moved_history(tm
         {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='1', UUID='GPU-B')}", "values": "_x99 3x70"},
     ]
     promtool_case(tmp_path, inputs, [
-        {"expr": columns["XIDs pcie"], "eval_time": "170m", "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 1}]},
+        {"expr": columns["XIDs for reboot_node"], "eval_time": "170m",
+         "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 1}]},
         {"expr": columns["DBE aggregate"], "eval_time": "170m",
          "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 2}, {"labels": '{UUID="GPU-B"}', "value": 0}]},
     ])

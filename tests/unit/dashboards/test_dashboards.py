@@ -102,8 +102,9 @@ def test_gpu_hours_add_up_the_recorded_job_size_over_the_range(built: dict[str, 
     # The GPU-seconds recorded at each evaluation, added up: one sample per evaluation read, no subquery.
     assert expr == ('sum(sum_over_time(cluster_job:gpu_held_seconds:interval{cluster=~"$cluster",hpc_job=~"$job",'
                     'hpc_job!=""}[$__range]) / 3600)')
-    energy = by_title(job, "Energy in range")["targets"][0]["expr"]
-    assert "cluster_job:gpu_power_watts:sum" in energy and energy.endswith("/ 3600) / 1000")
+    energy = by_title(job, "Energy in range")["targets"][0]["expr"]  # the energy counter's rise, no subquery
+    assert energy == ('sum(increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{cluster=~"$cluster",hpc_job=~"$job",'
+                      'hpc_job!=""}[$__range])) / 3600000000')
 
 
 def test_variables_are_chained_multi_select_with_all(built: dict[str, dict[str, Any]]) -> None:
@@ -263,7 +264,7 @@ def test_heatmap_is_the_native_grafana_10_heatmap(built: dict[str, dict[str, Any
     # Colour bands line up with the idle (20) and saturated (90) levels: 10 % wide.
     assert (per_gpu["options"]["color"]["min"], per_gpu["options"]["color"]["max"]) == (0, 100)
     assert per_gpu["options"]["color"]["steps"] == 10
-    assert per_gpu["targets"][0]["legendFormat"] == "GPU {{gpu}}"
+    assert per_gpu["targets"][0]["legendFormat"] == "{{instance}} GPU {{gpu}}"
 
 
 def test_gauges_bar_gauges_and_stats_in_modern_form(built: dict[str, dict[str, Any]]) -> None:
@@ -317,3 +318,18 @@ def test_panels_do_not_overlap_and_fit_the_grid(built: dict[str, dict[str, Any]]
 
 
 # ------------------------------------------------------------------------------------- writing
+
+
+def test_node_legends_name_the_node_as_several_can_be_picked(built: dict[str, dict[str, Any]]) -> None:
+    node = built["gpudash-node.json"]
+    instance = next(v for v in node["templating"]["list"] if v["name"] == "instance")
+    assert instance["multi"]
+    legends = [t["legendFormat"] for p in node["panels"] for t in p.get("targets") or []
+               if "{{gpu}}" in (t.get("legendFormat") or "")]
+    assert len(legends) > 10 and all(legend.startswith("{{instance}} GPU {{gpu}}") for legend in legends), legends
+
+
+def test_the_health_dashboard_refreshes_every_five_minutes_not_with_the_live_ones(
+        built: dict[str, dict[str, Any]]) -> None:
+    assert built["gpudash-health.json"]["refresh"] == "5m"
+    assert {built[n]["refresh"] for n in ("gpudash-fleet.json", "gpudash-node.json", "gpudash-job.json")} == {"30s"}

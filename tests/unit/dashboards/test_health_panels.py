@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from support.paths import ROOT
 
+from gpudash.catalog import DCGM
 from gpudash.config.loading import load_settings
-from gpudash.health.xid import XID_TABLE
+from gpudash.health.xid import XID_TABLE, action_for
 from gpudash.panels.build import build_all
-from gpudash.panels.health_ledger import xid_classes
+from gpudash.panels.health_ledger import ledger_columns, xid_actions, xid_title
+from gpudash.promql.for_settings import promql_for
 from gpudash.promql.scanner import metric_names
 
 NAME = "gpudash-health.json"
@@ -104,20 +107,31 @@ def test_the_ledger_is_keyed_by_uuid_over_the_ledger_window(dcgm: dict[str, Any]
     assert names["Value #A"] == "worst action"
     assert {"DBE volatile", "DBE aggregate", "SBE volatile", "SBE aggregate", "Uncorrectable remapped rows",
             "Correctable remapped rows", "Remap pending", "Remap failure", "NVLink errors", "Thermal throttled",
-            "Power throttled", "XIDs not in the table"} <= set(names.values())
+            "Power throttled", "XIDs for reset_gpu", "XIDs for reboot_node", "XIDs for drain", "XIDs for restart_job",
+            "XIDs needing no action"} <= set(names.values())
 
 
-def test_xid_columns_are_built_from_the_xid_tables_classes(dcgm: dict[str, Any]) -> None:
+def test_xid_columns_group_the_codes_by_the_action_their_alerts_call_for(dcgm: dict[str, Any]) -> None:
     table = panels(dcgm)[LEDGER]
     names = table["transformations"][3]["options"]["renameByName"]
     by_title = {names[f"Value #{ref}"]: expr for ref, expr in exprs(table).items() if ref != "A"}
-    classes = xid_classes()
-    assert sorted(c for codes in classes.values() for c in codes) == sorted(XID_TABLE)
-    for cls, codes in classes.items():
-        assert f'xid=~"{"|".join(str(c) for c in codes)}"' in by_title[f"XIDs {cls}"]
-    assert 'xid!~"' in by_title["XIDs not in the table"]
-    memory = by_title["XIDs memory"]
-    assert '"48|' in memory or "|48|" in memory
+    actions = xid_actions()
+    assert sorted(c for codes in actions.values() for c in codes) == sorted(XID_TABLE)
+    for action, codes in actions.items():
+        assert f'xid=~"{"|".join(str(c) for c in codes)}"' in by_title[xid_title(action)]
+    assert 'xid!~"' in by_title[xid_title(action_for(0).action)]  # a code not in the table: the default action
+    assert '"48|' in by_title["XIDs for reset_gpu"] or "|48|" in by_title["XIDs for reset_gpu"]
+
+
+def test_each_xid_weighs_in_the_worst_action_as_its_alert_asks() -> None:
+    """XID 43 (no action) must not rank a GPU as restart_job, nor 62 (reset_gpu) as drain, as a column per
+    XID class did (43 with 13, 62 with 54)."""
+    weighed = {}
+    for column in ledger_columns(promql_for(load_settings(ROOT / "thresholds.yaml"), recorded=True, profile=DCGM)):
+        for code in XID_TABLE:
+            if re.search(rf'xid=~"(?:[^"]*\|)?{code}(?:\|[^"]*)?"', column.expr):
+                weighed.setdefault(code, set()).add(column.action)
+    assert weighed == {code: {action_for(code).action} for code in XID_TABLE}
 
 
 def test_the_worst_action_column_reads_the_score_as_an_action(dcgm: dict[str, Any]) -> None:

@@ -127,7 +127,13 @@ def test_colours_by_name_and_by_value() -> None:
     (87.25, "percent", "87.3%"), (0.971, "percentunit", "97.1%"), (312.5, "watt", "313 W"),
     (4230.0, "watt", "4.23 kW"), (1980.0, "rotmhz", "1.98 GHz"), (56400.0, "mbytes", "55.1 GiB"),
     (1.5e9, "Bps", "1.50 GB/s"), (8.0, "none", "8"), (44.0, "celsius", "44 °C"), (3.0, "furlongs", "3 furlongs"),
-    (None, "percent", "-"), (math.nan, "percent", "NaN")])
+    (None, "percent", "-"), (math.nan, "percent", "NaN"),
+    # as @grafana/data 13.2's getValueFormat writes them: its decimals (0.7 -> 3), no plural in a unit's own rung
+    (0.7, "none", "0.700"), (-2.5, "none", "-2.50"), (0.000123, "none", "0.000123"), (65.00000000000001, "percent",
+    "65.0%"), (4140.0, "mbytes", "4.04 GiB"), (0.93, "h", "0.930 hour"), (2.5, "h", "2.50 hour"),
+    (30.0, "h", "1.25 days"), (1140.0, "s", "19 mins"), (90.0, "s", "1.50 mins"), (0.5, "s", "500 ms"),
+    (0.0, "s", "0 s"), (1234567.0, "short", "1.23 Mil"), (2.5, "suffix:pp", "2.50 pp"),
+    (-0.3, "suffix:pp", "-0.300 pp"), (3.0, "prefix:$", "$3")])
 def test_units_as_grafana_writes_them(value: float | None, unit: str, text: str) -> None:
     assert format_value(value, unit) == text
 

@@ -43,7 +43,7 @@ def test_node_gauges_list_gpus_in_index_order_titled_by_their_legend(built: dict
     p = panel(built["gpudash-node.json"], title)
     rows = value_rows(p, answer(p, {("host", gpu): 0.5 for gpu in HASH_ORDER}))
     shown = [r.name for r in rows]
-    assert shown == [f"GPU {gpu}" for gpu in sorted(HASH_ORDER)], shown
+    assert shown == [f"host GPU {gpu}" for gpu in sorted(HASH_ORDER)], shown
 
 
 @pytest.mark.parametrize(("uid", "title", "link"), [
@@ -112,7 +112,7 @@ def test_memory_pressure_shows_used_as_a_percentage_and_hours_until_full_as_time
     units = column_units(p, header)
     shown = {h: (u, format_value(float(v), u)) for h, v, u in zip(header, rows[0], units, strict=True)
              if h in ("hours until full", "used")}
-    assert shown == {"hours until full": ("h", "0.93 h"), "used": ("percentunit", "93%")}, shown
+    assert shown == {"hours until full": ("h", "0.930 hour"), "used": ("percentunit", "93%")}, shown
 
 
 @pytest.mark.parametrize(("uid", "prefix"), [("gpudash-node.json", "Memory per process"),
