@@ -20,6 +20,7 @@ from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kube
 from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors
 from gpudash.exporter.expected import SYSFS_PCI_DEVICES, gpus_expected
+from gpudash.exporter.nic_affinity import gpu_nics
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.sim.cluster_node import cluster_from_options
 from gpudash.exporter.sim.fleet import fleet_from_specs
@@ -188,6 +189,7 @@ def exporter(
     chosen: Collectors = load_collectors(collectors) if collectors else all_signals()
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
+    node_series = None
     if simulate is not None:
         cluster = cluster_from_options(simulate, seed, workload, fault, hostname=hostname, job_specs=sim_job,
                                        jobs=sim_jobs, nodes=sim_nodes, epoch=sim_epoch)
@@ -197,10 +199,13 @@ def exporter(
             fleet, simulated_jobs = cluster
             source = SimulatedSource(fleet)
             attributors.append(simulated_jobs)
+        nics = source.nics()
+        node_series = source.node_series
     else:
         from gpudash.exporter.nvml import NvmlSource
 
         source = NvmlSource()
+        nics = gpu_nics(source.gpus())
     try:
         attributors += _attribution(hpc_job_mapping_dir, proc_root, kubernetes, simulated=simulate is not None)
         service = Exporter(
@@ -217,6 +222,8 @@ def exporter(
             # a simulated node has no PCI functions of its own: this host's would be the wrong count
             gpus_expected=gpus_expected(expected, len(source.gpus()),
                                         None if simulate is not None else SYSFS_PCI_DEVICES),
+            nics=nics,
+            node_series=node_series,
         )
     except BaseException:
         for attributor in attributors:

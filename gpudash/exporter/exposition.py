@@ -32,6 +32,7 @@ from gpudash.catalog import (
 from gpudash.escape import label_value
 from gpudash.exporter.attribution import Labels
 from gpudash.exporter.health_status import health_watches
+from gpudash.exporter.nic_affinity import NIC_INFO, NIC_INFO_HELP, GpuNic, nic_info_lines
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
     GpuIdentity,
@@ -78,6 +79,8 @@ class Snapshot:
     now: float | None = None  # time of the latest sweep: the end of the DCGM_EXP_*_COUNT windows
     count_window: float = COUNT_WINDOW_SECONDS  # seconds those windows span (dcgm-exporter's --xid-count-window-size)
     gpus_expected: int | None = None  # gpudash_node_gpus_expected; None: not published
+    nics: Sequence[GpuNic] = ()  # gpudash_gpu_nic_info: the RDMA ports under each GPU's PCIe switch
+    node_text: str = ""  # series of the node in text format, written as given (a simulated node's ports)
 
 
 class Exposition:
@@ -343,6 +346,9 @@ def render(snap: Snapshot) -> bytes:
         signal = BY_KEY[key]
         lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus, snap))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
+    host = f'{snap.hostname_label}="{label_value(snap.hostname)}"' if snap.hostname is not None else ""
+    _family(NIC_INFO, "gauge", NIC_INFO_HELP, list(nic_info_lines(snap.nics, host)), out)
+    out.append(snap.node_text)
     _family(
         EXPORTER_SWEEP_SECONDS,
         "gauge",

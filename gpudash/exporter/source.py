@@ -53,6 +53,9 @@ COSTLY_KEYS = PROFILING_KEYS | frozenset(
         "power_violation",
         # NVLink P2P status: one call per peer GPU, and it changes only with the links
         "p2p_status",
+        # the NVSwitch fabric state: it changes only when the fabric manager registers the GPU
+        "fabric_status",
+        "fabric_clique",
     }
 )
 # Signals read as a list (per process, per link) rather than one value: they never show in ``values``.
