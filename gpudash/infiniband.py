@@ -44,3 +44,5 @@ ACTIVE = 4  # STATE: the port passes traffic
 LINK_UP = 5  # PHYSICAL_STATE
 DOWN, POLLING = 1, 2  # STATE down; PHYSICAL_STATE polling (no peer: a cable out, a switch port off)
 PORT_LABELS = ("device", "port")
+# The bundled exporter's GPU <-> port map (gpudash.exporter.nic_affinity): labels gpu, UUID, device, port, ...
+NIC_INFO = "gpudash_gpu_nic_info"

@@ -20,9 +20,11 @@ from pathlib import Path
 
 from gpudash.escape import label_value
 from gpudash.exporter.source import GpuIdentity
+from gpudash.infiniband import NIC_INFO
+
+__all__ = ["NIC_INFO", "GpuNic", "NicPort", "PciPlace", "gpu_nics", "nic_info_lines", "nic_ports", "relation"]
 
 SYSFS = Path("/sys")
-NIC_INFO = "gpudash_gpu_nic_info"
 NIC_INFO_HELP = ("1 for each RDMA port (node_exporter's infiniband device and port) under the same PCIe switch as "
                  "this GPU; pcie names the relation as nvidia-smi topo -m does (PIX: one switch, PXB: several).")
 RELATIONS = ("PIX", "PXB", "PHB", "SYS")  # nearest first
