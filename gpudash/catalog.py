@@ -144,6 +144,11 @@ SIGNALS: tuple[Signal, ...] = (
     _s("recovery_action", "DCGM_FI_DEV_GPU_RECOVERY_ACTION", "1", "gauge",
        "The driver's GPU recovery action (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset, "
        "5 recover IMEX domain, 6 bus reset, 7 system reboot).", OPT),
+    _s("fabric_status", "DCGM_FI_DEV_FABRIC_MANAGER_STATUS", "1", "gauge",
+       "The GPU's NVSwitch fabric state (0 not supported, 1 not started, 2 in progress, 3 success, 4 failure, "
+       "5 unrecognized).", OPT),
+    _s("fabric_clique", "DCGM_FI_DEV_FABRIC_CLIQUE_ID", "1", "gauge",
+       "The ID of the fabric clique to which this GPU belongs.", OPT),
     # dcgm-exporter's own fields (DCGM_EXP_*), typed as its 2026 counters file declares them.
     _s("xid_count_window", "DCGM_EXP_XID_ERRORS_COUNT", "1", "gauge",
        "XID errors observed during the configured time window.", OPT, "xid", "window_size_in_ms"),

@@ -30,5 +30,6 @@ FLEET_UID = "gpudash-fleet"
 NODE_UID = "gpudash-node"
 JOB_UID = "gpudash-job"
 HEALTH_UID = "gpudash-health"
+FABRIC_UID = "gpudash-fabric"
 
 TAG = "gpudash"  # on every dashboard gpudash builds; prune deletes only dashboards that carry it

@@ -179,6 +179,26 @@ class AllocatedIdleAlert:
 
 
 @dataclass(frozen=True)
+class FabricAlert:
+    """The InfiniBand / RoCE ports (node_exporter's infiniband collector) and each GPU's NVSwitch fabric state."""
+
+    down_for: Span  # a port that was active within down_lookback and is not active now, this long: drain
+    down_lookback: Span  # ... (a port never active within it, an unused second port, is no alarm)
+    flap_window: Span  # the link went down this many times (flaps) within flap_window: drain
+    flaps: Annotated[int, Whole(2, 10000)]
+    error_window: Span  # symbol errors counted over this window at or above their rate an hour: warning
+    symbol_errors_per_hour_warning: Annotated[float, Number(0.001, 1e12)]
+    link_integrity_per_hour_warning: Annotated[float, Number(0.001, 1e12)]  # ... or link-integrity errors
+    errors_for: Span
+    speed_below_ratio: Annotated[float, Number(0.01, 0.99)]  # active at under this share of its top speed ...
+    speed_lookback: Span  # ... the highest it ran at within this lookback, this long: drain
+    degraded_for: Span
+    congestion_ratio: Ratio  # a straggler's port waiting in this share of its transmit slots ...
+    congestion_for: Span  # ... this long: warning naming the job and the port
+    state_for: Span  # a GPU's fabric not ready (not started, in progress) or failed this long: drain
+
+
+@dataclass(frozen=True)
 class Alerts:
     """The `alerts:` sections, in the order they are read."""
 
@@ -198,6 +218,7 @@ class Alerts:
     fell_off_bus: FellOffBusAlert
     repeat_offender: RepeatOffenderAlert
     recovery_action: RecoveryActionAlert
+    fabric: FabricAlert
 
 
 @dataclass(frozen=True)

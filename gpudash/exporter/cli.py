@@ -21,6 +21,7 @@ from gpudash.exporter.attribution.kubernetes_cli import kubelet_attributor, kube
 from gpudash.exporter.attribution.procs import ProcessAttribution
 from gpudash.exporter.collectors import Collectors, all_signals, load_collectors, with_nvlink_per_link
 from gpudash.exporter.expected import SYSFS_PCI_DEVICES, gpus_expected
+from gpudash.exporter.nic_affinity import gpu_nics
 from gpudash.exporter.service import Exporter
 from gpudash.exporter.source import COUNT_WINDOW_SECONDS, MAX_COUNT_WINDOW_SECONDS, Source
 from gpudash.exporter.webconfig import load_web_config
@@ -203,6 +204,7 @@ def exporter(
         chosen = with_nvlink_per_link(chosen)
     web = load_web_config(web_config) if web_config is not None else None
     source: Source
+    node_series = None
     if simulate is not None:  # the simulator is imported only here: a GPU node never loads it
         from gpudash.exporter.sim.cluster_node import cluster_from_options
         from gpudash.exporter.sim.fleet import fleet_from_specs
@@ -217,10 +219,13 @@ def exporter(
             fleet, simulated_jobs = cluster
             attributors.append(simulated_jobs)
         source = SimulatedSource(replace(fleet, mig=parse_mig(sim_mig)) if sim_mig else fleet)
+        nics = source.nics()
+        node_series = source.node_series
     else:
         from gpudash.exporter.nvml import NvmlSource
 
         source = NvmlSource()
+        nics = gpu_nics(source.gpus())
     try:
         attributors += _attribution(hpc_job_mapping_dir, proc_root, kubernetes, simulated=simulate is not None)
         service = Exporter(
@@ -237,6 +242,8 @@ def exporter(
             # a simulated node has no PCI functions of its own: this host's would be the wrong count
             gpus_expected=gpus_expected(expected, len(source.gpus()),
                                         None if simulate is not None else SYSFS_PCI_DEVICES),
+            nics=nics,
+            node_series=node_series,
         )
     except BaseException:
         for attributor in attributors:

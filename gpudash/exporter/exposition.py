@@ -36,6 +36,7 @@ from gpudash.escape import label_value
 from gpudash.exporter.attribution import Labels
 from gpudash.exporter.health_status import health_watches
 from gpudash.exporter.link_text import link_error_tails, link_text, link_up_tails, number
+from gpudash.exporter.nic_affinity import NIC_INFO, NIC_INFO_HELP, GpuNic, nic_info_lines
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
     MIG_KEYS,
@@ -88,6 +89,8 @@ class Snapshot:
     now: float | None = None  # time of the latest sweep: the end of the DCGM_EXP_*_COUNT windows
     count_window: float = COUNT_WINDOW_SECONDS  # seconds those windows span (dcgm-exporter's --xid-count-window-size)
     gpus_expected: int | None = None  # gpudash_node_gpus_expected; None: not published
+    nics: Sequence[GpuNic] = ()  # gpudash_gpu_nic_info: the RDMA ports under each GPU's PCIe switch
+    node_text: str = ""  # series of the node in text format, written as given (a simulated node's ports)
 
 
 class Exposition:
@@ -332,6 +335,9 @@ def render(snap: Snapshot) -> bytes:
             lines += [f"{signal.dcgm_name}{{{labels}}} {number(value)}\n" for instance, labels in instances
                       if (value := instance.values.get(key)) is not None]
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
+    host = f'{snap.hostname_label}="{label_value(snap.hostname)}"' if snap.hostname is not None else ""
+    _family(NIC_INFO, "gauge", NIC_INFO_HELP, list(nic_info_lines(snap.nics, host)), out)
+    out.append(snap.node_text)
     _family(
         EXPORTER_UNSUPPORTED,
         "gauge",

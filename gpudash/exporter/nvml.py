@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudash.errors import ExporterError
+from gpudash.exporter.fabric_state import fabric_reader
 from gpudash.exporter.gpm import GPM_METRICS, MIB, Gpm, GpmUnsupported
 from gpudash.exporter.health_reads import NVLINK_KEYS, health_readers
 from gpudash.exporter.mig_reads import MigReader
@@ -210,6 +211,7 @@ class NvmlSource:
             NvmlReader(frozenset({"remapped_rows_cor", "remapped_rows_unc", "row_remap_pending", "row_remap_failure"}),
                    remapped),
             *health_readers(nv, self._links.__setitem__),
+            fabric_reader(nv),
         ]
         self._pcie_throughput = NvmlReader(_PCIE, pcie_throughput)
         return readers

@@ -22,12 +22,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpudash.exporter.attribution import Attributor, Labels, instance_copies
 from gpudash.exporter.exposition import Exposition, GpuView, Snapshot, render
 from gpudash.exporter.health_status import INPUT_KEYS as HEALTH_STATUS_KEYS
+from gpudash.exporter.nic_affinity import GpuNic
 from gpudash.exporter.source import (
     COUNT_WINDOW_SECONDS,
     LIST_KEYS,
@@ -110,6 +111,8 @@ class Poller:
         attributor: Attributor | None = None,
         count_window: float = COUNT_WINDOW_SECONDS,
         gpus_expected: int | None = None,
+        nics: Sequence[GpuNic] = (),
+        node_series: Callable[[float], str] | None = None,
     ) -> None:
         self.source = source
         self.published = tuple(published)
@@ -122,6 +125,8 @@ class Poller:
         self._reads = {key: reads for key in self.published if (reads := keys_to_read((key,)))}
         self.count_window = count_window
         self.gpus_expected = len(source.gpus()) if gpus_expected is None else gpus_expected  # the count at start
+        self.nics = tuple(nics)
+        self.node_series = node_series  # the node's own series at a time (a simulated node's InfiniBand ports)
         self._now: float | None = None
         self.interval = interval
         self.slow_interval = slow_interval
@@ -283,6 +288,9 @@ class Poller:
                 now=self._now,
                 count_window=self.count_window,
                 gpus_expected=self.gpus_expected,
+                nics=self.nics,
+                node_text=self.node_series(self._now if self._now is not None else self.clock())
+                if self.node_series is not None else "",
             )
         return render(snap)
 

@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from gpudash.exporter.attribution import Attributor
 from gpudash.exporter.collectors import Collectors, all_signals
 from gpudash.exporter.exposition import Exposition
+from gpudash.exporter.nic_affinity import GpuNic
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.server import MetricsServer
 from gpudash.exporter.source import COUNT_WINDOW_SECONDS, Source
@@ -35,6 +37,8 @@ class Exporter:
         attributor: Attributor | None = None,
         count_window: float = COUNT_WINDOW_SECONDS,
         gpus_expected: int | None = None,
+        nics: Sequence[GpuNic] = (),
+        node_series: Callable[[float], str] | None = None,
     ) -> None:
         """``hostname=""`` uses this machine's name; ``None`` leaves the host label out."""
         chosen = collectors or all_signals()
@@ -51,6 +55,8 @@ class Exporter:
             attributor=attributor,
             count_window=count_window,
             gpus_expected=gpus_expected,
+            nics=nics,
+            node_series=node_series,
         )
         self.server = MetricsServer(self._exposition, listen, web)
         self._started = False

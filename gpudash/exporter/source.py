@@ -57,6 +57,9 @@ COSTLY_KEYS = PROFILING_KEYS | frozenset(
         "p2p_status",
         # up to 7 MIG devices, a few calls each
         MIG_INSTANCES,
+        # the NVSwitch fabric state: it changes only when the fabric manager registers the GPU
+        "fabric_status",
+        "fabric_clique",
     }
 )
 # A MIG GPU's instances, read as a list on the slow loop (the layout changes only when an administrator changes

@@ -8,6 +8,7 @@ level:metric:operations convention.
 from __future__ import annotations
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
+from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
 from gpudash.promql.query import BAND_WIDTH, BANDS, PromQL, Recording, Scope
 from gpudash.promql.resets import RESET_RECORDINGS, XID_SEEN_LOOKBACK
 from gpudash.promql.scanner import metric_names
@@ -255,6 +256,7 @@ RECORDINGS: tuple[Recording, ...] = (
     *JOB_RECORDINGS,
     *FLEET_LISTS,
     *RESET_RECORDINGS,  # after the XID-event recording they read
+    *FABRIC_RECORDINGS,
 )
 
 RECORDING_BY_NAME: dict[str, Recording] = {r.record: r for r in RECORDINGS}

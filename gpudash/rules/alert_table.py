@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpudash.rules.alert_spec import KUBERNETES_JOB_LABELS, AlertContext, AlertSpec, RuleSpec, target_labels
+from gpudash.rules.fabric_alerts import FABRIC_ALERTS
 from gpudash.rules.health_alerts import HEALTH_ALERTS, TEMPERATURE
 from gpudash.rules.node_state import NODE_DRAINED_ALERT, WATCHDOG_ALERT
 
@@ -149,6 +150,7 @@ ALERTS: tuple[AlertSpec, ...] = (
         "them or fix the job; the job dashboard shows which GPUs, the fleet dashboard the largest idle holders."),
     ), reads=("alerts.job_hung",)),
     *HEALTH_ALERTS,
+    *FABRIC_ALERTS,
 )
 
 # About the alerting itself, not a GPU: the heartbeat, and nodes out of service (gpudash.rules.node_state). In

@@ -79,7 +79,7 @@ def test_out_keeps_files_gpudash_did_not_write(repo_copy: Path) -> None:
     assert f"{out} had no record of the files gpudash wrote, so nothing was removed" in result.out
     again = gpudash("dashboards", "--out", str(out), cwd=repo_copy)
     assert again.out.splitlines() == [f"kept {out / 'package.json'}: not written by gpudash",
-                                         f"4 dashboards in {out} already up to date"]
+                                         f"5 dashboards in {out} already up to date"]
     assert gpudash("dashboards", "--out", str(out), "--check", cwd=repo_copy).code == 0
 
 

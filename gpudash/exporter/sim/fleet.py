@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gpudash.catalog import CLOCK_EVENT_REASONS
 from gpudash.errors import UsageError
-from gpudash.exporter.sim import faults_health, jobphysics
+from gpudash.exporter.sim import fabric, faults_health, jobphysics
 from gpudash.exporter.sim.counters import Integral
 from gpudash.exporter.sim.gpu_state import GpuState
 from gpudash.exporter.sim.jobs import Job, JobLayout
@@ -212,6 +212,7 @@ class Fleet:
         health, links = faults_health.health(self.seed, i, t, values["gpu_temp"], faults, m.sw_thermal_c,
                                              m.mem_max_op_c)
         values.update(health, **faults_health.violations(t, faults, m.sw_thermal_c))
+        values.update(fabric.gpu_fabric(faults, t))
         processes: tuple[ProcessUsage, ...] = ()
         if s.process is not None:
             own = fb_used - (s.foreign.fb_used_mib if s.foreign is not None else 0.0)

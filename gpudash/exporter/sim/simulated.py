@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from gpudash.exporter.health_reads import NVLINK_KEYS
+from gpudash.exporter.nic_affinity import GpuNic
+from gpudash.exporter.sim import fabric
 from gpudash.exporter.sim.fleet import Fleet
 from gpudash.exporter.sim.mig_layout import instances
 from gpudash.exporter.source import (
@@ -73,6 +75,18 @@ class SimulatedSource:
     def _peers(self, index: int, t: float) -> tuple[PeerStatus, ...]:
         return tuple(PeerStatus(peer, P2P_OK) for peer in range(self.fleet.gpus)
                      if peer != index and not self.fleet.lost(peer, max(0.0, t)))
+
+    def nics(self) -> tuple[GpuNic, ...]:
+        """Each GPU's InfiniBand port (gpudash.exporter.sim.fabric)."""
+        return tuple(fabric.port_of(g) for g in self.fleet.identities)
+
+    def node_series(self, now: float) -> str:
+        """The ports as node_exporter's infiniband collector would publish them at ``now``."""
+        t = max(0.0, now - self.fleet.epoch)
+        fleet = self.fleet
+        ports = [(pair, fabric.port_values(fleet.seed, i, t, fleet.faults.get(i, ()), fleet.workload(i) != "idle"))
+                 for pair in self.nics() for i in (pair.gpu.index,)]
+        return "".join(fabric.exposition(ports))
 
     def close(self) -> None:
         """Nothing to release."""

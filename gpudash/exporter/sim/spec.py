@@ -21,6 +21,8 @@ FAULTS = ("leak", "thermal", "stall", "xid", "lost")  # what goes wrong with one
 HEALTH_FAULTS = ("dbe-burst", "remap-pending", "remap-failure", "nvlink-crc-storm", "fell-off-bus",
                  "nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle", "recovery-action")
 TRICKLES = ("nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle")  # corrected errors, ARG an hour
+# what goes wrong with the fabric beside one GPU: its InfiniBand port, its NVSwitch fabric (gpudash.exporter.sim.fabric)
+FABRIC_FAULTS = ("ib-down", "ib-flap", "ib-congested", "ib-degraded", "ib-symbol-burst", "fabric-failure")
 JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign", "hang")  # what goes wrong with a job's use of its GPUs
 SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
 DEFAULT_FAULT_START = 60.0
@@ -58,11 +60,11 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
     """``node-02/5=straggler:30@1h`` -> ("node-02", 5, Fault); without ``NODE/`` the node is None (this one)."""
     match = _FAULT.match(spec.strip())
     usage = ("expected IDX=KIND[:ARG][@START][+DURATION] (NODE/IDX=... on a simulated cluster), KIND one of "
-             + ", ".join(FAULTS + HEALTH_FAULTS + JOB_FAULTS))
+             + ", ".join(FAULTS + HEALTH_FAULTS + FABRIC_FAULTS + JOB_FAULTS))
     if not match:
         raise UsageError(f"--fault {spec!r}: {usage}")
     node, index, kind, arg, start, duration = match.groups()
-    if kind not in FAULTS + HEALTH_FAULTS + JOB_FAULTS:
+    if kind not in FAULTS + HEALTH_FAULTS + FABRIC_FAULTS + JOB_FAULTS:
         raise UsageError(f"--fault {spec!r}: unknown fault {kind!r}; {usage}")
     try:
         value: float | None = None
@@ -83,6 +85,10 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
         raise UsageError(f"--fault {spec!r}: {kind}'s argument must be a positive integer (e.g. {kind}:48)")
     if kind in TRICKLES and value is not None and value <= 0:
         raise UsageError(f"--fault {spec!r}: {kind}'s argument is errors an hour, more than 0 (e.g. {kind}:2)")
+    if kind in ("ib-congested", "ib-degraded") and value is not None and not 0 < value < 1:
+        raise UsageError(f"--fault {spec!r}: {kind}'s argument is a share between 0 and 1 (e.g. {kind}:0.5)")
+    if kind in ("ib-flap", "ib-symbol-burst") and value is not None and value <= 0:
+        raise UsageError(f"--fault {spec!r}: {kind}'s argument must be more than 0")
     if kind == "straggler" and value is not None and not 0 < value < 90:
         raise UsageError(f"--fault {spec!r}: a straggler runs between 0 and 90 % slower (e.g. straggler:30)")
     if kind == "foreign" and value is not None and (value != int(value) or value < 1):

@@ -103,3 +103,15 @@ def test_a_grafana_schema_other_than_v1_v2_or_auto_is_refused(tmp_path: Path) ->
     site.write_text("grafana:\n  schema: v3\n", encoding="utf-8")
     line = one_line_exit_2(tmp_path, "--thresholds", str(ROOT / "thresholds.yaml"), "--site", str(site))
     assert line == f"gpudash: {site}: grafana.schema: expected one of v1, v2, auto, got 'v3'"
+
+
+@pytest.mark.parametrize(("old", "new", "key", "expected"), [
+    ("speed_below_ratio: 0.75 ", "speed_below_ratio: 1.5 ", "alerts.fabric.speed_below_ratio",
+     "a number from 0.01 to 0.99, got 1.5"),
+    ("    flaps: 3 ", "    flaps: 1 ", "alerts.fabric.flaps", "a whole number from 2 to 10000, got 1"),
+])
+def test_a_fabric_knob_out_of_bounds_is_refused_naming_the_key(
+        tmp_path: Path, old: str, new: str, key: str, expected: str) -> None:
+    path = replaced(tmp_path, old, new)
+    line = one_line_exit_2(tmp_path, "--thresholds", str(path))
+    assert line.startswith(f"gpudash: {path}: {key}: expected ") and line.endswith(expected), line

@@ -29,8 +29,8 @@ def test_two_runs_give_identical_bytes_and_the_second_writes_nothing(tmp_path: P
     settings = load_settings(ROOT / "thresholds.yaml")
     first = build_all(settings, ROOT / "dashboards")
     outcome = write_all(first, tmp_path)
-    assert [p.name for p in outcome.written] == ["gpudash-fleet.json", "gpudash-health.json", "gpudash-job.json",
-                                                 "gpudash-node.json", RECORD]
+    assert [p.name for p in outcome.written] == ["gpudash-fabric.json", "gpudash-fleet.json", "gpudash-health.json",
+                                                 "gpudash-job.json", "gpudash-node.json", RECORD]
     snapshot = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     second = build_all(settings, ROOT / "dashboards")
     assert {name: render(d) for name, d in second.items()} == {k: v for k, v in snapshot.items() if k != RECORD}

@@ -42,7 +42,7 @@ def test_two_runs_give_the_same_bytes(repo_copy: Path) -> None:
     first, second = repo_copy / "first", repo_copy / "second"
     assert gpudash("dashboards", "--format", "v2", "--out", str(first), cwd=repo_copy).code == 0
     assert gpudash("dashboards", "--format", "v2", "--out", str(second), cwd=repo_copy).code == 0
-    assert files(first) == files(second) and len(files(first)) == 4
+    assert files(first) == files(second) and len(files(first)) == 5
 
 
 def test_git_sync_writes_one_resource_envelope_per_dashboard(repo_copy: Path) -> None:

@@ -113,7 +113,7 @@ def test_grafana_data_source_and_dashboards_as_generated(expect: Expectations) -
     source = {"uid": "gpudash-prometheus", "type": "prometheus", "url": "http://prom:9090/"}
     found = grafana_findings(grafana(datasources={"gpudash-prometheus": source}), expect, "http://prom:9090")
     assert [(f.verdict.value, f.what) for f in found] == [
-        ("ok", "prometheus at http://prom:9090/"), ("ok", "4 of 4 dashboards as generated")]
+        ("ok", "prometheus at http://prom:9090/"), ("ok", "5 of 5 dashboards as generated")]
 
 
 def test_a_missing_data_source_names_a_near_uid(expect: Expectations) -> None:
@@ -136,7 +136,7 @@ def test_a_data_source_of_another_kind_or_elsewhere(expect: Expectations) -> Non
 def test_dashboards_that_differ_in_one_line(expect: Expectations) -> None:
     steps = (("gpudash-fleet", "GPU fleet", Action.DRIFTED, "edited"), ("gpudash-node", "GPU node", Action.CREATE, ""))
     finding = grafana_findings(grafana(dashboards=steps), expect, None)[-1]
-    assert finding.what == ("2 of 4 dashboards differ: gpudash-fleet: changed in Grafana since gpudash pushed it, "
+    assert finding.what == ("2 of 5 dashboards differ: gpudash-fleet: changed in Grafana since gpudash pushed it, "
                             "gpudash-node: not in Grafana")
     assert "gpudash diff" in finding.fix
 

@@ -132,7 +132,7 @@ def test_the_operator_resource_carries_the_rma_receiver_and_its_secret(tmp_path:
 def test_alert_names_are_listed_once() -> None:
     from gpudash.rules.alert_table import alert_names
 
-    assert len(alert_names()) == len(set(alert_names())) == 18
+    assert len(alert_names()) == len(set(alert_names())) == 24
 
 
 def test_health_pages_name_the_card_or_the_job(settings: Settings) -> None:

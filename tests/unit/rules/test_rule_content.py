@@ -21,7 +21,7 @@ from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alert_table import alert_names
 from gpudash.rules.generated_files import render_all
 
-JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle", "GPUJobHung")
+JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle", "GPUJobHung", "GPUFabricStragglerCongestion")
 # Alerts about one GPU that name the job on it too: what to restart, whose memory it is.
 NAMING_THE_JOB = ("GPUMemoryPressure", "GPUMemoryLeakPredicted", "GPUJobStalled")
 LEVELS = ("critical", "warning", "info")

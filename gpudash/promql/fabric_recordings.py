@@ -1,0 +1,76 @@
+"""The fabric's recording rules: node_exporter's InfiniBand / RoCE port counters per port, node, cluster, and per
+GPU through the bundled exporter's GPU <-> port map (gpudash_gpu_nic_info).
+
+The congestion ratio of a port is the share of its transmit slots spent waiting: transmit-wait ticks over
+ticks plus data words sent (PortXmitData counts 4-byte words; node_exporter publishes it in bytes). A tick is
+not exactly a word's time on every HCA, so the ratio ranks and thresholds ports; it is no exact duty cycle.
+
+A port is matched to its GPUs on the host (each series' `instance` without its port: node_exporter's
+host:9100 meets the GPU exporter's host:9400), its `device` and its `port`. Every recording is `filtered`: a
+fleet without RDMA ports records none, and that is no fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpudash import infiniband as ib
+from gpudash.promql.query import PromQL, Recording
+
+RATE_WINDOW = "5m"
+PORT = "cluster, instance, device, port"
+HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
+TX = "cluster_instance_port:infiniband_transmit_bytes:rate"
+RX = "cluster_instance_port:infiniband_receive_bytes:rate"
+CONGESTION = "cluster_instance_port:infiniband_congestion:ratio"
+ERRORS = "cluster_instance_port:infiniband_errors:rate"
+GPU_CONGESTION = "cluster_instance_gpu:infiniband_congestion:ratio"
+
+
+def port_rate(q: PromQL, name: str) -> str:
+    return f"sum by ({PORT}) (rate({name}{q.scope.selector()}[{RATE_WINDOW}]))"
+
+
+def _congestion(q: PromQL) -> str:
+    wait = port_rate(q, ib.TRANSMIT_WAIT)
+    return f"{wait}\n/\n(\n  {wait}\n  + {port_rate(q, ib.TRANSMITTED_BYTES)} / 4\n  > 0\n)"
+
+
+def _errors(q: PromQL) -> str:
+    return "\n+ ".join(port_rate(q, name) for name in (ib.SYMBOL_ERRORS, ib.LINK_INTEGRITY_ERRORS, ib.RECEIVE_ERRORS))
+
+
+def _gpu_congestion(q: PromQL) -> str:
+    """Each GPU's worst port, with the port's device and port labels (one series per GPU, as topk keeps it)."""
+    info = f"max by (cluster, instance, gpu, device, port) ({ib.NIC_INFO}{q.scope.selector()})"
+    return (f"topk by (cluster, instance, gpu) (1,\n  max by (cluster, instance, gpu, device, port) (\n"
+            f"    label_replace({q.use(CONGESTION)}, {HOST_FROM_INSTANCE})\n"
+            f"    * on (host, device, port) group_right ()\n"
+            f"    label_replace({info}, {HOST_FROM_INSTANCE})\n  )\n)")
+
+
+def _rec(record: str, build: Callable[[PromQL], str], help_: str) -> Recording:
+    return Recording(record, (), build, help_, filtered=True)
+
+
+FABRIC_RECORDINGS: tuple[Recording, ...] = (
+    _rec(TX, lambda q: port_rate(q, ib.TRANSMITTED_BYTES), "InfiniBand / RoCE transmit throughput (B/s), per port."),
+    _rec(RX, lambda q: port_rate(q, ib.RECEIVED_BYTES), "InfiniBand / RoCE receive throughput (B/s), per port."),
+    _rec(CONGESTION, _congestion,
+         "Share of a port's transmit slots spent waiting (transmit wait over wait plus words sent), per port."),
+    _rec(ERRORS, _errors, "Symbol, link-integrity and receive errors a second, per port."),
+    _rec("cluster_instance:infiniband_transmit_bytes:rate", lambda q: f"sum by (cluster, instance) ({q.use(TX)})",
+         "InfiniBand / RoCE transmit throughput (B/s), per node."),
+    _rec("cluster_instance:infiniband_receive_bytes:rate", lambda q: f"sum by (cluster, instance) ({q.use(RX)})",
+         "InfiniBand / RoCE receive throughput (B/s), per node."),
+    _rec("cluster_instance:infiniband_congestion:max", lambda q: f"max by (cluster, instance) ({q.use(CONGESTION)})",
+         "The congestion ratio of the node's most congested port."),
+    _rec("cluster:infiniband_transmit_bytes:rate", lambda q: f"sum by (cluster) ({q.use(TX)})",
+         "InfiniBand / RoCE transmit throughput (B/s), per cluster."),
+    _rec("cluster:infiniband_receive_bytes:rate", lambda q: f"sum by (cluster) ({q.use(RX)})",
+         "InfiniBand / RoCE receive throughput (B/s), per cluster."),
+    _rec("cluster:infiniband_congestion:avg", lambda q: f"avg by (cluster) ({q.use(CONGESTION)})",
+         "Mean congestion ratio of the cluster's ports that carry traffic."),
+    _rec(GPU_CONGESTION, _gpu_congestion,
+         "The congestion ratio of each GPU's most congested port (gpudash_gpu_nic_info), with its device and port."),
+)
