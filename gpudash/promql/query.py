@@ -281,3 +281,21 @@ BANDS = tuple(str(band) for band in range(0, 100, BAND_WIDTH))
 # Prometheus's series of the alerts it evaluates (alertname, alertstate, and the alert's labels).
 ALERTS = "ALERTS"
 UP = "up"  # Prometheus's health series of each scrape target
+
+
+def any_bit_set(x: str, bits: list[int]) -> str:
+    """> 0 where any of `bits` (powers of two) is set in `x`, reading `x` once where the bits allow it.
+
+    PromQL has no bitwise AND: bit b of x is floor(x / b) % 2, one read of x per bit, which a subquery repeats at
+    every step. One read: z = floor(x / lowest) % (2 * highest / lowest) holds the bits from the lowest wanted
+    to the highest; none of the wanted is set exactly when z is made of the others only, 0 or (with one other
+    bit u) u, that is where |z - u/2| == u/2.
+    """
+    low, high = min(bits), max(bits)
+    others = [b // low for b in (low << i for i in range((high // low).bit_length())) if b not in bits]
+    z = f"floor({x} / {low}) % {2 * high // low}"
+    if not others:
+        return f"{z} > bool 0"
+    if len(others) == 1:
+        return f"abs({z} - {others[0] / 2:g}) != bool {others[0] / 2:g}"
+    return " + ".join(f"floor({x} / {b}) % 2" for b in bits)

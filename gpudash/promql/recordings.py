@@ -7,9 +7,11 @@ level:metric:operations convention.
 
 from __future__ import annotations
 
-from gpudash.catalog import BY_DCGM_NAME, BY_KEY, Profile, Signal
+from collections.abc import Callable
+
+from gpudash.catalog import BY_DCGM_NAME, BY_KEY, CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS, Profile, Signal
 from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
-from gpudash.promql.query import BAND_WIDTH, BANDS, PromQL, Recording, Scope
+from gpudash.promql.query import BAND_WIDTH, BANDS, THROTTLE_REASONS, PromQL, Recording, Scope, any_bit_set
 from gpudash.promql.resets import RESET_RECORDINGS, XID_SEEN_LOOKBACK
 from gpudash.promql.scanner import metric_names
 
@@ -90,6 +92,49 @@ def _throttle_reasons_set(q: PromQL) -> str:
     return f"sum by (cluster, instance, {q.gpu}) ({reasons}) > 0"
 
 
+def _thermal_reason_set(q: PromQL) -> str:
+    """1 per GPU with a thermal or power-brake clock event reason set at this evaluation: the bundled exporter's
+    per-reason gauge, or the bits of the clock-event mask. GPUThermalThrottling reads it over its window: one
+    instant read of the mask per evaluation, where a subquery tested every sample of the window each time."""
+    forms = []
+    if q.has("clock_event_active"):
+        forms.append(f"{q.per_gpu(q.metric('clock_event_active', (THROTTLE_REASONS,)))} > 0")
+    if q.has("clock_event_reasons"):
+        bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
+        mask = q.profile.ref("clock_event_reasons").name
+        test = any_bit_set(mask, [bits[name] for name in THERMAL_OR_BRAKE_REASONS])
+        forms.append(f"{q.per_gpu(test)} > 0")
+    return f"({' or '.join(forms)}) * 0 + 1"
+
+
+# Each temperature sensor: its max operating temperature signal, its name in thresholds.yaml, its recording.
+TEMPERATURE_SENSORS = {
+    "gpu_temp": ("gpu_max_op_temp", "gpu", "cluster_instance_gpu:gpu_temperature_celsius:near_limit"),
+    "hbm_temp": ("mem_max_op_temp", "hbm", "cluster_instance_gpu:gpu_memory_temperature_celsius:near_limit"),
+}
+
+
+def _near_limit(key: str) -> Callable[[PromQL], str]:
+    """The GPUs whose median temperature (alerts.temperature.window) is within the margin of their own limit, or
+    above the fixed warning level where they publish no limit: GPUHighTemperature's warning, and the only GPUs its
+    critical can name (at the limit itself, or above the higher critical level; margins are not negative). The
+    medians are taken once per evaluation here, not by each of the alerts. Labelled with the card."""
+    limit_key, sensor, _ = TEMPERATURE_SENSORS[key]
+
+    def build(q: PromQL) -> str:
+        card = (q.profile.uuid_label, *((q.profile.hostname_label,) if q.profile.hostname_label else ()))
+        median = q.per_gpu(q.over_time("quantile", key, q.thresholds.alerts.temperature.window, "0.5"), *card)
+        fixed = f"{median} > {getattr(q.thresholds.temperature, sensor).warning:g}"
+        if not q.has(limit_key):
+            return fixed
+        on = f"on (cluster, instance, {q.gpu})"
+        limit = q.gpu_once(limit_key)
+        margin = getattr(q.thresholds.temperature, f"{sensor}_margin")
+        return f"{median}\n  >= {on}\n  ({limit} - {margin:g})\nor\n(\n  {fixed}\n  unless {on}\n  {limit}\n)"
+
+    return build
+
+
 def _xid_new(q: PromQL) -> str:
     """1 per GPU and code (`xid`) at each evaluation where the last-XID gauge shows a code it did not show one
     rule interval before: a new XID event. The code comes from dcgm-exporter's err_code label, else from the
@@ -141,6 +186,16 @@ FLEET_LISTS: tuple[Recording, ...] = (
               _throttle_reasons_set,
               "Per GPU with a thermal or power-brake clock event reason set now (bundled exporter) or counted in "
               "dcgm-exporter's window: how many (only such GPUs).", filtered=True, any_need=True),
+    Recording("cluster_instance_gpu:gpu_thermal_reason:set", ("clock_event_active", "clock_event_reasons"),
+              _thermal_reason_set,
+              "Per GPU with a thermal or power-brake clock event reason set now (the bundled exporter's gauge or "
+              "the bits of the clock-event mask): 1 (only such GPUs).", filtered=True, any_need=True),
+    *(Recording(record, (key,), _near_limit(key),
+                f"Per GPU whose median {sensor.upper()} temperature over alerts.temperature.window is within "
+                f"temperature.{sensor}_margin_celsius of its max operating temperature, or above "
+                f"temperature.{sensor}_warning_celsius where it publishes none: the median (only such GPUs).",
+                filtered=True)
+      for key, (_, sensor, record) in TEMPERATURE_SENSORS.items()),
     Recording("cluster_instance_gpu:gpu_reporting:stopped", ("fb_used",),
               lambda q: q.silent_gpus("fb_used", q.thresholds.alerts.exporter_down.lookback),
               "Per GPU that reported within alerts.exporter_down.lookback and reports nothing now: 1 (only such "

@@ -11,11 +11,10 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 
 from __future__ import annotations
 
-from gpudash.catalog import CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS
 from gpudash.config.durations import Duration, duration_text
 from gpudash.config.site import Site
 from gpudash.escape import promql_matcher
-from gpudash.promql.query import THROTTLE_REASONS, PromQL
+from gpudash.promql.query import PromQL
 
 NODE_LOAD1 = "node_load1"
 NODE_CPU_SECONDS = "node_cpu_seconds_total"
@@ -81,36 +80,28 @@ class AlertExpressions:
         Clock and temperature are medians over the short window and reasons count if set within it, so the
         seconds-long dips of a training job (a data-loader stall cools the die and frees the clock) neither
         reset the `for:` nor make the alert flap.
+
+        Each signal is read once: the median clock is compared with a per-GPU bar, which is no bar at all
+        (+Inf) where a reason was set, else the clock it must stay above where the GPU is hot. The reasons
+        come from their recording (cluster_instance_gpu:gpu_thermal_reason:set), read over the window.
         """
         if not self.has("sm_clock", "gpu_temp"):
             return None
         keep = 1 - self.t.throttle_drop_ratio
-        clock = self.typical("sm_clock")
-        recent = self.q.per_gpu(self.q.over_time("max", "sm_clock", self.a.throttling.window))
-        hot = f"{self.typical('gpu_temp')} >= {self.t.temperature.gpu.warning:g}"
-        dropped = [f"{clock} < {keep:g} * {recent}"]
+        on = f"on ({self.gpu})"
+        peak = self.q.per_gpu(self.q.over_time("max", "sm_clock", self.a.throttling.window))
         if self.has("sm_clock_max"):
-            dropped.append(f"{clock} < {keep:g} * {self.q.per_gpu(self.q.metric('sm_clock_max'))}")
-        parts = [f"(\n  ({' or '.join(dropped)})\n  and\n  {hot}\n)"]
-        reasons = self._throttle_reasons()
-        if reasons:
-            parts.append(f"(\n  {clock}\n  and\n  ({reasons}) > 0\n)")
-        return f"{NL}or{NL}".join(parts)
-
-    def _throttle_reasons(self) -> str | None:
-        """Per GPU, > 0 if a thermal or power-brake reason was set within the short window."""
-        window = self.a.temperature.window
-        forms = []
-        if self.has("clock_event_active"):
-            active = self.q.metric("clock_event_active", (THROTTLE_REASONS,))
-            forms.append(self.q.per_gpu(f"max_over_time({active}[{window}])"))
-        if self.has("clock_event_reasons"):
-            mask = self.q.profile.ref("clock_event_reasons").name
-            bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
-            step = self.site.scrape_interval
-            test = any_bit_set(mask, [bits[name] for name in THERMAL_OR_BRAKE_REASONS])
-            forms.append(self.q.per_gpu(f"max_over_time(({test})[{window}:{step}])"))
-        return " or ".join(forms) or None
+            # the higher of the recent peak and the max clock: `or` of the two, told apart by a label, then max
+            top = self.q.per_gpu(self.q.metric("sm_clock_max"))
+            peak = (f'max by ({self.gpu}) (label_replace({peak}, "peak", "recent", "", "")'
+                    f' or label_replace({top}, "peak", "max", "", ""))')
+        hot = f"{self.typical('gpu_temp')} >= {self.t.temperature.gpu.warning:g}"
+        bar = f"{keep:g} * {peak}\n    and {on}\n    {hot}"
+        record = "cluster_instance_gpu:gpu_thermal_reason:set"
+        if self.q.available(record):
+            reasons = self.q.recorded_over_time("max", record, self.a.temperature.window)
+            bar = f"{reasons} * 0 + Inf\n    or {on}\n    {bar}"
+        return f"{self.typical('sm_clock')}\n  < {on}\n  (\n    {bar}\n  )"
 
     def memory_pressure(self, level: float, job: tuple[str, ...] = ()) -> str | None:
         """Over the level and growing, per GPU and per job on it (`job`: the labels that name the job)."""
@@ -306,24 +297,6 @@ class AlertExpressions:
 
 
 NL = "\n"
-
-
-def any_bit_set(x: str, bits: list[int]) -> str:
-    """> 0 where any of `bits` (powers of two) is set in `x`, reading `x` once where the bits allow it.
-
-    PromQL has no bitwise AND: bit b of x is floor(x / b) % 2, one read of x per bit, which a subquery repeats at
-    every step. One read: z = floor(x / lowest) % (2 * highest / lowest) holds the bits from the lowest wanted
-    to the highest; none of the wanted is set exactly when z is made of the others only, 0 or (with one other
-    bit u) u, that is where |z - u/2| == u/2.
-    """
-    low, high = min(bits), max(bits)
-    others = [b // low for b in (low << i for i in range((high // low).bit_length())) if b not in bits]
-    z = f"floor({x} / {low}) % {2 * high // low}"
-    if not others:
-        return f"{z} > bool 0"
-    if len(others) == 1:
-        return f"abs({z} - {others[0] / 2:g}) != bool {others[0] / 2:g}"
-    return " + ".join(f"floor({x} / {b}) % 2" for b in bits)
 
 
 def _indent(text: str, spaces: int = 2) -> str:

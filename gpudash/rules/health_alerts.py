@@ -72,7 +72,8 @@ def _temperature(sensor: str, severity: str) -> RuleSpec:
 
     return RuleSpec(
         severity, action,
-        lambda c: c.h.temperature(key, limit_key, c.level, margin(c), target_labels(c.settings, carried(action)))
+        lambda c: c.h.temperature(key, limit_key, None if warning else c.level,
+                                  target_labels(c.settings, carried(action)))
         if c.x.has(key) else None,
         f"{name} temperature {'near' if warning else 'at'} its limit on {{where}}",
         f"The {name} temperature of {{where}} has stayed {{judged}} (median over {{k.window}}: "

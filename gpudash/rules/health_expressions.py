@@ -19,6 +19,7 @@ from gpudash.config.durations import Duration
 from gpudash.escape import promql_matcher, re2_any
 from gpudash.health.xid import XidClass
 from gpudash.promql.query import Matcher
+from gpudash.promql.recordings import TEMPERATURE_SENSORS
 from gpudash.promql.resets import EPISODES, card
 from gpudash.rules.expressions import NL, NODE_BOOT_TIME, AlertExpressions
 
@@ -47,21 +48,22 @@ class HealthExpressions:
 
     # -- temperature -------------------------------------------------------------------------------------
 
-    def temperature(self, key: str, limit_key: str, fallback: float, margin: float | None,
-                    keep: Sequence[str] = ()) -> str:
-        """The median temperature at or above its GPU's own limit less `margin` (None: at the limit itself),
-        and, for a GPU that publishes no limit, above the fixed fallback level.
+    def temperature(self, key: str, limit_key: str, critical: float | None, keep: Sequence[str] = ()) -> str:
+        """The GPUs near their temperature limit (`critical` None: the warning), read from their recording; at
+        or above the limit itself (`critical`: the fixed level for a GPU that publishes no limit).
 
         The limit is per GPU (an H200's memory runs to 95 C, its core to 87 C), matched `on` the GPU's labels,
-        so each GPU is judged by its own number; `unless on` keeps a GPU with a limit out of the fallback.
+        so each GPU is judged by its own number; `unless on` keeps a GPU with a limit out of the fallback. The
+        recording holds the medians of the GPUs near their limits only: the critical compares those.
         """
-        typical = self.x.typical(key, *keep)
-        fixed = f"{typical} > {fallback:g}"
+        near = self.q.per_gpu(self.q.use(TEMPERATURE_SENSORS[key][2]), *keep)
+        if critical is None:
+            return near
+        fixed = f"{near} > {critical:g}"
         if not self.q.has(limit_key):
             return fixed
-        limit = self.q.per_gpu(self.q.metric(limit_key))
-        level = f"({limit} - {margin:g})" if margin else limit
-        return (f"{typical}\n  >= on ({self.gpu})\n  {level}\nor\n"
+        limit = self.q.gpu_once(limit_key)
+        return (f"{near}\n  >= on ({self.gpu})\n  {limit}\nor\n"
                 f"(\n  {fixed}\n  unless on ({self.gpu})\n  {limit}\n)")
 
     # -- memory errors -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from support.paths import ROOT
 
 from gpudash.config.loading import Settings, load_settings
 from gpudash.health.xid import ACTIONS, UNKNOWN_ACTION, UNKNOWN_SEVERITY, XID_TABLE
-from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE
+from gpudash.repository import ALERTMANAGER_FILE, ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alert_spec import ACTION_TEXT
 from gpudash.rules.generated_files import render_all
 from gpudash.rules.health_alerts import HEALTH_ALERTS, LATCHED, TEMPERATURE, WATCHED_BY, xid_groups
@@ -70,8 +70,15 @@ def test_health_rules_use_each_gpus_own_limits_and_never_count_a_gpu_twice(setti
     rules = rules_of(render_all(settings))
     temperature = {(r["labels"]["sensor"], r["labels"]["severity"]): r["expr"] for r in rules
                    if r["alert"] == "GPUHighTemperature"}
+    # the warning is the recording of the GPUs near their own limit; the critical compares those with the limit
+    near = "cluster_instance_gpu:gpu_memory_temperature_celsius:near_limit"
+    assert temperature[("hbm", "warning")] == f"max by (cluster, instance, gpu) ({near})"
+    recorded = {r["record"]: r["expr"] for group in yaml.safe_load(render_all(settings)[RECORDING_FILE])["groups"]
+                for r in group["rules"]}
     assert ">= on (cluster, instance, gpu)\n  (max by (cluster, instance, gpu) (DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 5)" \
-        in temperature[("hbm", "warning")]
+        in recorded[near]
+    assert f"max by (cluster, instance, gpu, UUID, hostname) ({near})\n  >= on (cluster, instance, gpu)\n" \
+        in temperature[("hbm", "critical")]
     assert "unless on (cluster, instance, gpu)\n  max by (cluster, instance, gpu) (DCGM_FI_DEV_MEM_MAX_OP_TEMP)" \
         in temperature[("hbm", "critical")]
     nvlink = [r["expr"] for r in rules if r["alert"] == "GPUNVLinkErrors"]

@@ -143,23 +143,28 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
         "DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)")
 
 
+# GPUHighTemperature reads these: the temperature medians, windows and margins are in them
+GPU_NEAR = "cluster_instance_gpu:gpu_temperature_celsius:near_limit"
+HBM_NEAR = "cluster_instance_gpu:gpu_memory_temperature_celsius:near_limit"
+
+
 @pytest.mark.parametrize(("path", "value", "alert", "expected"), [
     (("memory", "warning_ratio"), 0.8, "GPUMemoryPressure", "> 0.8\n"),
-    (("temperature", "hbm_critical_celsius"), 97, "GPUHighTemperature", "[2m])) > 97"),
-    (("alerts", "temperature", "window"), "90s", "GPUHighTemperature", "DCGM_FI_DEV_GPU_TEMP[90s]"),
+    (("temperature", "hbm_critical_celsius"), 97, "GPUHighTemperature", ":near_limit) > 97"),
+    (("alerts", "temperature", "window"), "90s", GPU_NEAR, "DCGM_FI_DEV_GPU_TEMP[90s]"),
     (("alerts", "memory_leak", "horizon"), "6h", "GPUMemoryLeakPredicted", "[1h], 21600)"),
     (("alerts", "job_stalled", "util_below_percent"), 2, "GPUJobStalled", ")) < 2\n"),
     (("alerts", "data_loader", "cpu_load_ratio"), 0.75, "GPUDataLoaderBottleneck", "> 0.75\n"),
     (("alerts", "xid", "overrides"), {777: "rma"}, "GPUXidError", 'xid=~"777"'),
-    (("temperature", "gpu_margin_celsius"), 7, "GPUHighTemperature", "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
-    (("temperature", "hbm_margin_celsius"), 3, "GPUHighTemperature", "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
+    (("temperature", "gpu_margin_celsius"), 7, GPU_NEAR, "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
+    (("temperature", "hbm_margin_celsius"), 3, HBM_NEAR, "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
     (("alerts", "nvlink", "crc_per_second_critical"), 50, "GPUNVLinkErrors", "[5m]) >= 50)"),
     (("alerts", "nvlink", "storm_window"), "2m", "GPUNVLinkErrors", "[2m]) >= 100)"),
     (("alerts", "nvlink", "window"), "2h", "GPUNVLinkErrors", "offset 2h) >= 7200)"),  # 3,600 an hour, for 2h
     (("alerts", "nvlink", "crc_per_hour_warning"), 1800, "GPUNVLinkErrors", "offset 1h) >= 1800)"),
     (("alerts", "nvlink", "replay_per_hour_warning"), 30, "GPUNVLinkErrors", "offset 1h) >= 30)"),
     (("alerts", "memory_errors", "window"), "30m", "GPUEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL[30m]"),
-    (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "< 0.8 *"),
+    (("clocks", "throttle_drop_ratio"), 0.2, "GPUThermalThrottling", "0.8 * max by"),
     (("alerts", "job_straggler", "min_gpus"), 8, "GPUJobStraggler", "cluster_job:gpu_count:count >= 8\n"),
     (("alerts", "job_straggler", "busy_above_percent"), 70, "GPUJobStraggler", "median[5m]) > 70\n"),
     (("alerts", "job_straggler", "clock_below_ratio"), 0.2, "GPUJobStraggler",
@@ -177,9 +182,14 @@ def test_a_threshold_change_changes_the_rules(thresholds_copy: Callable[..., Pat
     monkeypatch.chdir(tmp_path)
     before = render_all(load_settings(ROOT / "thresholds.yaml"))
     after = render_all(load_settings(thresholds_copy((path, value))))
-    exprs = "\n".join(r["expr"] + "\n" for r in alerts_named(after, alert))
-    assert expected in exprs
-    assert expected not in "\n".join(r["expr"] + "\n" for r in alerts_named(before, alert))
+
+    def text(files: dict[str, str]) -> str:  # an alert's expressions, or a recording's (named level:metric:ops)
+        if ":" in alert:
+            return _recorded(files, alert)
+        return "\n".join(r["expr"] + "\n" for r in alerts_named(files, alert))
+
+    assert expected in text(after)
+    assert expected not in text(before)
 
 
 def test_the_exporter_down_lookback_moves_the_recording_the_alert_reads(
@@ -194,7 +204,9 @@ def test_the_exporter_down_lookback_moves_the_recording_the_alert_reads(
 
 @pytest.mark.parametrize(("path", "value", "alert", "expected", "scale"), [
     (("memory", "warning_ratio"), 0.8, "GPUMemoryPressure", "> 0.8", (1, 100)),
-    (("temperature", "gpu_warning_celsius"), 75, "GPUHighTemperature", "> 75", (1,)),
+    # the warning level moves the recording of the GPUs near their limit, which GPUHighTemperature reads
+    (("temperature", "gpu_warning_celsius"), 75, "cluster_instance_gpu:gpu_temperature_celsius:near_limit", "> 75",
+     (1,)),
 ])
 def test_a_threshold_change_moves_rules_and_dashboard_steps_together(
         thresholds_copy: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -207,7 +219,9 @@ def test_a_threshold_change_moves_rules_and_dashboard_steps_together(
         return {float(v) for v in re.findall(r'"color": "[a-z]+", "value": ([0-9.]+)', text)}
 
     changed = load_settings(thresholds_copy((path, value)))
-    assert any(expected in r["expr"] for r in alerts_named(render_all(changed), alert))
+    files = render_all(changed)
+    exprs = [_recorded(files, alert)] if ":" in alert else [r["expr"] for r in alerts_named(files, alert)]
+    assert any(expected in e for e in exprs)
     before, after = steps(load_settings(ROOT / "thresholds.yaml")), steps(changed)
     assert any(value * s in after and value * s not in before for s in scale), (sorted(before), sorted(after))
 

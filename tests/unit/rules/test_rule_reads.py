@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from gpudash.config.loading import Settings
+from gpudash.promql.query import any_bit_set
 from gpudash.promql.scanner import metric_names
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
-from gpudash.rules.expressions import any_bit_set
 from gpudash.rules.generated_files import render_all
 
 MOST_READS = 4  # e.g. a memory-growth test: the ratio now and in each of three thirds of the window
@@ -60,9 +60,13 @@ def test_any_bit_set_is_true_exactly_where_a_bit_is_set(bits: list[int]) -> None
         assert bool(eval(as_python, {"math": math, "x": x})) == any(x & b for b in bits), (x, test)
 
 
-def test_the_throttle_reasons_mask_is_read_once_per_step(settings: Settings) -> None:
-    throttling = next(expr for name, expr in every_rule(settings) if name == "GPUThermalThrottling")
-    assert reads(throttling)["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == 1
+def test_the_throttle_reasons_mask_is_read_once_per_evaluation_and_each_clock_once(settings: Settings) -> None:
+    rules = dict(every_rule(settings))
+    throttling, reasons = rules["GPUThermalThrottling"], rules["cluster_instance_gpu:gpu_thermal_reason:set"]
+    assert reads(reasons)["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] == 1  # instant: a subquery would test every step
+    assert "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" not in throttling and "gpu_thermal_reason:set[2m]" in throttling
+    assert reads(throttling) == {"DCGM_FI_DEV_SM_CLOCK": 2, "DCGM_FI_DEV_MAX_SM_CLOCK": 1, "DCGM_FI_DEV_GPU_TEMP": 1,
+                                 "cluster_instance_gpu:gpu_thermal_reason:set": 1}
 
 
 def test_no_rule_computes_the_memory_ratio_again(settings: Settings) -> None:
