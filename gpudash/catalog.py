@@ -188,6 +188,10 @@ DRIVER_VERSION_LABEL = "DCGM_FI_DRIVER_VERSION"
 HPC_JOB_LABEL = "hpc_job"
 POD_LABELS = ("pod", "namespace", "container")
 ATTRIBUTION_LABELS = (HPC_JOB_LABEL, *POD_LABELS)
+# Who holds a Slurm job (deploy/slurm's Prolog records it): one series per job on the node, value 1, with
+# the job label and these, for joins (`* on (cluster, hpc_job) group_left (account) gpudash_job_info`).
+JOB_INFO = "gpudash_job_info"
+JOB_INFO_LABELS = ("user", "account", "partition", "job_name")
 
 # The bundled exporter's metrics about itself: not GPU signals, so no profile maps them.
 EXPORTER_SWEEP_SECONDS = "gpudash_exporter_collection_duration_seconds"

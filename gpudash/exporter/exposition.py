@@ -5,7 +5,8 @@ labels in its order: ``gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_
 a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``, ``link``/``error``,
 ``window_size_in_ms``, ``health_watch``/``health_error_code``, ``peer_gpu``). Unlike dcgm-exporter, label
 values are escaped, so a process name with a quote cannot break a scrape. Node-level series
-(``gpudash_node_gpus_expected``) carry only the node's labels.
+(``gpudash_node_gpus_expected``) carry only the node's labels; ``gpudash_job_info`` (who holds each job an
+attributor knows) carries them and the job's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gpudash.catalog import (
     EXPORTER_LAST_SWEEP,
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
+    JOB_INFO,
     NVLINK_ERROR_KINDS,
     PEER_GPU_LABEL,
     Signal,
@@ -78,6 +80,7 @@ class Snapshot:
     now: float | None = None  # time of the latest sweep: the end of the DCGM_EXP_*_COUNT windows
     count_window: float = COUNT_WINDOW_SECONDS  # seconds those windows span (dcgm-exporter's --xid-count-window-size)
     gpus_expected: int | None = None  # gpudash_node_gpus_expected; None: not published
+    job_info: Sequence[Labels] = ()  # gpudash_job_info: one label set per job (its label, user, account, ...)
 
 
 class Exposition:
@@ -343,6 +346,11 @@ def render(snap: Snapshot) -> bytes:
         signal = BY_KEY[key]
         lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus, snap))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
+    host = "" if snap.hostname is None else f'{snap.hostname_label}="{label_value(snap.hostname)}"'
+    _family(JOB_INFO, "gauge", "Who holds each job on this node (always 1): user, account, partition and job name, "
+            "as the Slurm Prolog recorded them (an unknown one left out).",
+            [f"{JOB_INFO}{{{(host + extra_labels(tuple(p for p in info if p[1]))).lstrip(',')}}} 1\n"
+             for info in snap.job_info], out)
     _family(
         EXPORTER_SWEEP_SECONDS,
         "gauge",

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from gpudash.exporter.attribution import Attributor, Labels
+from gpudash.exporter.attribution import Attributor, Labels, job_info
 from gpudash.exporter.exposition import Exposition, GpuView, Snapshot, render
 from gpudash.exporter.health_status import INPUT_KEYS as HEALTH_STATUS_KEYS
 from gpudash.exporter.source import (
@@ -255,6 +255,11 @@ class Poller:
                 for s in (self._state[g.index],)
             ]
         views = self._attribution(views)
+        try:
+            jobs = job_info(self.attributor)
+        except Exception as exc:  # an extra, as the labels are
+            self._attribution_failed("job info", exc)
+            jobs = ()
         with self._lock:
             snap = Snapshot(
                 views,
@@ -269,6 +274,7 @@ class Poller:
                 now=self._now,
                 count_window=self.count_window,
                 gpus_expected=self.gpus_expected,
+                job_info=jobs,
             )
         return render(snap)
 

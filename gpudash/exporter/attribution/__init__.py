@@ -11,12 +11,16 @@ never waits for it. Compatible with dcgm-exporter:
 - `process_labels(pid)` gives the labels of one GPU process's series (its job or pod), or ().
 
 `combined(...)` joins several: copies multiply (each HPC job copy carries the pod labels too).
+
+An attributor that knows who holds its jobs also has `job_info()`: one label set per job (the job label,
+then user, account, partition, job name), published as `gpudash_job_info`; `job_info(attributor)` asks
+any attributor, combined or not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gpudash.exporter.source import GpuIdentity
 
@@ -33,6 +37,18 @@ class Attributor(Protocol):
     def process_labels(self, pid: int) -> Labels: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class KnowsJobInfo(Protocol):
+    def job_info(self) -> tuple[Labels, ...]: ...
+
+
+def job_info(attributor: Attributor | None) -> tuple[Labels, ...]:
+    """Who holds each job the attributor knows, or () when it does not say."""
+    if isinstance(attributor, Combined):
+        return tuple(info for part in attributor.parts for info in job_info(part))
+    return attributor.job_info() if isinstance(attributor, KnowsJobInfo) else ()
 
 
 class Combined:
