@@ -347,8 +347,9 @@ def render(snap: Snapshot) -> bytes:
         lines = list(_SPECIAL.get(key, _plain)(signal, bases if key == "process_fb_used" else gpus, snap))
         _family(signal.dcgm_name, signal.type, signal.help, lines, out)
     host = "" if snap.hostname is None else f'{snap.hostname_label}="{label_value(snap.hostname)}"'
-    _family(JOB_INFO, "gauge", "Who holds each job on this node (always 1): user, account, partition and job name, "
-            "as the Slurm Prolog recorded them (an unknown one left out).",
+    _family(JOB_INFO, "gauge", "Who holds each job on this node (always 1): on Slurm its user, account, partition and "
+            "job name as the Prolog recorded them (an unknown one left out); on Kubernetes each pod holding a GPU, its "
+            "namespace and its published pod labels.",
             [f"{JOB_INFO}{{{(host + extra_labels(tuple(p for p in info if p[1]))).lstrip(',')}}} 1\n"
              for info in snap.job_info], out)
     _family(

@@ -249,6 +249,13 @@ class KubeletAttributor:
         labels = self._copies.get(gpu.index)
         return (labels,) if labels else ()
 
+    def job_info(self) -> tuple[Labels, ...]:
+        """One label set per pod holding a GPU of this node: `pod`, `namespace` and its published (allow-listed)
+        pod labels, such as a queue or an owner, for gpudash_job_info."""
+        by_pod = {(c[0][1], c[1][1]): tuple(p for p in c if p[0] not in ("container", "pod_uid"))
+                  for c in self._copies.values()}
+        return tuple(by_pod[key] for key in sorted(by_pod))
+
     def process_labels(self, pid: int) -> Labels:
         return ()  # a process's own pod comes from its cgroup (attribution/procs.py), through pod_by_uid
 
