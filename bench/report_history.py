@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from gpudash.catalog import DCGM, JOB_INFO, PROMETHEUS_ALERTS
@@ -71,6 +72,22 @@ class Fleet:
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
 
+    @cached_property
+    def jobs_of(self) -> dict[int, tuple[Job, ...]]:
+        """Each GPU's jobs, so a sample looks at a few jobs, not the fleet's."""
+        out: dict[int, list[Job]] = {}
+        for job in self.jobs:
+            for gpu in job.gpus:
+                out.setdefault(gpu, []).append(job)
+        return {gpu: tuple(jobs) for gpu, jobs in out.items()}
+
+    @cached_property
+    def faults_of(self) -> dict[int, tuple[Fault, ...]]:
+        out: dict[int, list[Fault]] = {}
+        for fault in self.faults:
+            out.setdefault(fault.gpu, []).append(fault)
+        return {gpu: tuple(faults) for gpu, faults in out.items()}
+
     def node(self, gpu: int) -> int:
         return gpu // self.gpus_per_node
 
@@ -98,8 +115,8 @@ def _state(fleet: Fleet, gpu: int, at: int) -> tuple[bool, Job | None, float, fl
     """(reporting, its job, utilization, tensor activity) of one GPU at one sample."""
     if any(gpu in gpus and _within(at, a, b) for gpus, a, b in fleet.outages):
         return False, None, 0.0, 0.0
-    for job in fleet.jobs:
-        if gpu in job.gpus and _within(at, job.start, job.end):
+    for job in fleet.jobs_of.get(gpu, ()):
+        if _within(at, job.start, job.end):
             if any(gpu in gpus and _within(at, a, b) for gpus, a, b in job.idle):
                 return True, job, fleet.idle_util, 0.0
             return True, job, job.util, job.tensor
@@ -107,7 +124,7 @@ def _state(fleet: Fleet, gpu: int, at: int) -> tuple[bool, Job | None, float, fl
 
 
 def _acting(fleet: Fleet, gpu: int, at: int) -> list[Fault]:
-    return [f for f in fleet.faults if f.gpu == gpu and _within(at, f.start, f.end)]
+    return [f for f in fleet.faults_of.get(gpu, ()) if _within(at, f.start, f.end)]
 
 
 def truth(fleet: Fleet, team_of: dict[str, str] | None = None) -> Truth:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from support.paths import ROOT
 
 from gpudash.check.prometheus_api import TimeRange
 from gpudash.config.loading import load_settings
+from gpudash.errors import ConfigError
 from gpudash.report.cli import report
 from gpudash.report.collect import Collector, Totals
 from gpudash.report.figures import LLAMA3_RATE, build_report, interruption_class
@@ -131,3 +133,12 @@ def test_bad_input_is_one_line_and_exit_2_before_any_query(args: list[str], mess
     assert message in done.stderr
     assert len([line for line in done.stderr.splitlines() if line.strip() and "Usage" not in line
                 and "Try" not in line]) == 1
+
+
+def test_the_team_label_comes_from_gpudash_yaml_and_must_be_a_label_name(tmp_path: Path) -> None:
+    site = tmp_path / "gpudash.yaml"
+    site.write_text("jobs:\n  label: hpc_job\n  team: user\n")
+    assert report_queries(load_settings(ROOT / "thresholds.yaml", site), STEP).team_label == "user"
+    site.write_text("jobs:\n  team: my-team\n")
+    with pytest.raises(ConfigError, match="jobs.team"):
+        load_settings(ROOT / "thresholds.yaml", site)
