@@ -64,19 +64,17 @@ def random_fleet(gpus: int, days: float, sample_s: int, seed: int = 7) -> Fleet:
     return Fleet(gpus // per_node, per_node, samples, sample_s, tuple(jobs), outages, tuple(faults))
 
 
-def _errors(report: Report, fleet: Fleet) -> tuple[float, bool]:
-    """The largest relative error of a team's busy or idle, or of down or unallocated (over the fleet's hours),
-    and whether the interruption counts by class are exact."""
+def _errors(report: Report, fleet: Fleet) -> tuple[float, str, bool]:
+    """The largest relative error of a team's busy or idle, or of down or unallocated, which figure it is, and
+    whether the interruption counts by class are exact."""
     known = truth(fleet)
-    worst = 0.0
-    for row in report.teams:
-        pairs = ((row.busy_h, known.busy.get(row.team, 0.0)), (row.idle_h, known.idle.get(row.team, 0.0)))
-        for found, expected in pairs:
-            worst = max(worst, abs(found - expected / 3600) / max(expected / 3600, 1.0))
-    for found, expected in ((report.down_h, known.not_reporting + known.alert_unheld),
-                            (report.unallocated_h, known.unallocated)):
-        worst = max(worst, abs(found - expected / 3600) / max(expected / 3600, 1.0))
-    return worst, dict(report.interruptions) == known.interruptions
+    figures = [(f"{row.team} busy", row.busy_h, known.busy.get(row.team, 0.0)) for row in report.teams]
+    figures += [(f"{row.team} idle", row.idle_h, known.idle.get(row.team, 0.0)) for row in report.teams]
+    figures += [("down", report.down_h, known.not_reporting + known.alert_unheld),
+                ("unallocated", report.unallocated_h, known.unallocated)]
+    worst, name = max((abs(found - expected / 3600) / max(expected / 3600, 1.0), name)
+                      for name, found, expected in figures)
+    return worst, name, dict(report.interruptions) == known.interruptions
 
 
 def main() -> int:
@@ -107,7 +105,7 @@ def main() -> int:
             backfill = time.monotonic() - began
             client = PrometheusClient(prometheus.url, timeout=600)
             report, queries, seconds = make_report(client, settings, 300, base, end)
-        worst, exact = _errors(report, fleet)
+        worst, which, exact = _errors(report, fleet)
     lines = [
         f"# gpudash report at {args.gpus:,} GPUs x {args.days:g} days", "",
         f"Raw samples every {args.sample} s, recording rules every {args.rule_interval} s, report step 300 s in "
@@ -116,7 +114,7 @@ def main() -> int:
         f"| report wall time (range queries on the recorded series) | {seconds:.1f} s |",
         f"| range queries | {queries} |",
         f"| history written and imported (not part of the report) | {generated:.0f} s + {backfill:.0f} s |",
-        f"| largest error of a team's busy / idle, down, unallocated | {100 * worst:.2f} % |",
+        f"| largest error of a team's busy / idle, down, unallocated | {100 * worst:.2f} % ({which}) |",
         f"| interruption counts by class exact | {'yes' if exact else 'no'} ({report.interruption_count}) |",
         f"| fleet GPUs found | {report.fleet_gpus:,} |",
     ]
