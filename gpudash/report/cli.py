@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +55,21 @@ def make_report(client: RangeQueries, settings: Settings, step: int, start: floa
     return report, totals.queries, time.monotonic() - began
 
 
+def _charts(wanted: bool, out: Path | None) -> object | None:
+    """gpudash.report.charts when --charts asks for it, checked before any query; None otherwise."""
+    if not wanted:
+        return None
+    if out is None:
+        raise UsageError("--charts writes a PNG beside the other files: give --out DIR")
+    try:
+        return importlib.import_module("gpudash.report.charts")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("matplotlib", "numpy", "PIL"):
+            raise UsageError("--charts needs matplotlib, which is not installed: pip install 'gpudash[preview]'") \
+                from None
+        raise
+
+
 def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -68,6 +84,8 @@ def _day(ts: float) -> str:
               help="What is printed (without --out).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write gpu-report-<end date>.md, .csv and .json into this folder instead of printing.")
+@click.option("--charts", is_flag=True, help="With --out, also gpu-report-<end date>.png (needs matplotlib: the "
+              "preview extra).")
 @click.option("--step", default="5m", show_default=True,
               help="Resolution: each step's GPU-seconds are added up (a multiple of the rule interval).")
 @click.option("--chunk", "chunk_steps", type=click.IntRange(1, MAX_POINTS - 1), default=DEFAULT_CHUNK_STEPS,
@@ -77,8 +95,9 @@ def _day(ts: float) -> str:
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
               help="Seconds one range query may take.")
 @config_options()
-def report(since: str, start: str | None, end: str | None, url: str, fmt: str, out: Path | None, step: str,
-           chunk_steps: int, workers: int, timeout: float, thresholds: Path | None, site: Path | None) -> None:
+def report(since: str, start: str | None, end: str | None, url: str, fmt: str, out: Path | None, charts: bool,
+           step: str, chunk_steps: int, workers: int, timeout: float, thresholds: Path | None,
+           site: Path | None) -> None:
     """GPU-hours per team split into busy, idle, down and unallocated; goodput; interruptions per 1,000
     GPU-days beside Llama 3's; the top idle holders and the GPUs interrupted most (docs/report.md).
 
@@ -89,9 +108,11 @@ def report(since: str, start: str | None, end: str | None, url: str, fmt: str, o
       gpudash report --prometheus http://prom:9090 --since 7d
       gpudash report --start 2026-11-23T00:00:00Z --end 2026-11-30T00:00:00Z --format csv
       gpudash report --since 7d --out /srv/reports      # gpu-report-2026-11-30.md, .csv, .json
+      gpudash report --since 7d --out /srv/reports --charts   # and gpu-report-2026-11-30.png
     """
     explicit = explicit_range(start, end)
     since_seconds(since)
+    drawing = _charts(charts, out)
     settings = load_settings(thresholds, site)
     step_s = step_seconds(step, settings.site.scrape_interval.seconds)
     client = PrometheusClient(url, timeout=timeout)
@@ -104,6 +125,8 @@ def report(since: str, start: str | None, end: str | None, url: str, fmt: str, o
     else:
         day = datetime.fromtimestamp(result.end, timezone.utc).strftime("%Y-%m-%d")
         files = {f"gpu-report-{day}.{SUFFIX[name]}": RENDER[name](result).encode() for name in FORMATS}
+        if drawing is not None:
+            files[f"gpu-report-{day}.png"] = drawing.png(result)  # type: ignore[attr-defined]
         write_tree(out, files)
         for name in sorted(files):
             click.echo(str(out / name))

@@ -139,10 +139,10 @@ def test_markdown_and_json_agree_with_csv(history: tuple[str, Path, int, int],
 
 def test_out_writes_dated_files_that_agree(history: tuple[str, Path, int, int], tmp_path: Path,
                                            csv_rows: dict[tuple[str, str, str], str]) -> None:
-    shown = _run(history, "--out", str(tmp_path / "reports"))
+    shown = _run(history, "--out", str(tmp_path / "reports"), "--charts")
     written = sorted(p.name for p in (tmp_path / "reports").iterdir() if not p.name.startswith("."))
     day = time.strftime("%Y-%m-%d", time.gmtime(history[3]))
-    assert written == [f"gpu-report-{day}.csv", f"gpu-report-{day}.json", f"gpu-report-{day}.md"]
+    assert written == [f"gpu-report-{day}.{ext}" for ext in ("csv", "json", "md", "png")]
     assert shown.split() == [str(tmp_path / "reports" / name) for name in written]
     rows = list(csv.reader(io.StringIO((tmp_path / "reports" / written[0]).read_text())))[1:]
     assert {(s, n, c): v for s, n, c, v in rows} == csv_rows

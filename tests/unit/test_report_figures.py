@@ -126,6 +126,7 @@ def test_queries_read_recorded_series_over_windows_a_millisecond_short_of_the_st
     (["--since", "7 days"], "--since '7 days'"),
     (["--step", "7s"], "--step '7s': must be a multiple of the rule interval (15s"),
     (["--format", "pdf"], "'pdf' is not one of"),
+    (["--charts"], "--charts writes a PNG beside the other files: give --out DIR"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_query(args: list[str], message: str) -> None:
     done = CliRunner().invoke(report, ["--prometheus", "http://127.0.0.1:9", *args])
@@ -140,5 +141,19 @@ def test_the_team_label_comes_from_gpudash_yaml_and_must_be_a_label_name(tmp_pat
     site.write_text("jobs:\n  label: hpc_job\n  team: user\n")
     assert report_queries(load_settings(ROOT / "thresholds.yaml", site), STEP).team_label == "user"
     site.write_text("jobs:\n  team: my-team\n")
-    with pytest.raises(ConfigError, match="jobs.team"):
+    with pytest.raises(ConfigError, match=r"jobs\.team"):
         load_settings(ROOT / "thresholds.yaml", site)
+
+
+def test_the_chart_is_a_png_of_the_figures_and_the_same_for_the_same_report() -> None:
+    from gpudash.report.charts import png
+
+    totals = Totals(held={("c1", "1"): 7200.0}, idle={("c1", "1"): 1800.0}, info={("c1", "1"): {"account": "ml"}},
+                    reporting=4 * 3600.0, fleet_gpus={"c1": 2}, steps=24,
+                    episodes={(("alertname", "GPUFellOffBus"),): 1})
+    r = build_report(totals, start=0, step_s=STEP, team_label="account", job_label="hpc_job")
+    first = png(r)
+    assert first.startswith(b"\x89PNG\r\n\x1a\n") and first == png(r)
+    other = build_report(Totals(held={("c1", "1"): 3600.0}, reporting=4 * 3600.0, fleet_gpus={"c1": 2}, steps=24),
+                         start=0, step_s=STEP, team_label="account", job_label="hpc_job")
+    assert png(other) != first
