@@ -12,7 +12,10 @@ default step (5 minutes) in chunks of a day, like `gpudash report --since 7d`.
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -77,6 +80,11 @@ def _errors(report: Report, fleet: Fleet) -> tuple[float, str, bool]:
     return worst, name, dict(report.interruptions) == known.interruptions
 
 
+def _prometheus_version() -> str:
+    done = subprocess.run(["prometheus", "--version"], capture_output=True, text=True)
+    return " ".join((done.stdout or done.stderr).split()[:3])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=1024)
@@ -106,8 +114,12 @@ def main() -> int:
             client = PrometheusClient(prometheus.url, timeout=600)
             report, queries, seconds = make_report(client, settings, 300, base, end)
         worst, which, exact = _errors(report, fleet)
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else ["?"]
     lines = [
         f"# gpudash report at {args.gpus:,} GPUs x {args.days:g} days", "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
+        f"{' '.join(load)} at the end (a machine shared with other work); {platform.python_version()}, "
+        f"{_prometheus_version()}.", "",
         f"Raw samples every {args.sample} s, recording rules every {args.rule_interval} s, report step 300 s in "
         f"chunks of a day; {len(fleet.jobs):,} jobs, {len(fleet.faults)} faults, {len(fleet.outages)} outages.", "",
         "| figure | value |", "|---|---|",
