@@ -15,7 +15,7 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo schema-deps apt-missing dashboards rules generate check-generated lint types test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-exporter-real bench-exporter-memory bench-exporter-memory-real bench-attribution bench-attribution-real bench-sync \
-        bench-alerts bench-scale bench-rules bench-backtest backtest e2e-grafana kubernetes-example git-diff-driver preview clean
+        bench-alerts bench-scale bench-rules bench-backtest bench-report backtest report e2e-grafana kubernetes-example git-diff-driver preview clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -143,6 +143,12 @@ bench-alerts: venv deps ## alert-quality report: gpudash rules against naive rul
 
 backtest: venv ## what thresholds.yaml would have paged over PROMETHEUS_URL's last 7 days (COMPARE=other.yaml)
 	$(GPUDASH) backtest $(if $(COMPARE),--compare $(COMPARE),)
+
+report: venv ## the weekly report (GPU-hours by team, goodput, interruptions) of PROMETHEUS_URL's last SINCE (7d) into REPORTS (reports/)
+	$(GPUDASH) report --since $(or $(SINCE),7d) --out $(or $(REPORTS),reports)
+
+bench-report: venv deps ## gpudash report on a backfilled 7 days x 1,024 GPUs (GPUS=1024 DAYS=7), figures into bench/results/
+	$(BIN)/python bench/report_scale.py --gpus $(or $(GPUS),1024) --days $(or $(DAYS),7)
 
 bench-backtest: venv deps ## backtest on the scenario corpus against promtool, then at fleet scale (GPUS=1024 HOURS=6)
 	$(BIN)/python bench/backtest_quality.py

@@ -206,6 +206,10 @@ POD_LABELS = ("pod", "namespace", "container")
 DRA_LABELS = ("dra_claim_name", "dra_claim_namespace", "dra_driver_name", "dra_pool_name", "dra_device_name",
               "dra_mig_profile", "dra_mig_device_uuid")
 ATTRIBUTION_LABELS = (HPC_JOB_LABEL, *POD_LABELS)
+# Who holds a Slurm job (deploy/slurm's Prolog records it): one series per job on the node, value 1, with
+# the job label and these, for joins (`* on (cluster, hpc_job) group_left (account) gpudash_job_info`).
+JOB_INFO = "gpudash_job_info"
+JOB_INFO_LABELS = ("user", "account", "partition", "job_name")
 
 # The bundled exporter's metrics about itself: not GPU signals, so no profile maps them.
 EXPORTER_SWEEP_SECONDS = "gpudash_exporter_collection_duration_seconds"

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("gpudash.doctor.cli", "doctor", "Check the chain from NVML to the pager, link by link."),
     "backtest": ("gpudash.backtest.cli", "backtest_command", "What thresholds.yaml would have paged in the past."),
     "tune": ("gpudash.backtest.cli", "tune_command", "Propose thresholds.yaml values from the fleet's history."),
+    "report": ("gpudash.report.cli", "report", "GPU-hours by team, busy / idle / down, goodput, interruptions."),
     "demo": ("gpudash.stack.demo", "demo", "Start exporter, Prometheus and Alertmanager locally and check it all."),
     "preview": ("gpudash.preview.cli", "preview", "Draw each dashboard as a PNG from live Prometheus data."),
     "init": ("gpudash.init.cli", "init", "Create a site repository (configs, dashboards, Makefile, CI) in DIR."),

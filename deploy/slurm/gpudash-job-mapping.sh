@@ -22,6 +22,10 @@
 # file is removed. With Slurm 26.05, .sluid/<SLURM_JOB_SLUID> records the job id, so the exporter can name
 # the job of a process whose cgroup carries the SLUID.
 #
+# Who holds the job: .jobinfo/<job id> records the job's user, account, partition and name (key=value lines,
+# from SLURM_JOB_USER, SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION and SLURM_JOB_NAME; what the environment lacks
+# is asked of `scontrol show job`), which the exporter publishes as gpudash_job_info; the Epilog removes it.
+#
 # It never fails the job (a failing Prolog drains the node): every problem is logged and it exits 0.
 #
 # Settings (environment; a Prolog's environment comes from slurmd, so set them in this file if needed):
@@ -31,6 +35,7 @@
 #                              nvml: Slurm index = NVML index (only if you checked it on this node type)
 #   GPUDASH_NVIDIA_DRIVER_DIR  default /proc/driver/nvidia/gpus
 #   GPUDASH_NVIDIA_SMI         default nvidia-smi
+#   GPUDASH_SCONTROL           default scontrol (asked only for what the environment lacks)
 #   GPUDASH_JOB_MAPPING_SYSLOG 1 (default): log to syslog as well as stderr; 0: stderr only
 
 PATH=${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin  # Slurm runs Prologs without a PATH
@@ -38,7 +43,9 @@ MAPPING_DIR=${GPUDASH_JOB_MAPPING_DIR:-/var/lib/dcgm-exporter/job-mapping}
 DRIVER_DIR=${GPUDASH_NVIDIA_DRIVER_DIR:-/proc/driver/nvidia/gpus}
 NVIDIA_SMI=${GPUDASH_NVIDIA_SMI:-nvidia-smi}
 GPU_ORDER=${GPUDASH_SLURM_GPU_ORDER:-minor}
+SCONTROL=${GPUDASH_SCONTROL:-scontrol}
 LOCK_SECONDS=10
+INFO_CHARS=128  # of one job-info value: job names are free text
 TAG=gpudash-job-mapping
 
 log() {
@@ -196,6 +203,43 @@ locked() {  # run "$@" holding the directory's lock (waits up to LOCK_SECONDS, t
     "$@"
 }
 
+# -- who holds the job --------------------------------------------------------------------------------
+
+info_value() {  # one line of printable text, at most INFO_CHARS characters
+    local value=${1//[[:cntrl:]]/ }
+    printf '%s' "${value:0:INFO_CHARS}"
+}
+
+scontrol_field() {  # scontrol_field TEXT NAME: NAME=value from `scontrol show job -o` (JobName may hold spaces)
+    local text=$1 name=$2 pattern
+    case $name in
+        JobName) pattern='(^|[[:space:]])JobName=(.*)[[:space:]]UserId=' ;;
+        UserId) pattern='(^|[[:space:]])UserId=([^([:space:]]*)' ;;  # alice(1000): the name only
+        *) pattern="(^|[[:space:]])$name=([^[:space:]]*)" ;;
+    esac
+    [[ $text =~ $pattern ]] && printf '%s' "${BASH_REMATCH[2]}"
+    return 0
+}
+
+write_job_info() {  # .jobinfo/<job>: user, account, partition, job_name (never fails the job)
+    local job=$1 user=${SLURM_JOB_USER:-} account=${SLURM_JOB_ACCOUNT:-} partition=${SLURM_JOB_PARTITION:-}
+    local name=${SLURM_JOB_NAME:-} shown
+    if [[ -z $user || -z $account || -z $partition || -z $name ]]; then
+        if shown=$("$SCONTROL" show job -o "$job" 2>&1); then
+            [[ -n $user ]] || user=$(scontrol_field "$shown" UserId)
+            [[ -n $account ]] || account=$(scontrol_field "$shown" Account)
+            [[ -n $partition ]] || partition=$(scontrol_field "$shown" Partition)
+            [[ -n $name ]] || name=$(scontrol_field "$shown" JobName)
+        else
+            log "scontrol show job failed: ${shown//$'\n'/ }; job info from the environment only"
+        fi
+    fi
+    mkdir -p -m 0755 -- "$MAPPING_DIR/.jobinfo" && write_lines "$MAPPING_DIR/.jobinfo/$job" \
+        "user=$(info_value "$user")" "account=$(info_value "$account")" \
+        "partition=$(info_value "$partition")" "job_name=$(info_value "$name")" \
+        || log "cannot write $MAPPING_DIR/.jobinfo/$job"
+}
+
 prolog() {
     local job=$1 index indices=()
     if [[ -n ${SLURM_JOB_SLUID:-} ]]; then
@@ -210,6 +254,7 @@ prolog() {
     read_nvml || return 0
     mapfile -t indices < <(nvml_indices | sort -un)
     ((${#indices[@]} > 0)) || { log "no GPU to map"; return 0; }
+    write_job_info "$job"
     for index in "${indices[@]}"; do
         add_job "$MAPPING_DIR/$index" "$job" || log "cannot write $MAPPING_DIR/$index"
     done
@@ -225,6 +270,7 @@ epilog() {  # every file that names the job, whatever the environment says: noth
         [[ -f $file ]] || continue
         remove_job "$file" "$job" || log "cannot remove $file"
     done
+    rm -f -- "$MAPPING_DIR/.jobinfo/$job" || log "cannot remove $MAPPING_DIR/.jobinfo/$job"
 }
 
 main() {

@@ -54,6 +54,9 @@ class Site:
     # The series label that names a job: dcgm-exporter's (and gpudash's) `hpc_job` on Slurm; on Kubernetes a
     # pod label the exporter publishes (e.g. training_kubeflow_org_job_name), or `namespace`.
     job_label: str = HPC_JOB_LABEL
+    # The gpudash_job_info label `gpudash report` groups GPU-hours by: account, user or partition on Slurm;
+    # namespace or a published pod label (a queue, an owner) on Kubernetes; the job label itself works too.
+    team_label: str = "account"
     clusters: tuple[Cluster, ...] = (Cluster("demo", (ScrapeTarget("127.0.0.1:9400", "rack-1"),)),)
     receivers: tuple[Receiver, ...] = (Receiver("default", "webhook", (("url", "http://127.0.0.1:9099/alerts"),)),)
     # Where alerts with action="rma" also go (a ticket queue); empty: they follow severity routing only.
@@ -126,6 +129,7 @@ def parse_site(source: str, data: Any) -> Site:
         scrape_timeout=scrape.duration("timeout", defaults.scrape_timeout.text),
         node_job=scrape.string("node_job", defaults.node_job),
         job_label=jobs.checked("label", jobs.string("label", defaults.job_label), label_name_problem),
+        team_label=jobs.checked("team", jobs.string("team", defaults.team_label), label_name_problem),
         clusters=clusters or defaults.clusters,
         receivers=receivers or defaults.receivers,
         rma_receivers=rma_receivers,

@@ -6,7 +6,8 @@ instance's series: ``GPU_I_PROFILE, GPU_I_ID`` after ``modelName``, beside its G
 a signal's own labels (``clock_event``, ``xid``, ``pid``/``process_name``, ``link``/``error``,
 ``window_size_in_ms``, ``health_watch``/``health_error_code``, ``peer_gpu``). Unlike dcgm-exporter, label
 values are escaped, so a process name with a quote cannot break a scrape. Node-level series
-(``gpudash_node_gpus_expected``) carry only the node's labels.
+(``gpudash_node_gpus_expected``) carry only the node's labels; ``gpudash_job_info`` (who holds each job an
+attributor knows) carries them and the job's.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gpudash.catalog import (
     EXPORTER_PENDING,
     EXPORTER_SWEEP_SECONDS,
     EXPORTER_UNSUPPORTED,
+    JOB_INFO,
     MIG_INSTANCE_LABEL,
     MIG_PROFILE_LABEL,
     PEER_GPU_LABEL,
@@ -91,6 +93,7 @@ class Snapshot:
     gpus_expected: int | None = None  # gpudash_node_gpus_expected; None: not published
     nics: Sequence[GpuNic] = ()  # gpudash_gpu_nic_info: the RDMA ports under each GPU's PCIe switch
     node_text: str = ""  # series of the node in text format, written as given (a simulated node's ports)
+    job_info: Sequence[Labels] = ()  # gpudash_job_info: one label set per job (its label, user, account, ...)
 
 
 class Exposition:
@@ -347,6 +350,11 @@ def render(snap: Snapshot) -> bytes:
          for view, labels in bases if view.up for key in snap.keys if key in view.unsupported],
         out,
     )
+    _family(JOB_INFO, "gauge", "Who holds each job on this node (always 1): on Slurm its user, account, partition and "
+            "job name as the Prolog recorded them (an unknown one left out); on Kubernetes each pod holding a GPU, its "
+            "namespace and its published pod labels.",
+            [f"{JOB_INFO}{{{(host + extra_labels(tuple(p for p in info if p[1]))).lstrip(',')}}} 1\n"
+             for info in snap.job_info], out)
     _family(
         EXPORTER_SWEEP_SECONDS,
         "gauge",

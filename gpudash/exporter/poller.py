@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from gpudash.exporter.attribution import Attributor, Labels, instance_copies
+from gpudash.exporter.attribution import Attributor, Labels, instance_copies, job_info
 from gpudash.exporter.exposition import Exposition, GpuView, Snapshot, render
 from gpudash.exporter.health_status import INPUT_KEYS as HEALTH_STATUS_KEYS
 from gpudash.exporter.nic_affinity import GpuNic
@@ -274,6 +274,11 @@ class Poller:
                 for s in (self._state[g.index],)
             ]
         views = self._attribution(views)
+        try:
+            jobs = job_info(self.attributor)
+        except Exception as exc:  # an extra, as the labels are
+            self._attribution_failed("job info", exc)
+            jobs = ()
         with self._lock:
             snap = Snapshot(
                 views,
@@ -291,6 +296,7 @@ class Poller:
                 nics=self.nics,
                 node_text=self.node_series(self._now if self._now is not None else self.clock())
                 if self.node_series is not None else "",
+                job_info=jobs,
             )
         return render(snap)
 

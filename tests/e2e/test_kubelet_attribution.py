@@ -237,6 +237,8 @@ def test_pod_labels_from_a_fake_api_server(root: Path, socket_dir: Path, tmp_pat
             # the pod's labels, not only its name: on a busy machine the first pod list may miss its deadline
             series = eventually(lambda: (s := _scrape(exporter.url)) and "training_kubeflow_org_job_name" in s["2"]
                                 and s, timeout=20, what="pod labels on GPU 2")
+            with urllib.request.urlopen(f"{exporter.url}/metrics", timeout=budget(5)) as answer:
+                info = parse_exposition(answer.read().decode())["gpudash_job_info"]
         finally:
             try:
                 stderr = exporter.stop()
@@ -248,6 +250,10 @@ def test_pod_labels_from_a_fake_api_server(root: Path, socket_dir: Path, tmp_pat
     assert "app" not in labels and labels["pod"] == "trainer-0"
     assert "pod label 'pod': becomes 'pod', a label the exporter or Prometheus sets itself" in stderr
     assert all("pod" not in series[g] for g in ("0", "1", "3"))
+    # who holds the job: one gpudash_job_info per pod with a GPU, its namespace and its allow-listed labels
+    assert [{k: v for k, v in labels.items() if k != "hostname"} for labels, _ in info] == [{
+        "pod": "trainer-0", "namespace": "ml", "training_kubeflow_org_job_name": "llama-70b",
+        "training_kubeflow_org_replica_index": "0"}]
     assert api.queries[0]["fieldSelector"] == ["spec.nodeName=gpu-node-7"]
     assert TOKEN not in stderr
 

@@ -269,6 +269,50 @@ def test_gpudash_exporter_takes_the_directory_from_dcgm_exporters_variable(node:
     assert f"HPC job mapping: reading {node.mapping} on every sweep" in stderr
 
 
+FAKE_SCONTROL = """#!/bin/bash
+[[ "$1 $2 $3" == "show job -o" ]] || { echo "unexpected: $*" >&2; exit 2; }
+echo "JobId=$4 JobName=train llama 70b UserId=alice(1000) GroupId=ml(100) Account=ml-team Partition=gpu QOS=normal"
+"""
+
+
+def test_the_prolog_records_who_holds_the_job_and_the_epilog_removes_it(node: Node) -> None:
+    scontrol = node.root / "bin" / "scontrol"
+    scontrol.write_text(FAKE_SCONTROL)
+    scontrol.chmod(0o755)
+    node.prolog(300, SLURM_JOB_GPUS="1", SLURM_JOB_USER="bob", SLURM_JOB_PARTITION="debug\nx")
+    info = node.mapping / ".jobinfo" / "300"
+    # the environment first (a newline in a value made a space), scontrol for what it lacks
+    assert info.read_text() == "user=bob\naccount=ml-team\npartition=debug x\njob_name=train llama 70b\n"
+    node.epilog(300)
+    assert not info.exists() and node.files() == {}
+
+
+def test_without_scontrol_the_environment_alone_is_recorded_and_the_job_runs(node: Node) -> None:
+    done = node.prolog(301, SLURM_JOB_GPUS="0", SLURM_JOB_USER="dan", SLURM_JOB_ACCOUNT="ops",
+                       GPUDASH_SCONTROL=str(node.root / "no-scontrol"))
+    assert (node.mapping / ".jobinfo" / "301").read_text() == "user=dan\naccount=ops\npartition=\njob_name=\n"
+    assert "scontrol show job failed" in done.stderr and node.files() == {"1": "301\n"}
+
+
+def test_the_exporter_publishes_who_holds_each_job_until_its_epilog(node: Node) -> None:
+    source = SimulatedSource(fleet_from_specs(4, 3))
+    with Exporter(source, listen="127.0.0.1:0", interval=0.05, hostname="n1",
+                  attributor=HpcJobMapping(node.mapping)) as exporter:
+
+        def infos() -> list[dict[str, str]]:
+            with urllib.request.urlopen(exporter.url + "/metrics", timeout=budget(5)) as response:
+                series = parse_exposition(response.read().decode()).get("gpudash_job_info", [])
+            return sorted((labels for labels, _ in series), key=lambda labels: labels["hpc_job"])
+
+        node.prolog(400, SLURM_JOB_GPUS="0", SLURM_JOB_USER="eve", SLURM_JOB_ACCOUNT="nlp",
+                    SLURM_JOB_PARTITION="gpu", SLURM_JOB_NAME="sft", GPUDASH_SCONTROL="/nonexistent")
+        expected = [{"hostname": "n1", "hpc_job": "400", "user": "eve", "account": "nlp", "partition": "gpu",
+                     "job_name": "sft"}]
+        eventually(lambda: infos() == expected, 10, what="gpudash_job_info after the Prolog")
+        node.epilog(400)
+        eventually(lambda: infos() == [], 10, what="gpudash_job_info gone after the Epilog")
+
+
 def test_the_scripts_are_executable_and_the_prolog_and_epilog_are_the_same_file() -> None:
     assert os.access(SCRIPTS / "gpudash-job-mapping.sh", os.X_OK)
     assert PROLOG.resolve() == EPILOG.resolve() == (SCRIPTS / "gpudash-job-mapping.sh").resolve()

@@ -13,6 +13,10 @@ never waits for it. Compatible with dcgm-exporter:
   that know instances (`InstanceAttributor`: the HPC job mapping's `<gpu>.<gi>` files); () for the others.
 
 `combined(...)` joins several: copies multiply (each HPC job copy carries the pod labels too).
+
+An attributor that knows who holds its jobs also has `job_info()`: one label set per job (the job label,
+then user, account, partition, job name), published as `gpudash_job_info`; `job_info(attributor)` asks
+any attributor, combined or not.
 """
 
 from __future__ import annotations
@@ -53,6 +57,18 @@ def instance_copies(attributor: Attributor | None, gpu: GpuIdentity, gpu_instanc
         if mine:
             copies = tuple(_merge(a, b) for a in copies for b in mine)
     return () if copies == ((),) else copies
+
+
+@runtime_checkable
+class KnowsJobInfo(Protocol):
+    def job_info(self) -> tuple[Labels, ...]: ...
+
+
+def job_info(attributor: Attributor | None) -> tuple[Labels, ...]:
+    """Who holds each job the attributor knows, or () when it does not say."""
+    if isinstance(attributor, Combined):
+        return tuple(info for part in attributor.parts for info in job_info(part))
+    return attributor.job_info() if isinstance(attributor, KnowsJobInfo) else ()
 
 
 class Combined:

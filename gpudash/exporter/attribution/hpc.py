@@ -34,6 +34,11 @@ it), so such a directory or file is read once more on the next sweep, as git tre
 Slurm 26.05 names a job's cgroup by its SLUID instead of ``job_<id>``: the prolog records
 ``<dir>/.sluid/<SLUID>`` holding the job id, and ``job_for_sluid`` reads it back for per-process attribution
 (gpudash.exporter.attribution.procs).
+
+Who holds each job: the prolog records ``<dir>/.jobinfo/<job id>`` (``user=``, ``account=``, ``partition=``,
+``job_name=`` lines); ``job_info`` gives one label set per job some file of this node names, for
+``gpudash_job_info``. A job without that file still gets its series, with empty values: so the series count
+is bounded by the mapped jobs (at most ``MAX_JOBS_PER_GPU`` per GPU) and ends with the job.
 """
 
 from __future__ import annotations
@@ -48,10 +53,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpudash.catalog import HPC_JOB_LABEL
+from gpudash.catalog import HPC_JOB_LABEL, JOB_INFO_LABELS
 from gpudash.escape import log_quote
 from gpudash.exporter.attribution import Labels
-from gpudash.exporter.attribution.mapping_file import NotAMappingFile, parse_mapping, read_capped, refusal
+from gpudash.exporter.attribution.mapping_file import (
+    NotAMappingFile,
+    parse_job_info,
+    parse_mapping,
+    read_capped,
+    refusal,
+)
 from gpudash.exporter.source import GpuIdentity
 
 log = logging.getLogger("gpudash.exporter")
@@ -61,6 +72,7 @@ GPU_FILE = re.compile(r"(?P<gpu>[0-9]+)(\.(?P<gi>[0-9]+))?", re.ASCII)
 # Slurm's SLUIDs are short alphanumerics (e.g. s5K1KKYAYG5D00); anything else is never looked up.
 SLUID = re.compile(r"[A-Za-z0-9]{1,64}", re.ASCII)
 SLUID_DIR = ".sluid"
+JOB_INFO_DIR = ".jobinfo"
 MAX_INSTANCE_FILES = 8  # <gpu>.<gi> files read per GPU: a MIG GPU has at most 7 GPU instances
 RACY_SECONDS = 2.0  # coarser than any file system's timestamp tick that a mapping directory sits on
 NAME_EXAMPLES = 3  # ignored names quoted in the sweep's one line about them
@@ -109,6 +121,7 @@ class HpcJobMapping:
         self._listing: _Listing | None = None
         self._files: dict[str, _Parsed] = {}
         self._copies: dict[str, tuple[Labels, ...]] = {}
+        self._info: dict[str, tuple[_Signature, Labels]] = {}  # job id -> its job-info file as last read
         self._ignored: set[str] = set()  # names ignored at the last listing: each is told about once
         self._warned_files: dict[str, _Signature] = {}  # the file's state its last warning was about
         self._notes: list[tuple[str, str]] = []  # (name, problem) found in this sweep, logged at its end
@@ -120,7 +133,7 @@ class HpcJobMapping:
     def refresh(self, gpus: Sequence[GpuIdentity], now: float) -> None:
         names = self._names(frozenset(str(gpu.index) for gpu in gpus))
         if names is None:
-            self._files, self._copies = {}, {}  # replaced, not cleared: a render may be reading them
+            self._files, self._copies, self._info = {}, {}, {}  # replaced, not cleared: a render may read them
             self._warned_files, self._ignored = {}, set()  # told again once the directory is back
             return
         files: dict[str, _Parsed] = {}
@@ -132,6 +145,7 @@ class HpcJobMapping:
         self._copies = {name: tuple(((self.label, job),) for job in parsed.jobs)
                         for name, parsed in files.items() if parsed.jobs}
         self._warned_files = {name: sig for name, sig in self._warned_files.items() if name in names}
+        self._info = {job: self._job_info_file(job) for job in sorted({j for p in files.values() for j in p.jobs})}
         self._report_files()
 
     def gpu_copies(self, gpu: GpuIdentity) -> tuple[Labels, ...]:
@@ -153,6 +167,10 @@ class HpcJobMapping:
         """Job ids by file name (``<gpu>`` and ``<gpu>.<gi>``), as of the last refresh; empty files left out."""
         return {name: parsed.jobs for name, parsed in self._files.items() if parsed.jobs}
 
+    def job_info(self) -> tuple[Labels, ...]:
+        """Per job some file of this node names: its job label, then user, account, partition and job name."""
+        return tuple(((self.label, job), *info) for job, (_, info) in sorted(self._info.items()))
+
     def instance_jobs(self, gpu: int, gpu_instance: int) -> tuple[str, ...]:
         """The jobs of one MIG instance's file (``<gpu>.<gi>``)."""
         parsed = self._files.get(f"{gpu}.{gpu_instance}")
@@ -167,6 +185,24 @@ class HpcJobMapping:
         except OSError:
             return None
         return jobs[0] if len(jobs) == 1 else None
+
+    def _job_info_file(self, job: str) -> tuple[_Signature, Labels]:
+        """The job's job-info file, parsed again only when it changed; empty values when absent or unusable."""
+        path = self.directory / JOB_INFO_DIR / job
+        empty = (_Signature(-1, -1, -1), tuple((name, "") for name in JOB_INFO_LABELS))
+        if job.startswith(".") or "/" in job:
+            return empty
+        try:
+            st = os.lstat(path)
+            signature = _Signature.of(st)
+            cached = self._info.get(job)
+            if cached is not None and cached[0] == signature and _settled(signature.mtime_ns, self._clock_ns()):
+                return cached
+            if refusal(st):
+                return empty
+            return signature, parse_job_info(self._read(path), JOB_INFO_LABELS)
+        except OSError:
+            return empty
 
     # -- reading -----------------------------------------------------------------------------------
 

@@ -124,6 +124,10 @@ class _Answer:
     dra: tuple[DraConsumer, ...] = ()
 
 
+# Labels of a GPU's copy that name the container or the claim, not the pod that holds the job.
+_NOT_THE_POD = frozenset({"container", "pod_uid", "vgpu"})
+
+
 class KubeletAttributor:
     """The Attributor of a Kubernetes node; `poll` is the background step, `refresh` the sweep's.
 
@@ -295,6 +299,13 @@ class KubeletAttributor:
 
     def gpu_copies(self, gpu: GpuIdentity) -> tuple[Labels, ...]:
         return self._copies.get(gpu.index, ())
+
+    def job_info(self) -> tuple[Labels, ...]:
+        """One label set per pod holding a GPU of this node: `pod`, `namespace` and its published (allow-listed)
+        pod labels, such as a queue or an owner, for gpudash_job_info."""
+        by_pod = {(c[0][1], c[1][1]): tuple(p for p in c if p[0] not in _NOT_THE_POD and not p[0].startswith("dra_"))
+                  for copies in self._copies.values() for c in copies}
+        return tuple(by_pod[key] for key in sorted(by_pod))
 
     def process_labels(self, pid: int) -> Labels:
         return ()  # a process's own pod comes from its cgroup (attribution/procs.py), through pod_by_uid

@@ -118,3 +118,18 @@ def parse_mapping(data: bytes) -> ParsedFile:
     if capped:
         problems.append(f"more than {MAX_JOBS_PER_GPU} job ids: only the first {MAX_JOBS_PER_GPU} are used")
     return ParsedFile(tuple(jobs), tuple(problems))
+
+
+MAX_INFO_CHARS = 128  # of one job-info value (a job name is free text); longer values are cut
+
+
+def parse_job_info(data: bytes, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The Prolog's `key=value` lines of a job-info file: each of `names` once, in that order, its value one
+    line of printable text cut to MAX_INFO_CHARS (empty when absent); anything else in the file is ignored."""
+    found: dict[str, str] = {}
+    if len(data) <= MAX_FILE_BYTES:
+        for raw in data.decode("utf-8", "replace").splitlines():
+            key, sep, value = raw.partition("=")
+            if sep and key in names and key not in found:
+                found[key] = "".join(c if c.isprintable() else " " for c in value.strip())[:MAX_INFO_CHARS]
+    return tuple((name, found.get(name, "")) for name in names)

@@ -1,0 +1,1 @@
+"""The weekly report: GPU-hours by team and category, goodput, interruptions (docs/report.md)."""
