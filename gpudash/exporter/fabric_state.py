@@ -31,11 +31,13 @@ def fabric_status(state: int, status: int, success: int = 0) -> int:
 def fabric_reader(nv: Any) -> NvmlReader:
     """The reader of fabric_status and fabric_clique (NVML's clique id, 0 before the GPU joined one)."""
     call = getattr(nv, "nvmlDeviceGetGpuFabricInfo", None)
+    structure = getattr(nv, "c_nvmlGpuFabricInfo_t", None)
 
     def read(handle: Any, _index: int) -> Values:
-        if call is None:
+        if call is None or structure is None:
             raise Unsupported()
-        info = call(handle)
+        info = structure()
+        call(handle, info)  # nvidia-ml-py fills the structure it is given (and raises on an NVML error)
         status = fabric_status(int(info.state), int(info.status), int(nv.NVML_SUCCESS))
         return {"fabric_status": float(status), "fabric_clique": float(info.cliqueId)}
 

@@ -17,13 +17,24 @@ class _NVMLError(Exception):
         self.value = value
 
 
+class _FabricInfo:
+    """nvidia-ml-py's c_nvmlGpuFabricInfo_t: built empty by the caller, filled in by the call."""
+
+    clusterUuid = b""
+    status = state = cliqueId = 0
+
+
 def _nv(**info: Any) -> Any:
-    def call(_handle: Any) -> Any:
+    """nvidia-ml-py's call as it is: nvmlDeviceGetGpuFabricInfo(handle, info) fills the structure it is given."""
+    def call(_handle: Any, out: _FabricInfo) -> int:
         if "error" in info:
             raise _NVMLError(info["error"])
-        return SimpleNamespace(**info)
+        for name, value in info.items():
+            setattr(out, name, value)
+        return 0
 
-    return SimpleNamespace(NVML_SUCCESS=0, NVMLError=_NVMLError, nvmlDeviceGetGpuFabricInfo=call)
+    return SimpleNamespace(NVML_SUCCESS=0, NVMLError=_NVMLError, nvmlDeviceGetGpuFabricInfo=call,
+                           c_nvmlGpuFabricInfo_t=_FabricInfo)
 
 
 @pytest.mark.parametrize(("state", "status", "expected"), [
