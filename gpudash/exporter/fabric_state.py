@@ -9,6 +9,7 @@ nvidia-ml-py) leaves both fields out; nothing else is affected.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 from gpudash.exporter.nvml_reader import NvmlReader, Unsupported, Values
@@ -37,7 +38,9 @@ def fabric_reader(nv: Any) -> NvmlReader:
         if call is None or structure is None:
             raise Unsupported()
         info = structure()
-        call(handle, info)  # nvidia-ml-py fills the structure it is given (and raises on an NVML error)
+        # nvidia-ml-py hands its second argument to NVML as it is: the structure goes by reference (by value, an
+        # H200 answered the first call and refused every later one with Invalid Argument)
+        call(handle, ctypes.byref(info))
         status = fabric_status(int(info.state), int(info.status), int(nv.NVML_SUCCESS))
         return {"fabric_status": float(status), "fabric_clique": float(info.cliqueId)}
 

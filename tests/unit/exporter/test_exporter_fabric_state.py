@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,20 +18,22 @@ class _NVMLError(Exception):
         self.value = value
 
 
-class _FabricInfo:
-    """nvidia-ml-py's c_nvmlGpuFabricInfo_t: built empty by the caller, filled in by the call."""
+class _FabricInfo(ctypes.Structure):
+    """nvidia-ml-py's c_nvmlGpuFabricInfo_t: built empty by the caller, filled in by NVML through a pointer."""
 
-    clusterUuid = b""
-    status = state = cliqueId = 0
+    _fields_ = [("clusterUuid", ctypes.c_uint8 * 16), ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint32),
+                ("state", ctypes.c_uint8)]
 
 
 def _nv(**info: Any) -> Any:
-    """nvidia-ml-py's call as it is: nvmlDeviceGetGpuFabricInfo(handle, info) fills the structure it is given."""
-    def call(_handle: Any, out: _FabricInfo) -> int:
+    """nvidia-ml-py's call as it is: nvmlDeviceGetGpuFabricInfo(handle, info) passes `info` on to NVML, which
+    writes through the pointer it must be (a structure passed by value is refused)."""
+    def call(_handle: Any, out: Any) -> int:
         if "error" in info:
             raise _NVMLError(info["error"])
+        target = out._obj  # what ctypes.byref points at; a bare structure has no _obj
         for name, value in info.items():
-            setattr(out, name, value)
+            setattr(target, name, value)
         return 0
 
     return SimpleNamespace(NVML_SUCCESS=0, NVMLError=_NVMLError, nvmlDeviceGetGpuFabricInfo=call,
