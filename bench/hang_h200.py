@@ -16,6 +16,7 @@ Exit 0 when GPUJobHung fired naming the job and then resolved; 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -87,6 +88,9 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="gpudash-hang-"))
     procs: list[subprocess.Popen[bytes]] = []
+    logs = contextlib.ExitStack()
+    exporter_log = logs.enter_context((work / "exporter.log").open("wb"))
+    prometheus_log = logs.enter_context((work / "prometheus.log").open("wb"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     try:
         thresholds, site = settings(work)
@@ -100,12 +104,12 @@ def main() -> int:
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "gpudash", "exporter", "--listen", EXPORTER, "--slow-interval", "2s",
              "--hpc-job-mapping-dir", str(work / "jobs"), *source],
-            env=env, stdout=open(work / "exporter.log", "wb"), stderr=subprocess.STDOUT))
+            env=env, stdout=exporter_log, stderr=subprocess.STDOUT))
         port = 9090 + os.getpid() % 1000
         procs.append(subprocess.Popen(
-            ["prometheus", f"--config.file={prometheus_config(work, generated)}", f"--storage.tsdb.path={work / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=open(work / "prometheus.log", "wb"), stderr=subprocess.STDOUT))
+            ["prometheus", f"--config.file={prometheus_config(work, generated)}",
+             f"--storage.tsdb.path={work / 'data'}", f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=prometheus_log, stderr=subprocess.STDOUT))
         url = f"http://127.0.0.1:{port}"
         if not wait_for("the exporter's series in Prometheus",
                         lambda: _safe(lambda: query(url, f'DCGM_FI_DEV_GPU_UTIL{{hpc_job="{JOB}"}}')), 60, 2):
@@ -157,6 +161,7 @@ def main() -> int:
                     proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        logs.close()
         shutil.rmtree(work, ignore_errors=True)
 
 
