@@ -45,6 +45,12 @@ if ! "$PY" -c 'import click, yaml' 2>/dev/null; then
 fi
 export PYTHONPATH="$PWD:$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
 
+before=$(nvidia-smi -i "$GPU" --query-gpu=mig.mode.current --format=csv,noheader)
+if [ "$before" != "Disabled" ]; then  # its instances may be in use: tearing them down is not this script's call
+  echo "MIG mode of GPU $GPU is '$before', not Disabled: this script partitions an idle GPU and destroys every" \
+       "instance when it ends; run it on a GPU with MIG off"
+  exit 2
+fi
 echo "== MIG on GPU $GPU =="
 ENABLED_HERE=1  # from here on, cleanup turns MIG off again, whatever happens
 nvidia-smi -i "$GPU" -mig 1
