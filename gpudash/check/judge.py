@@ -39,6 +39,7 @@ from gpudash.check.prometheus_api import QUERY_TIMEOUT_S, PrometheusClient, Quer
 from gpudash.check.queries import ALERT, VARIABLE, CheckQuery, Group, Interpolation, unresolved
 from gpudash.config.durations import parse_seconds
 from gpudash.deadline import Deadline
+from gpudash.infiniband import NIC_INFO, SERIES
 from gpudash.promql.query import PromQL
 from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
 from gpudash.promql.scanner import (
@@ -261,6 +262,9 @@ class Checker:
         if signal is None:
             if kind == ALERT:
                 return f"no {sel} (not a GPU signal; its exporter is not scraped here)", Status.OPTIONAL
+            if name in _FABRIC_SERIES:
+                return (f"no {sel}: no InfiniBand or RoCE port publishes it here (node_exporter's infiniband "
+                        "collector; docs/fabric.md)", Status.OPTIONAL)
             return f"no series {sel}", Status.EMPTY
         if sel.matchers and self._has(name):
             if _only_variables(sel.matchers) and not signal.optional:
@@ -291,6 +295,8 @@ class Checker:
 
 
 # From least to most serious: a query with several missing selectors takes the most serious reason.
+# The fabric's inputs: node_exporter's RDMA ports and the GPU-to-port map, only where a node has such ports.
+_FABRIC_SERIES = frozenset({name for name, _, _ in SERIES} | {NIC_INFO})
 _SEVERITY = (Status.NOT_FIRING, Status.NOTHING_MATCHES, Status.NO_JOBS, Status.NOT_SUPPORTED, Status.OPTIONAL,
              Status.EMPTY)
 _JOB_RECORDS = frozenset(r.record for r in JOB_RECORDINGS)

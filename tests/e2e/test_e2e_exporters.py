@@ -25,8 +25,10 @@ from gpudash.catalog import Publisher, profile
 from gpudash.check.judge import GroupResult, Status, run_check
 from gpudash.check.queries import VARIABLE, built_dashboards, dashboard_groups, load_dashboards, rule_groups
 from gpudash.config.loading import load_settings
+from gpudash.infiniband import NIC_INFO
 from gpudash.promql.recordings import FLEET_LISTS, signals_in
 from gpudash.promql.resets import RESET_RECORDINGS
+from gpudash.promql.scanner import metric_names
 from gpudash.repository import RECORDING_FILE
 from gpudash.stack.process import PrometheusProcess
 from gpudash.stack.servers import prometheus_config, scrape_jobs
@@ -63,7 +65,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusP
 
 
 def _reads_optional(expr: str, metric_profile: str) -> bool:
-    return any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals_in(expr, profile(metric_profile)))
+    """A signal outside dcgm-exporter's defaults, or the fabric's node_exporter series (no RDMA port here)."""
+    return (any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals_in(expr, profile(metric_profile)))
+            or any(name.startswith("node_infiniband_") or name == NIC_INFO for name in metric_names(expr)))
 
 
 def _renamed_group(text: str) -> str:

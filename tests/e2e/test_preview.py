@@ -108,4 +108,4 @@ def test_an_unknown_dashboard_is_named(prometheus: PrometheusProcess, tmp_path: 
     done = gpudash("preview", "--prometheus", prometheus.url, "--out", str(tmp_path / "x"), "--dashboard", "nope",
                    cwd=ROOT)
     assert done.code == 2
-    assert done.err.startswith("gpudash: --dashboard nope: no such dashboard uid (known: gpudash-fleet")
+    assert done.err.startswith("gpudash: --dashboard nope: no such dashboard uid (known: gpudash-fabric, gpudash-fleet")
