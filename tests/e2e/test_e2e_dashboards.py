@@ -9,6 +9,7 @@ against yesterday" panels have data too. Then `gpudash check` runs every panel, 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,8 @@ from support.slack import budget
 
 from gpudash.catalog import PROMETHEUS_ALERTS
 from gpudash.check.judge import GroupResult, Status, run_check
-from gpudash.check.queries import ALERT, RECORDING, dashboard_groups, load_dashboards, rule_groups
+from gpudash.check.queries import ALERT, PANEL, RECORDING, dashboard_groups, load_dashboards, rule_groups
+from gpudash.config.durations import parse_seconds
 from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import RECORDING_FILE
 from gpudash.stack.history import DAY, SeededPrometheus, moments, simulated_openmetrics, yesterday_blocks
@@ -226,3 +228,20 @@ def test_check_without_recording_rules_names_them(stack: Stack, tmp_path: Path) 
     assert "Hottest GPUs (top 10)" not in failed  # raw series still work
     assert unexplained([result]) != []
 
+
+
+def test_the_fleets_goodput_and_interruption_rate_count_the_xid_episode(stack: Stack) -> None:
+    (group,) = dashboard_groups(load_dashboards([ROOT / "dashboards" / "json" / "gpudash-fleet.json"]),
+                                scrape_interval_s=1, range_s=1800)
+    exprs = {q.item: q.expr for q in group.queries if q.kind == PANEL}
+    (goodput,) = stack.prometheus.query(exprs["Goodput (proxy) in range"])
+    (rate,) = stack.prometheus.query(exprs["Interruptions per 1,000 GPU-days in range"])
+    # The same range, step and recording the stats read: the GPU-hours reported, unweighted.
+    step = re.search(r"\[1800s:(\w+)\]", exprs["Goodput (proxy) in range"])
+    assert step is not None
+    (hours,) = stack.prometheus.query(f"sum(sum_over_time(cluster:gpu_count:count[1800s:{step.group(1)}])) * "
+                                      f"{parse_seconds(step.group(1)):g} / 3600")
+    assert 0 < float(goodput["value"][1]) < float(hours["value"][1])
+    # XID 13 fires GPUXidError (restart_job) on GPU 6 once: one episode over the GPU-days reported.
+    episodes = float(rate["value"][1]) * float(hours["value"][1]) / 24 / 1000
+    assert episodes == pytest.approx(1)
