@@ -23,6 +23,7 @@ from gpudash.panels.fleet_panels import (
     throttled_gpus,
     xid_panels,
 )
+from gpudash.panels.fleet_report import goodput_and_interruptions
 from gpudash.panels.gpu_panels import comparison_row, stat_row
 from gpudash.panels.job_panels import fleet_job_hours, node_link
 from gpudash.panels.visualizations import (
@@ -76,6 +77,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
         sort=("mean utilization", False)), w=24, h=8)
 
     layout.section("Jobs")
+    goodput_and_interruptions(layout, q)
     fleet_job_hours(layout, q, k)
 
     layout.section("Memory")

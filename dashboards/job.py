@@ -17,7 +17,7 @@ from gpudash.config.durations import Duration
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
 from gpudash.panels.gpu_panels import mig_instances
-from gpudash.panels.job_panels import PROCESS_CONTEXT, energy_in_range, gpu_hours, node_link
+from gpudash.panels.job_panels import PROCESS_CONTEXT, energy_in_range, gpu_hours, job_holder_table, node_link
 from gpudash.panels.visualizations import (
     GREEN,
     ORANGE,
@@ -57,6 +57,7 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     layout = PanelGrid()
     layout.section("Job at a glance")
+    layout.add(job_holder_table(q), w=24, h=4)
     _glance(layout, q, step)
 
     layout.section("Nodes and GPUs")

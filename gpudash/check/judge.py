@@ -5,7 +5,8 @@ A query that returns series is fine. An empty one is looked into, selector by se
 - a series it reads does not exist: a failure when that is a signal every dcgm-exporter publishes (or a
   recorded series whose inputs exist: the recording rules are not loaded, unless it is a recorded list, such
   as the GPUs throttled now, beside other recordings: *nothing matches*); *optional* when the signal is
-  one a deployment may lack (catalog `Signal.optional`) or, for a rule, not a GPU signal at all;
+  one a deployment may lack (catalog `Signal.optional`), who holds a job (`gpudash_job_info`, which only the
+  bundled exporter publishes) or, for a rule, not a GPU signal at all;
 - everything it reads exists: *needs history* when it looks back with `offset` and has data without it,
   or when its series are younger than its range window (a counter that appeared seconds ago) or than its
   subquery's step (a subquery samples at multiples of its step);
@@ -30,6 +31,7 @@ from gpudash.catalog import (
     BY_DCGM_NAME,
     BY_KEY,
     EXPORTER_UNSUPPORTED,
+    JOB_INFO,
     PROMETHEUS_ALERTS,
     PROMETHEUS_ALERTS_FOR_STATE,
     UNSUPPORTED_FIELD_LABEL,
@@ -258,6 +260,9 @@ class Checker:
             return self._signals_reason(signals, f"{name} (recorded from {', '.join(self._names(signals))})")
         if name in _ALERT_SERIES:
             return f"no {sel}: no such alert active now", Status.NOT_FIRING
+        if name == JOB_INFO:
+            return (f"no {sel}: who holds a job is optional (the bundled exporter publishes it from Slurm's prolog "
+                    "or the kubelet; dcgm-exporter does not)", Status.OPTIONAL)
         signal = self._by_name.get(name) or BY_DCGM_NAME.get(name)
         if signal is None:
             if kind == ALERT:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudash.catalog import DRIVER_VERSION_LABEL
+from grafanalib import core as G
+
+from gpudash.catalog import DRIVER_VERSION_LABEL, JOB_INFO, JOB_INFO_LABELS
 from gpudash.config.durations import Duration
 from gpudash.panels.visualizations import PanelGrid, Query, table
 from gpudash.promql.query import PromQL
@@ -68,6 +70,27 @@ def energy_in_range(q: PromQL, power_record: str, step: Duration) -> tuple[str, 
             f"the recorded power ({power_record}) added up every {step}, exact to one sample")
 
 
+def job_holders(q: PromQL, labels: tuple[str, ...] = JOB_INFO_LABELS) -> str:
+    """Who holds each job, from the exporter's `gpudash_job_info`: one series per job (value 1) with `labels`.
+
+    A job's info series on each of its nodes collapse to one; should two disagree, `topk` keeps one, so a join
+    on the job never fails for a duplicate match."""
+    job = q.job
+    info = f"{JOB_INFO}{q.scope.selector(((q.job_label, '!=', ''),))}"
+    return f"topk by ({job}) (1, group by ({job}, {', '.join(labels)}) ({info}))"
+
+
+HOLDER_COLUMNS = ("user", "account")
+
+
+def with_holders(q: PromQL, expr: str) -> str:
+    """A per-job expression with its job's user and account added as labels where `gpudash_job_info` knows them;
+    a job it does not know (dcgm-exporter publishes none) keeps its row, without them."""
+    on = f"on ({q.job})"
+    return (f"({expr}) * {on} group_left ({', '.join(HOLDER_COLUMNS)}) {job_holders(q, HOLDER_COLUMNS)} "
+            f"or {on} ({expr})")
+
+
 def gpu_hours(q: PromQL, which: str) -> str:
     """GPU-hours each job held (`which` = "held") or held idle ("idle") over the dashboard's range.
 
@@ -90,16 +113,31 @@ def fleet_job_hours(layout: PanelGrid, q: PromQL, k: int) -> None:
     how = ("GPU-hours: the GPU-seconds a job held at each rule evaluation (recording cluster_job:gpu_held_seconds:"
            "interval, its GPU count x the interval) added up over the time range, exact to one evaluation; idle: "
            f"its GPUs under {level:g} % utilization (cluster_job:gpu_idle_seconds:interval). A job is a value of "
-           f"the `{label}` label; click one to open it.")
+           f"the `{label}` label; click one to open it. user and account: the job's gpudash_job_info (the bundled "
+           "exporter's, from Slurm's prolog), empty where no exporter publishes it.")
     columns = {"A": "GPU-hours held", "B": "GPU-hours idle"}
     layout.add(table(
-        f"GPU-hours held per job (top {k})", [Query(f"topk({k}, {held})", ref="A")],
+        f"GPU-hours held per job (top {k})", [Query(with_holders(q, f"topk({k}, {held})"), ref="A")],
         how + " Its idle hours: the table beside when it is among the largest idle holders, else the job's "
               "dashboard.", {"A": columns["A"]}, "none", None, links=[job_link(label)],
         hide_columns=("__name__",), link_column=label, sort=(columns["A"], True)), w=12, h=8)
     top_idle = f"topk({k}, {idle} > 0)"
     layout.add(table(
         f"Largest idle holders (top {k} GPU-hours idle)",
-        [Query(f"{held} and on (cluster, {label}) {top_idle}", ref="A"), Query(top_idle, ref="B")],
+        [Query(with_holders(q, f"{held} and on (cluster, {label}) {top_idle}"), ref="A"),
+         Query(with_holders(q, top_idle), ref="B")],
         how, columns, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
         sort=(columns["B"], True)), w=12, h=8)
+
+
+UNKNOWN_HOLDER = "unknown: no gpudash_job_info for this job"
+
+
+def job_holder_table(q: PromQL) -> G.Table:
+    """The job's user, account, partition and name, from `gpudash_job_info`; "unknown" where no series says."""
+    return table(
+        "Who holds the job", [Query(job_holders(q))],
+        "The job's user, account, partition and name, as the bundled exporter publishes them in gpudash_job_info "
+        "(Slurm's prolog records them beside the GPU mapping). Unknown where no exporter publishes the series "
+        "(dcgm-exporter does not) or the job ended before its metadata was read.",
+        None, "none", None, hide_columns=("__name__", "Value"), empty=UNKNOWN_HOLDER)

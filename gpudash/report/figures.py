@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudash.health.published_rates import LLAMA3_GPU_DAYS, LLAMA3_INTERRUPTIONS, LLAMA3_RATE
 from gpudash.health.xid import XID_TABLE
 from gpudash.report.collect import Totals
 
-# Llama 3 (Meta, 2024): 419 unexpected interruptions in 54 days of pre-training on 16,384 H100 GPUs.
-LLAMA3_INTERRUPTIONS = 419
-LLAMA3_GPU_DAYS = 54 * 16_384
-LLAMA3_RATE = LLAMA3_INTERRUPTIONS / LLAMA3_GPU_DAYS * 1000  # per 1,000 GPU-days, about 0.47
+__all__ = ["LLAMA3_GPU_DAYS", "LLAMA3_INTERRUPTIONS", "LLAMA3_RATE"]
 UNKNOWN_TEAM = "(unknown)"
 TOP = 10
 HOUR = 3600.0

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gpudash.catalog import JOB_INFO, PROMETHEUS_ALERTS
 from gpudash.config.loading import Settings
 from gpudash.promql.for_settings import promql_for
-from gpudash.rules.health_alerts import HEALTH_ALERTS
+from gpudash.rules.health_alerts import health_alert_names
 
 HELD = "cluster_job:gpu_held_seconds:interval"
 IDLE = "cluster_job:gpu_idle_seconds:interval"
@@ -25,10 +25,6 @@ TENSOR = "cluster:gpu_tensor_active:avg"
 SM = "cluster:gpu_sm_active:avg"
 # The labels of gpudash_job_info a report shows beside a job (the team label is added when it is another).
 INFO_LABELS = ("user", "account", "partition", "job_name")
-
-
-def health_alert_names() -> tuple[str, ...]:
-    return tuple(sorted({spec.name for spec in HEALTH_ALERTS}))
 
 
 @dataclass(frozen=True)

@@ -230,3 +230,8 @@ HEALTH_ALERTS = (
         "it expects{{{{ end }}}}, for {k.for_}: {to_do}.", carries=CARD),
     )),
 )
+
+
+def health_alert_names() -> tuple[str, ...]:
+    """The health alerts' names, sorted: what the report and the fleet dashboard count interruptions of."""
+    return tuple(sorted({spec.name for spec in HEALTH_ALERTS}))

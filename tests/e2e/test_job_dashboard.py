@@ -1,6 +1,7 @@
 """The job dashboard, the fleet's job panels and one-series-per-GPU, against a real Prometheus.
 
-Two 4-GPU nodes, served as static /metrics in dcgm-exporter's shape with `hpc_job` labels, are scraped
+Two 4-GPU nodes, served as static /metrics in dcgm-exporter's shape with `hpc_job` labels (and who holds
+job 48213 as the bundled exporter's `gpudash_job_info` says), are scraped
 every second by a real Prometheus running the rules `gpudash rules` renders. Job 48213 holds all eight
 GPUs; node B's GPU 3 runs a slower SM clock (the straggler), node B's GPU 1 is throttled (the bundled
 exporter's flag) and then reports an XID, node A's GPU 2 is throttled as dcgm-exporter's clock-event count
@@ -22,7 +23,7 @@ from support.paths import ROOT
 from support.site_query import site_promql
 from support.slack import budget
 
-from gpudash.catalog import DCGM
+from gpudash.catalog import DCGM, JOB_INFO
 from gpudash.check.judge import GroupResult, Status, run_check
 from gpudash.check.prometheus_api import PrometheusClient, TimeRange
 from gpudash.check.queries import PANEL, VARIABLE, dashboard_groups, load_dashboards
@@ -33,6 +34,7 @@ from gpudash.stack.servers import prometheus_config, rule_files, scrape_jobs
 
 JOB, OTHER_JOB, FOREIGN_JOB, FOREIGN_PID = "48213", "50000", "999", "4242"
 STRAGGLER, THROTTLED, SHARED = ("B", 3), ("B", 1), ("B", 2)
+HOLDER = {"user": "alice", "account": "physics", "partition": "h200", "job_name": "pretrain-7b"}
 THROTTLED_DCGM = ("A", 2)  # throttled as only dcgm-exporter's clock-event count says
 RANGE_S = 600
 JSON = ROOT / "dashboards" / "json"
@@ -69,6 +71,11 @@ def exposition(node: str, jobs: dict[int, str], xid: int) -> bytes:
         if (node, gpu) == SHARED:
             lines.append(f'{_name("process_fb_used")}{{{base},hpc_job="{FOREIGN_JOB}",pid="{FOREIGN_PID}",'
                          f'process_name="stray"}} 8000')
+    # Who holds the job, as the bundled exporter publishes it on each of the job's nodes; job 50000 has no
+    # such series (a dcgm-exporter site's every job): its holder is unknown.
+    if JOB in jobs.values():
+        info = ",".join(f'{key}="{value}"' for key, value in HOLDER.items())
+        lines.append(f'{JOB_INFO}{{hpc_job="{JOB}",{info}}} 1')
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -135,10 +142,11 @@ def test_the_fleets_job_panels_return_data(stack: Stack) -> None:
     assert all(r.status in (Status.OK, Status.NOTHING_MATCHES) for r in jobs), jobs
 
 
-def _instant(stack: Stack, panel: str, job: str = JOB) -> list[dict[str, Any]]:
-    (dashboard, origin), = load_dashboards([JSON / "gpudash-job.json"])
-    (group,) = dashboard_groups([(dashboard, origin)], 1, {"job": job}, RANGE_S)
-    (query,) = [q for q in group.queries if q.kind == PANEL and q.item == panel]
+def _instant(stack: Stack, panel: str, job: str = JOB, dashboard: str = "gpudash-job.json",
+             ref: str = "A") -> list[dict[str, Any]]:
+    (built, origin), = load_dashboards([JSON / dashboard])
+    (group,) = dashboard_groups([(built, origin)], 1, {"job": job}, RANGE_S)
+    (query,) = [q for q in group.queries if q.kind == PANEL and q.item == panel and q.ref == ref]
     return stack.prometheus.query(query.expr)
 
 
@@ -186,6 +194,28 @@ def test_gpu_hours_and_size_follow_the_job(stack: Stack) -> None:
                                       " / 3600")
     assert float(exact["value"][1]) > 0
     assert abs(float(hours["value"][1]) - float(exact["value"][1])) <= 8 * 15 / 3600
+
+
+def test_who_holds_the_job_is_on_its_dashboard_and_unknown_without_its_info_series(stack: Stack) -> None:
+    (holder,) = _instant(stack, "Who holds the job")
+    assert {key: holder["metric"].get(key) for key in HOLDER} == HOLDER
+    assert holder["metric"]["hpc_job"] == JOB  # one row, though both of its nodes publish the series
+    # No series for job 50000: no row, and the table says "unknown" (its noValue).
+    assert _instant(stack, "Who holds the job", OTHER_JOB) == []
+
+
+def test_the_fleets_gpu_hours_tables_name_each_jobs_user_and_account(stack: Stack) -> None:
+    held = _instant(stack, "GPU-hours held per job (top 10)", dashboard="gpudash-fleet.json")
+    rows = {series["metric"]["hpc_job"]: series for series in held}
+    assert set(rows) == {JOB, OTHER_JOB} and len(held) == 2  # a job without metadata keeps its row, once
+    assert {key: rows[JOB]["metric"].get(key) for key in ("user", "account")} == \
+        {"user": HOLDER["user"], "account": HOLDER["account"]}
+    assert "user" not in rows[OTHER_JOB]["metric"] and "account" not in rows[OTHER_JOB]["metric"]
+    assert "partition" not in rows[JOB]["metric"]  # the columns asked for, no more
+    # The hours are the recorded ones, unchanged by the join.
+    (hours,) = stack.prometheus.query(f'sum_over_time(cluster_job:gpu_held_seconds:interval{{hpc_job="{JOB}"}}'
+                                      f'[{RANGE_S}s]) / 3600')
+    assert float(rows[JOB]["value"][1]) == pytest.approx(float(hours["value"][1]), rel=0.05)
 
 
 def test_node_panels_draw_one_series_per_gpu_while_its_job_label_changes(stack: Stack) -> None:

@@ -239,6 +239,22 @@ def test_no_active_alert_is_not_firing_and_a_missing_gpu_series_still_fails() ->
     assert both.status is Status.EMPTY
 
 
+def test_no_job_metadata_is_optional_where_jobs_are_attributed() -> None:
+    from gpudash.check.judge import Checker
+    from gpudash.check.prometheus_api import PrometheusClient, TimeRange
+
+    # Jobs are attributed (the GPU series carry hpc_job), but no exporter publishes who holds them.
+    present = _Answers("DCGM_FI_DEV_GPU_UTIL", 'DCGM_FI_DEV_GPU_UTIL{hpc_job!=""}')
+    checker = Checker(cast(PrometheusClient, present), site_promql(), TimeRange(0, 60, 15))
+    holder = checker.run(CheckQuery("GPU job", "Who holds the job", PANEL,
+                                    'group by (cluster, hpc_job, user) (gpudash_job_info{hpc_job=~"7"})'))
+    assert holder.status is Status.OPTIONAL and "dcgm-exporter does not" in holder.detail
+    # Beside a GPU signal every exporter publishes, that signal's absence is still the failure.
+    joined = checker.run(CheckQuery("GPU job", "x", PANEL,
+                                    "DCGM_FI_DEV_GPU_TEMP * on (hpc_job) group_left (user) gpudash_job_info"))
+    assert joined.status is Status.EMPTY
+
+
 def test_a_custom_variable_is_sent_as_its_current_value_unless_chosen() -> None:
     (dashboard, origin), = load_dashboards([ROOT / "dashboards" / "json" / "gpudash-health.json"])
     ledger = next(v for v in dashboard["templating"]["list"] if v["name"] == "ledger")

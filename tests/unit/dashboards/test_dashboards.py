@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support.paths import ROOT
 
-from gpudash.catalog import PROFILES, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
+from gpudash.catalog import JOB_INFO, PROFILES, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all, check_all
 from gpudash.promql.query import UP
@@ -210,8 +210,8 @@ def test_24h_comparison_row(built: dict[str, dict[str, Any]], name: str) -> None
 
 def _known_names() -> set[str]:
     # Prometheus' own series: its alerts (what the health dashboard reads the health alerts from) and each
-    # target's health.
-    names = set(RECORDING_BY_NAME) | {PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE, UP}
+    # target's health; and who holds a job, the exporter's info series.
+    names = set(RECORDING_BY_NAME) | {PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE, UP, JOB_INFO}
     for profile in PROFILES.values():
         names |= {ref.name for ref in profile.metrics.values()}
     return names

@@ -200,4 +200,5 @@ def test_the_demo_waits_on_every_recording_a_dashboard_reads_through_a_subquery(
 
     found = subqueried_recordings()
     assert "cluster_instance_gpu_uuid_xid:gpu_xid_errors:new" in found
-    assert "cluster:gpu_count:count" not in found  # read plainly, never through a subquery
+    assert "cluster:gpu_utilization:sum" not in found  # read plainly, never through a subquery
+    assert "cluster:gpu_count:count" in found  # the fleet's goodput and interruption rate sample it by one
