@@ -13,7 +13,12 @@ GPUs only, so three things a scenario also needs are modelled here, separately a
 Job scenarios lay jobs over the node's GPUs (gpudash.exporter.sim.jobs, the node as one of a simulated
 cluster): their GPU series carry `hpc_job` while a job runs, as the exporter's job attribution publishes it,
 and the profiling series the job rules read (SM, tensor and DRAM activity) and power (with its limit where
-the flavour publishes it) come along. The hang scenarios are in bench/scenarios_jobs.py.
+the flavour publishes it) come along. The hang scenarios are in bench/scenarios_jobs.py. A job may span the
+scenario's `peers` too: nodes written beside it, with no fault of their own, that feel its faults through the job.
+
+Where a fault hits the fabric (bench/scenarios_fabric.py), each node also gets its InfiniBand ports under
+node_exporter's names (gpudash.exporter.sim.fabric, one port per GPU), the bundled exporter's GPU <-> port map
+(gpudash_gpu_nic_info) and each GPU's NVSwitch fabric state.
 
 Two exporter flavours: `bundled` publishes what `gpudash exporter` does (every catalog signal the rules
 read, both XID forms, throttle reasons, gpudash_gpu_up); `dcgm` only dcgm-exporter's default counters.
@@ -27,9 +32,12 @@ from collections.abc import Iterator
 from bench import scenarios_jobs
 from bench.corpus_scenario import GPUS, HOST, STEP, Sample, Scenario
 from bench.scenarios_corrected import CORRECTED
+from bench.scenarios_fabric import FABRIC_SCENARIOS
 from bench.scenarios_health import HEALTH_SCENARIOS
 from bench.scenarios_offenders import OFFENDERS
 from gpudash.catalog import BY_KEY, CLOCK_EVENT_REASONS, HPC_JOB_LABEL, Publisher
+from gpudash.exporter.nic_affinity import GpuNic, nic_info_lines
+from gpudash.exporter.sim import fabric
 from gpudash.exporter.sim.fleet import Fleet
 from gpudash.exporter.source import GpuReading
 
@@ -44,6 +52,7 @@ KEYS = ("gpu_util", "fb_used", "fb_free", "gpu_temp", "hbm_temp", "sm_clock", "s
 HEALTH_KEYS = ("ecc_dbe_vol", "ecc_dbe_agg", "remapped_rows_unc", "remapped_rows_cor", "row_remap_pending",
                "row_remap_failure", "nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay", "nvlink_recovery",
                "gpu_max_op_temp", "mem_max_op_temp", "recovery_action")
+FABRIC_KEYS = ("fabric_status",)  # GPUFabricState's input: only where a fault hits the fabric
 SBE_KEYS = ("ecc_sbe_vol", "ecc_sbe_agg")  # corrected ECC errors, no rule's input: only where a scenario counts them
 HBM_RAMP = 300.0  # s: how long an `hbm_heat` step takes to reach its full rise
 # what the job rules read besides KEYS, in job scenarios only
@@ -144,6 +153,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *(Scenario(**corrected) for corrected in CORRECTED),  # replays, CRC and single-bit ECC errors: never an alert
     *scenarios_jobs.SCENARIOS,
     *(Scenario(**health) for health in HEALTH_SCENARIOS),
+    *FABRIC_SCENARIOS,
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -170,44 +180,68 @@ def build_series(scenario: Scenario, flavour: str) -> dict[str, list[Sample]]:
     """Series selector text -> one sample per STEP (None where the series is absent)."""
     if flavour not in FLAVOURS:
         raise ValueError(flavour)
-    fleet = scenario.fleet()
     sbe = SBE_KEYS if any("sbe" in f for f in scenario.faults) else ()
-    wanted = KEYS + HEALTH_KEYS + (JOB_KEYS if scenario.jobs else ()) + sbe
+    fabric_keys = FABRIC_KEYS if scenario.fabric else ()
+    wanted = KEYS + HEALTH_KEYS + (JOB_KEYS if scenario.jobs else ()) + sbe + fabric_keys
     keys = [k for k in wanted if (flavour == "bundled" or BY_KEY[k].publisher is Publisher.DCGM_DEFAULT)
             and (scenario.profiling or k not in PROFILING_KEYS)]
     out = _Series(scenario.samples)
-    gpu_instance = f"{HOST}:9400"
-    node_instance = f"{HOST}:9100"
+    for host in scenario.hosts:
+        _put_node(out, scenario, flavour, keys, host)
+    _mark_stale(out.data)
+    return out.data
+
+
+def _put_node(out: _Series, scenario: Scenario, flavour: str, keys: list[str], host: str) -> None:
+    fleet = scenario.fleet(host)
+    gpu_instance = f"{host}:9400"
+    node_instance = f"{host}:9100"
     base = {"cluster": CLUSTER, "rack": "rack-1"}
+    node = _labels(**base, instance=node_instance, job=NODE_JOB)
+    nics = [(pair, _nic_info(pair, _labels(**base, instance=gpu_instance, job=GPU_JOB, hostname=host)))
+            for pair in map(fabric.port_of, fleet.identities)] if scenario.fabric else []
     for index in range(scenario.samples):
         t = float(index * STEP)
-        down = scenario.target_down is not None and scenario.target_down[0] <= t < scenario.target_down[1]
+        down = (host == HOST and scenario.target_down is not None
+                and scenario.target_down[0] <= t < scenario.target_down[1])
         out.put(f'up{{{_labels(**base, instance=gpu_instance, job=GPU_JOB)}}}', index, 0.0 if down else 1.0)
         saturated = any(a <= t < b for a, b in scenario.saturated)
         load = (0.97 if saturated else scenario.cpu_load) + 0.06 * (_noise(index, 1) - 0.5)
-        node = _labels(**base, instance=node_instance, job=NODE_JOB)
         out.put(f"node_load1{{{node}}}", index, round(load * CPUS, 2))
         for cpu in range(CPUS):
             out.put(f'node_cpu_seconds_total{{{node},cpu="{cpu}",mode="idle"}}', index,
                     round(t * (1 - min(load, 1.0)), 1))
+        for pair, _ in nics:  # node_exporter's infiniband collector: whichever exporter flavour serves the GPUs
+            i = pair.gpu.index
+            values = fabric.port_values(fleet.seed, i, t, fleet.faults.get(i, ()), fleet.workload(i) != "idle")
+            port = f'device="{pair.nic.device}",port="{pair.nic.port}"'
+            for name, value in values.items():
+                out.put(f"{name}{{{node},{port}}}", index, float(value))
         if down:
             continue
         if flavour == "bundled":
             gpus = _labels(**base, instance=gpu_instance, job=GPU_JOB)
             out.put(f"{BY_KEY['gpus_expected'].dcgm_name}{{{gpus}}}", index, float(GPUS))
+            for _, info in nics:  # the bundled exporter's GPU <-> port map; dcgm-exporter has none
+                out.put(info, index, 1.0)
         for reading in fleet.sample(t):
-            _put_gpu(out, index, reading, fleet, scenario, keys, flavour, gpu_instance, base)
-    _mark_stale(out.data)
-    return out.data
+            _put_gpu(out, index, reading, fleet, scenario, keys, flavour, host, base)
+
+
+def _nic_info(pair: GpuNic, exporter: str) -> str:
+    """The selector of the bundled exporter's gpudash_gpu_nic_info sample for one GPU and its port."""
+    (line,) = nic_info_lines([pair], exporter)
+    return line.rsplit(" ", 1)[0]
 
 
 def _put_gpu(out: _Series, index: int, reading: GpuReading, fleet: Fleet, scenario: Scenario,
-             keys: list[str], flavour: str, instance: str, base: dict[str, str]) -> None:
+             keys: list[str], flavour: str, host: str, base: dict[str, str]) -> None:
+    instance = f"{host}:9400"
     ident = fleet.identities[reading.index]
     t = index * STEP
     job = fleet.job(reading.index, float(t))
     gpu = _labels(**base, instance=instance, job=GPU_JOB, gpu=str(reading.index), UUID=ident.uuid,
-                  modelName=ident.model_name, hostname=HOST, **({HPC_JOB_LABEL: job.id} if job else {}))
+                  modelName=ident.model_name, hostname=host, **({HPC_JOB_LABEL: job.id} if job else {}))
     if flavour == "bundled":
         out.put(f"{BY_KEY['gpu_up'].dcgm_name}{{{gpu}}}", index, 1.0 if reading.up else 0.0)
         for code, count in sorted(reading.xid.counts.items()):

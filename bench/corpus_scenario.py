@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from gpudash.exporter.sim.cluster_node import cluster_fleet
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
 from gpudash.exporter.sim.jobs import layout_from_specs
-from gpudash.exporter.sim.spec import parse_fault
+from gpudash.exporter.sim.spec import FABRIC_FAULTS, parse_node_fault
 
 STEP = 15  # seconds between samples and between rule evaluations
 HOST = "gpu-node-01"
@@ -32,6 +32,7 @@ class Scenario:
     fault_gpu: int | None = None  # the GPU a fault hits; None: the whole node (or fault_gpus)
     fault_gpus: tuple[int, ...] = ()  # the GPUs a fault hits, when it is several but not the whole node
     jobs: tuple[str, ...] = ()  # --sim-job specs on HOST: GPU series carry hpc_job while their job runs
+    peers: tuple[str, ...] = ()  # other nodes of the jobs, written beside HOST with no fault of their own
     profiling: bool = True  # False: no SM or tensor activity series, whatever the flavour
     cpu_load: float = 0.45  # node_load1 per core in normal operation
     saturated: tuple[tuple[float, float], ...] = ()  # (start, end) s: CPU saturated
@@ -46,11 +47,20 @@ class Scenario:
     def samples(self) -> int:
         return int(self.hours * 3600 // STEP) + 1
 
-    def fleet(self) -> Fleet:
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return (HOST, *self.peers)
+
+    def fleet(self, host: str = HOST) -> Fleet:
         if not self.jobs:
             return fleet_from_specs(GPUS, SEED, self.workloads, self.faults, epoch=0.0)
-        layout = layout_from_specs(self.jobs, False, SEED, [HOST], GPUS)
-        return cluster_fleet(GPUS, SEED, self.faults, node=HOST, layout=layout, epoch=0.0)
+        layout = layout_from_specs(self.jobs, False, SEED, self.hosts, GPUS)
+        return cluster_fleet(GPUS, SEED, self.faults, node=host, layout=layout, epoch=0.0)
+
+    @property
+    def fabric(self) -> bool:
+        """Whether a fault hits the fabric: then the node's InfiniBand ports and the GPUs' fabric state are written."""
+        return any(parse_node_fault(f)[2].kind in FABRIC_FAULTS for f in self.faults)
 
     @property
     def targets(self) -> tuple[int, ...]:
@@ -76,5 +86,5 @@ class Scenario:
             return self.hbm_heat[0], min(self.hbm_heat[1], self.hours * 3600)
         if not self.faults:
             return None
-        fault = parse_fault(self.faults[0])[1]
+        fault = parse_node_fault(self.faults[0])[2]
         return fault.start, min(fault.end, self.hours * 3600)

@@ -117,3 +117,16 @@ def test_an_xid_79_nobody_resets_still_fires_hours_later_and_the_recovery_action
         else:
             assert asks == []  # dcgm-exporter's default counters do not publish the field
             assert not ours[1].false_alerts()
+
+
+def test_a_flapping_port_fires_on_its_port_and_a_planned_port_reset_fires_nothing(tmp_path: Path) -> None:
+    flapping, reset = corpus.BY_NAME["ib-flapping"], corpus.BY_NAME["ib-planned-reset"]
+    ours, _ = quality.evaluate([flapping, reset], "bundled", None, tmp_path, jobs=cpus(), naive=False)
+    # a port alert names the port (node_exporter's instance, device, port), no GPU
+    assert [(f.alertname, f.severity, f.gpu, f.episodes) for f in ours[0].fired] == [
+        ("GPUFabricPortFlapping", "critical", "", 1)]
+    assert flapping.fault_window is not None
+    caught = ours[0].first_catch()
+    assert caught is not None and caught - flapping.fault_window[0] <= 5 * 60  # the third drop is 4 min in
+    assert not ours[0].false_alerts()
+    assert ours[1].fired == []

@@ -14,7 +14,7 @@ import pytest
 from bench import alert_corpus as corpus
 from bench.alert_quality import naive_rules
 
-JOB_SCENARIOS = [s for s in corpus.SCENARIOS if s.jobs]
+JOB_SCENARIOS = [s for s in corpus.SCENARIOS if s.jobs and not s.fabric]  # the fabric ones: test_rules_corpus_fabric.py
 HOURS = 1.5  # 20 minutes into the faults; job-wide-dip's 8-minute stall at 1h, an evaluation and checkpoints
 _GPU = re.compile(r'gpu="(\d+)"')
 Series = dict[str, list[corpus.Sample]]
