@@ -265,11 +265,11 @@ class Checker:
                     "or the kubelet; dcgm-exporter does not)", Status.OPTIONAL)
         signal = self._by_name.get(name) or BY_DCGM_NAME.get(name)
         if signal is None:
-            if kind == ALERT:
-                return f"no {sel} (not a GPU signal; its exporter is not scraped here)", Status.OPTIONAL
             if name in _FABRIC_SERIES:
                 return (f"no {sel}: no InfiniBand or RoCE port publishes it here (node_exporter's infiniband "
                         "collector; docs/fabric.md)", Status.OPTIONAL)
+            if kind == ALERT:
+                return f"no {sel} (not a GPU signal; its exporter is not scraped here)", Status.OPTIONAL
             return f"no series {sel}", Status.EMPTY
         if sel.matchers and self._has(name):
             if _only_variables(sel.matchers) and not signal.optional:

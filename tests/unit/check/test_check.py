@@ -239,6 +239,22 @@ def test_no_active_alert_is_not_firing_and_a_missing_gpu_series_still_fails() ->
     assert both.status is Status.EMPTY
 
 
+def test_the_fabric_series_are_optional_on_a_node_without_an_rdma_port() -> None:
+    from gpudash.check.judge import Checker
+    from gpudash.check.prometheus_api import PrometheusClient, TimeRange
+
+    # a GPU node with no InfiniBand or RoCE port: node_exporter publishes none of its infiniband series
+    checker = Checker(cast(PrometheusClient, _Answers("DCGM_FI_DEV_GPU_UTIL")), site_promql(), TimeRange(0, 60, 15))
+    sent = "rate(node_infiniband_port_data_transmitted_bytes_total[5m])"
+    ports = checker.run(CheckQuery("rules", "x", RECORDING, sent))
+    down = checker.run(CheckQuery("rules", "GPUFabricPortDown", ALERT, "node_infiniband_state_id == 1"))
+    for found in (ports, down):
+        assert found.status is Status.OPTIONAL and "no InfiniBand or RoCE port publishes it here" in found.detail
+    # any other series that is not a GPU signal is still missing data
+    other = checker.run(CheckQuery("rules", "x", RECORDING, "rate(node_network_transmit_bytes_total[5m])"))
+    assert other.status is Status.EMPTY
+
+
 def test_no_job_metadata_is_optional_where_jobs_are_attributed() -> None:
     from gpudash.check.judge import Checker
     from gpudash.check.prometheus_api import PrometheusClient, TimeRange
