@@ -13,10 +13,11 @@ from typing import Any
 
 import yaml
 
-from gpudash.catalog import MIG_INSTANCE_LABEL, PROMETHEUS_ALERTS, Publisher, profile
+from gpudash.catalog import JOB_INFO, MIG_INSTANCE_LABEL, PROMETHEUS_ALERTS, Publisher, profile
 from gpudash.check.judge import GroupResult, Result, Status
 from gpudash.check.queries import PANEL, VARIABLE
 from gpudash.config.loading import Settings
+from gpudash.infiniband import NIC_INFO, SERIES
 from gpudash.promql.recordings import RECORDING_BY_NAME, signals_in
 from gpudash.promql.scanner import filters, metric_names, offsets
 from gpudash.stack.loopback import LoopbackHTTPServer
@@ -156,6 +157,11 @@ def _reads_a_list(expr: str) -> bool:
     return any(name in RECORDING_BY_NAME and RECORDING_BY_NAME[name].filtered for name in metric_names(expr))
 
 
+# Series that are no GPU signal and exist only on some sites: who holds a job (an exporter that publishes it), the
+# fabric's ports (a node with an RDMA port). `gpudash check` calls their absence optional.
+_NOT_EVERYWHERE = frozenset({JOB_INFO, NIC_INFO} | {name for name, _, _ in SERIES})
+
+
 def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") -> list[str]:
     """Dashboard queries without data for a reason the test does not accept, as readable lines.
 
@@ -171,6 +177,7 @@ def unexplained(results: Sequence[GroupResult], metric_profile: str = "dcgm") ->
         signals = signals_in(r.query.expr, prof)
         ok = (r.status is Status.OK
               or (r.status is Status.OPTIONAL and any(s.publisher is not Publisher.DCGM_DEFAULT for s in signals))
+              or (r.status is Status.OPTIONAL and bool(_NOT_EVERYWHERE & set(metric_names(r.query.expr))))
               or (r.status is Status.NEEDS_HISTORY and bool(offsets(r.query.expr)))
               or (r.status is Status.NOTHING_MATCHES and (filters(r.query.expr) or _reads_a_list(r.query.expr)
                                                           or f'{MIG_INSTANCE_LABEL}!=""' in r.query.expr))
