@@ -150,7 +150,8 @@ def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData,
                         linespacing=TABLE_ROW_PX / 12)
     canvas.rect(Box(box.x, box.y + TABLE_ROW_PX - 1, box.w, 1), BORDER)
     if len(columns) < len(header):  # past the panel's edge, where Grafana's table scrolls
-        canvas.text(box.x + 4, box.y + box.h - 6, f"{len(header) - len(columns)} more columns", 10, MUTED)
+        more = len(header) - len(columns)
+        canvas.text(box.x + 4, box.y + box.h - 6, f"{more} more column{'s' if more > 1 else ''}", 10, MUTED)
     if len(rows) > len(shown):
         canvas.text(box.x + box.w - 4, box.y + box.h - 6, f"{len(rows) - len(shown)} more rows", 10, MUTED,
                     ha="right")
