@@ -108,13 +108,13 @@ def test_each_job_opens_over_its_lifetime_and_the_running_one_until_now(stack: t
     evaluations = {job: _samples(prometheus, f'{LIFETIME}{{hpc_job="{job}"}}') for job in links}
     # The short job was recorded at one to a few evaluations, and its link spans exactly those.
     short = evaluations["short"]
-    assert 1 <= len(short) <= 5, short
+    assert 1 <= len(short) <= 10, short
     assert int(links["short"]["from"]) == round(short[0] * 1000 - margin_ms)
     assert int(links["short"]["to"]) == round(short[-1] * 1000 + margin_ms)
-    # Those evaluations are the first and last that saw its raw samples (one scrape and one evaluation late at
-    # most: the series goes stale at the first scrape without it).
+    # Those evaluations are the first and last that saw its raw samples (a scrape and an evaluation or so late,
+    # 1 s each: the series goes stale at the first scrape without it).
     raw = _samples(prometheus, f'{UTIL}{{hpc_job="short"}}')
-    assert raw[0] <= short[0] <= raw[0] + 2 and raw[-1] <= short[-1] <= raw[-1] + 3, (raw, short)
+    assert raw[0] <= short[0] <= raw[0] + 3 and raw[-1] <= short[-1] <= raw[-1] + 4, (raw, short)
     # The long job still runs: from its first evaluation to now.
     assert int(links["long"]["from"]) == round(evaluations["long"][0] * 1000 - margin_ms)
     assert links["long"]["to"] == "now"
