@@ -35,10 +35,59 @@ def node_link(gpu_label: str | None = None) -> dict[str, Any]:
                    "&${__url_time_range}"}
 
 
+# The hidden columns of a table that links to the job dashboard: the job's lifetime within the range, epoch ms.
+LIFETIME_FROM, LIFETIME_TO = "lifetime_from", "lifetime_to"
+LIFETIME = "cluster_job:gpu_held:timestamp"
+RUNNING = 0  # the value of LIFETIME_TO for a job that still holds GPUs at the range's end, shown as "now"
+
+
 def job_link(job_label: str) -> dict[str, Any]:
-    """Open the job dashboard on a table row's job."""
+    """Open the job dashboard on a table row's job over its lifetime: from the row's LIFETIME_FROM to its
+    LIFETIME_TO, which reads "now" while the job still runs (`lifetime_columns`)."""
     return {"title": f"Open job ${{__data.fields.{job_label}}}", "targetBlank": False,
-            "url": f"/d/{JOB_UID}?var-cluster={field('cluster')}&var-job={field(job_label)}&${{__url_time_range}}"}
+            "url": f"/d/{JOB_UID}?var-cluster={field('cluster')}&var-job={field(job_label)}"
+                   f"&from={field(LIFETIME_FROM)}&to={field(LIFETIME_TO)}"}
+
+
+def lifetime_margin_s(q: PromQL) -> float:
+    """Room either side of a job's first and last evaluation: two rule intervals, at least a minute, so the job's
+    first and last scraped samples (up to an interval before and after) are in view."""
+    return max(60.0, 2 * q.rule_interval.seconds)
+
+
+def lifetime_queries(q: PromQL, jobs: str, first_ref: str, last_ref: str) -> list[Query]:
+    """The first and last rule evaluation within the range of each job `jobs` lists (the table's topk), from
+    the recorded cluster_job:gpu_held:timestamp, which reads every evaluation (a job of one evaluation is seen),
+    widened by `lifetime_margin_s`, in epoch ms; the last is RUNNING for a job the latest evaluation still
+    recorded at the range's end (a job that ended is stale from the next evaluation on, however late the rules
+    run)."""
+    margin_ms = f"{lifetime_margin_s(q) * 1000:g}"
+    if q.recorded:
+        first, last = (q.recorded_over_time(f, LIFETIME, "$__range") for f in ("min", "max"))
+    else:
+        first, last = (f"{f}_over_time(({q.use(LIFETIME)})[$__range:{q.rule_interval}])" for f in ("min", "max"))
+    running = q.use(LIFETIME)
+    on = f"on (cluster, {q.job_label})"
+    listed = f"and {on}\n{jobs}"
+    return [Query(f"{first} * 1000 - {margin_ms}\n{listed}", ref=first_ref),
+            Query(f"(\n  ({last} * 1000 + {margin_ms}) unless {on} {running}\n  or {on}\n  {running} * {RUNNING}\n)"
+                  f"\n{listed}", ref=last_ref)]
+
+
+def lifetime_columns(rows_of: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What a table with `lifetime_queries` adds: a filter that keeps only the rows of its value column `rows_of`
+    (the lifetime queries answer for every job in the range), and overrides that hide the two columns, which
+    stay in the table for the link, and show a running job's end as "now"."""
+    keep: dict[str, Any] = {"id": "filterByValue", "options": {
+        "filters": [{"fieldName": rows_of, "config": {"id": "isNotNull", "options": {}}}],
+        "match": "all", "type": "include"}}
+    hidden: dict[str, Any] = {"id": "custom.hideFrom", "value": {"legend": False, "tooltip": True, "viz": True}}
+    now: dict[str, Any] = {"id": "mappings",
+                           "value": [{"type": "value", "options": {str(RUNNING): {"text": "now", "index": 0}}}]}
+    overrides: list[dict[str, Any]] = [
+        {"matcher": {"id": "byName", "options": LIFETIME_FROM}, "properties": [hidden]},
+        {"matcher": {"id": "byName", "options": LIFETIME_TO}, "properties": [hidden, now]}]
+    return keep, overrides
 
 
 def hours_over_range(series: str, step: Duration) -> str:
@@ -116,18 +165,24 @@ def fleet_job_hours(layout: PanelGrid, q: PromQL, k: int) -> None:
            f"the `{label}` label; click one to open it. user and account: the job's gpudash_job_info (the bundled "
            "exporter's, from Slurm's prolog), empty where no exporter publishes it.")
     columns = {"A": "GPU-hours held", "B": "GPU-hours idle"}
+    spans = {"Y": LIFETIME_FROM, "Z": LIFETIME_TO}
+    top_held = f"topk({k}, {held})"
+    keep_held, hidden = lifetime_columns("Value #A")
     layout.add(table(
-        f"GPU-hours held per job (top {k})", [Query(with_holders(q, f"topk({k}, {held})"), ref="A")],
+        f"GPU-hours held per job (top {k})",
+        [Query(with_holders(q, top_held), ref="A"), *lifetime_queries(q, top_held, *spans)],
         how + " Its idle hours: the table beside when it is among the largest idle holders, else the job's "
-              "dashboard.", {"A": columns["A"]}, "none", None, links=[job_link(label)],
-        hide_columns=("__name__",), link_column=label, sort=(columns["A"], True)), w=12, h=8)
+              "dashboard.", {"A": columns["A"], **spans}, "none", None, links=[job_link(label)],
+        hide_columns=("__name__",), link_column=label, sort=(columns["A"], True), before=[keep_held],
+        overrides=hidden), w=12, h=8)
     top_idle = f"topk({k}, {idle} > 0)"
+    keep_idle, _ = lifetime_columns("Value #B")
     layout.add(table(
         f"Largest idle holders (top {k} GPU-hours idle)",
         [Query(with_holders(q, f"{held} and on (cluster, {label}) {top_idle}"), ref="A"),
-         Query(with_holders(q, top_idle), ref="B")],
-        how, columns, "none", None, links=[job_link(label)], hide_columns=("__name__",), link_column=label,
-        sort=(columns["B"], True)), w=12, h=8)
+         Query(with_holders(q, top_idle), ref="B"), *lifetime_queries(q, top_idle, *spans)],
+        how, {**columns, **spans}, "none", None, links=[job_link(label)], hide_columns=("__name__",),
+        link_column=label, sort=(columns["B"], True), before=[keep_idle], overrides=hidden), w=12, h=8)
 
 
 UNKNOWN_HOLDER = "unknown: no gpudash_job_info for this job"

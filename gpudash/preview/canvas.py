@@ -18,6 +18,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Polygon, Rectangle, Wedge
 
 from gpudash.preview.colors import BACKGROUND, MUTED, TEXT
@@ -40,6 +41,7 @@ class Canvas:
         self.board.set_xlim(0, width)
         self.board.set_ylim(height, 0)  # y grows downwards, as in gridPos
         self.board.set_zorder(0)
+        self._renderer = FigureCanvasAgg(self.figure).get_renderer()  # measures text as the picture draws it
 
     def axes(self, box: Box) -> Axes:
         """A plot's axes filling `box` (pixels from the top left), styled as Grafana's."""
@@ -57,6 +59,12 @@ class Canvas:
     def text(self, x: float, y: float, text: str, size_px: float, color: str = TEXT, **kwargs: Any) -> None:
         """Text at pixel (x, y) from the top left."""
         self.board.text(x, y, text, fontsize=pt(size_px), color=color, family=FONT, clip_on=False, **kwargs)
+
+    def text_width(self, text: str, size_px: float, bold: bool = False) -> float:
+        """How many pixels `text` takes drawn at `size_px` (as `text` draws it)."""
+        font = FontProperties(family=FONT, size=pt(size_px), weight="bold" if bold else "normal")
+        width, _, _ = self._renderer.get_text_width_height_descent(text, font, ismath=False)
+        return float(width)
 
     def rect(self, box: Box, color: str, **kwargs: Any) -> None:
         self.board.add_patch(Rectangle((box.x, box.y), box.w, box.h, facecolor=color, **{"linewidth": 0, **kwargs}))

@@ -1,9 +1,9 @@
 """The texts a table, gauge or bar gauge panel shows, row by row, as Grafana writes them (pure).
 
 A table: its columns by their titles and each cell as Grafana's display processor writes it (value mappings
-first, then the column's unit, `dateTimeFromNow` as "12 minutes ago", an empty cell as the noValue); a gauge
-or bar gauge: each value's title and its value in the panel's unit. The preview draws these texts, and the
-tests hold them against Grafana's own display code (@grafana/data).
+first, then the column's unit, `dateTimeFromNow` as "12 minutes ago", an empty cell as the noValue; a column
+hidden by `custom.hideFrom.viz` left out); a gauge or bar gauge: each value's title and its value in the panel's
+unit. The preview draws these texts, and the tests hold them against Grafana's own display code (@grafana/data).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from gpudash.preview.mappings import mapped_text
-from gpudash.preview.panel import column_setting, defaults, type_setting
+from gpudash.preview.panel import as_dict, column_setting, defaults, type_setting
 from gpudash.preview.series import PanelData, table_rows
 from gpudash.preview.units import as_number, format_value, from_now
 from gpudash.preview.value_rows import value_rows
@@ -55,6 +55,10 @@ def table_texts(panel: dict[str, Any], data: PanelData, now_s: float) -> Rows:
     header, rows = table_rows(panel, data.frames)
     if not rows:
         return [], []
+    shown = [not as_dict(hide).get("viz") for hide in column_setting(panel, header, "custom.hideFrom", None)]
+    if not all(shown):  # a column hidden from the table (kept for its data links), as Grafana 12.2+ hides it
+        header = [h for h, keep in zip(header, shown, strict=True) if keep]
+        rows = [[v for v, keep in zip(row, shown, strict=True) if keep] for row in rows]
     units, named = column_setting(panel, header, "unit"), column_setting(panel, header, "unit", None)
     label_units = [n if n is not None else type_setting(panel, "string", "unit") for n in named]
     settings = list(zip(units, label_units, column_setting(panel, header, "noValue"),

@@ -14,6 +14,7 @@ from gpudash.preview.displayed import table_texts, value_text
 from gpudash.preview.panel import defaults, number, options
 from gpudash.preview.pixels import Box
 from gpudash.preview.series import PanelData, Series
+from gpudash.preview.table_columns import PADDING_PX, fitted, layout
 from gpudash.preview.value_rows import value_rows
 
 TABLE_ROW_PX = 22
@@ -138,24 +139,22 @@ def draw_bargauge(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelDa
 
 def draw_table(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:
     header, rows = table_texts(panel, data, span.end)
-    shown = max(0, box.h // TABLE_ROW_PX - 1)
-    texts = [[_clipped(text) for text in row] for row in rows[:shown]]
-    widths = [max([len(h), *(len(t[i]) for t in texts)]) + 2 for i, h in enumerate(header)]
-    total = sum(widths) or 1
-    x = float(box.x + 4)
-    for i, name in enumerate(header):
-        canvas.text(x, box.y + TABLE_ROW_PX / 2, name, 12, MUTED, va="center", fontweight="bold")
-        if texts:  # one text per column, a line per row: a few texts to lay out instead of one per cell
-            canvas.text(x, box.y + TABLE_ROW_PX + 4, "\n".join(row[i] for row in texts), 12, TEXT, va="top",
+    shown = rows[:max(0, box.h // TABLE_ROW_PX - 1)]
+    columns = layout(panel, header, box.w - 8, lambda text: canvas.text_width(text, 12, bold=True))
+    for i, column in enumerate(columns):
+        x = box.x + 4 + column.x + PADDING_PX
+        canvas.text(x, box.y + TABLE_ROW_PX / 2, column.header, 12, MUTED, va="center", fontweight="bold")
+        if shown:  # one text per column, a line per row: a few texts to lay out instead of one per cell
+            cells = (fitted(row[i], column.text_w, lambda text: canvas.text_width(text, 12)) for row in shown)
+            canvas.text(x, box.y + TABLE_ROW_PX + 4, "\n".join(cells), 12, TEXT, va="top",
                         linespacing=TABLE_ROW_PX / 12)
-        x += (box.w - 8) * widths[i] / total
     canvas.rect(Box(box.x, box.y + TABLE_ROW_PX - 1, box.w, 1), BORDER)
-    if len(rows) > shown:
-        canvas.text(box.x + box.w - 4, box.y + box.h - 6, f"{len(rows) - shown} more rows", 10, MUTED, ha="right")
-
-
-def _clipped(text: str) -> str:
-    return text if len(text) <= 28 else text[:27] + "…"
+    if len(columns) < len(header):  # past the panel's edge, where Grafana's table scrolls
+        more = len(header) - len(columns)
+        canvas.text(box.x + 4, box.y + box.h - 6, f"{more} more column{'s' if more > 1 else ''}", 10, MUTED)
+    if len(rows) > len(shown):
+        canvas.text(box.x + box.w - 4, box.y + box.h - 6, f"{len(rows) - len(shown)} more rows", 10, MUTED,
+                    ha="right")
 
 
 def draw_text(canvas: Canvas, box: Box, panel: dict[str, Any], data: PanelData, span: TimeRange) -> None:

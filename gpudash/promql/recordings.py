@@ -246,6 +246,12 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
               lambda q: f"count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}) * {q.rule_interval.seconds:g}",
               "GPU-seconds a job held over one rule interval (its GPU count x the interval): GPU-hours over a range "
               "are sum_over_time / 3600."),
+    # Its own evaluation time: min_over_time / max_over_time of it over a range are a job's first and last
+    # evaluation in that range, for a job that lasted one evaluation too (a subquery's step can miss it).
+    Recording("cluster_job:gpu_held:timestamp", ("gpu_util",),
+              lambda q: f"timestamp(count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}))",
+              "The rule evaluation's time (s since the epoch), per job holding GPUs at it: a job's first and last "
+              "evaluation in a range are min_over_time and max_over_time of it."),
     Recording("cluster_job:gpu_idle_seconds:interval", ("gpu_util",),
               lambda q: f"{_job_idle(q)} * {q.rule_interval.seconds:g}",
               "GPU-seconds a job held idle over one rule interval (cluster_job:gpu_idle:count x the interval)."),

@@ -3,8 +3,9 @@
 // stdin: {"panel": <panel JSON>, "frames": [<frame>...], "now": <epoch ms>}, each frame shaped as Grafana's
 // Prometheus data source gives an answer: one frame per series, {"refId", "name", "fields": [{"name": "Time",
 // "type": "time", "values"}, {"name": "Value", "type": "number", "labels", "config", "values"}]}.
-// stdout: {"header": [...], "rows": [[...]]}: a table's visible columns by their display names and each row's
-// cells as displayed (unit, decimals, mappings); a gauge's or bar gauge's values as [title, value] rows.
+// stdout: {"header": [...], "rows": [[...]], "links": [[...]]}: a table's visible columns by their display names,
+// each row's cells as displayed (unit, decimals, mappings) and its data links' URLs; a gauge's or bar gauge's
+// values as [title, value] rows.
 //
 // The steps are Grafana's: a target of format "table" becomes one table frame (the data source's
 // transformDFToTable), then the panel's transformations (transformDataFrame), its field config
@@ -41,8 +42,9 @@ const fieldOptions = new data.FieldConfigOptionsRegistry(() => [
   option('color', identity),
   option('links', identity),
   option('filterable', data.booleanOverrideProcessor),
-  ...['custom.hidden', 'custom.width', 'custom.cellOptions', 'custom.align', 'custom.filterable',
-    'custom.inspect', 'custom.minWidth'].map((id) => option(id, identity, { isCustom: true })),
+  // A custom option's path is its place under config.custom, as the panel plugins register them.
+  ...['custom.hidden', 'custom.hideFrom', 'custom.width', 'custom.cellOptions', 'custom.align', 'custom.filterable',
+    'custom.inspect', 'custom.minWidth'].map((id) => option(id, identity, { isCustom: true, path: id.slice(7) })),
 ]);
 
 function prometheusTable(frames) {
@@ -94,15 +96,17 @@ async function transformed(panel, frames) {
 }
 
 // Grafana's template service fills `${__data.fields.<name>}` with that field's displayed value on the row
-// (public/app/features/templating/dataMacros.ts); nothing else is a variable here.
-function replaceVariables(text, scopedVars) {
+// (public/app/features/templating/dataMacros.ts), percent-encoded under `:percentencode` (a data link's URL is
+// encoded by default); nothing else is a variable here.
+function replaceVariables(text, scopedVars, format) {
   const context = scopedVars && scopedVars.__dataContext;
   if (!context || typeof text !== 'string') return text;
   const { frame, rowIndex } = context.value;
   const fields = data.getFieldDisplayValuesProxy({ frame, rowIndex });
-  return text.replace(/\$\{__data\.fields\.([\w.]+)\}/g, (_, name) => {
+  return text.replace(/\$\{__data\.fields\.([\w.]+)(?::(\w+))?\}/g, (_, name, own) => {
     const value = fields[name];
-    return value === undefined ? '' : String(value);
+    const shown = value === undefined ? '' : String(value);
+    return ['percentencode', 'uriencode'].includes(own || format) ? encodeURIComponent(shown) : shown;
   });
 }
 
@@ -114,7 +118,9 @@ function display(panel, frames, now) {
   if (panel.type === 'table') {
     const frame = shown[0];
     if (!frame) return { header: [], rows: [] };
-    const fields = frame.fields.filter((f) => !(f.config.custom && f.config.custom.hidden));
+    // TableNG (12.2+) hides a field by custom.hideFrom.viz (the table migration moves custom.hidden there).
+    const hidden = (f) => f.config.custom && (f.config.custom.hidden || (f.config.custom.hideFrom || {}).viz);
+    const fields = frame.fields.filter((f) => !hidden(f));
     const header = fields.map((f) => data.getFieldDisplayName(f, frame, shown));
     const rows = [];
     for (let i = 0; i < frame.length; i++) {
@@ -123,7 +129,13 @@ function display(panel, frames, now) {
         return data.formattedValueToString(processor(f.values[i]));
       }));
     }
-    return { header, rows };
+    // Each row's data links, as the table opens them: the href of every link of every field that has one.
+    const links = [];
+    for (let i = 0; i < frame.length; i++) {
+      links.push(frame.fields.filter((f) => f.getLinks && (f.config.links || []).length)
+        .flatMap((f) => f.getLinks({ valueRowIndex: i }).map((link) => link.href)));
+    }
+    return { header, rows, links };
   }
   const reduceOptions = (panel.options || {}).reduceOptions || { calcs: ['lastNotNull'], values: false };
   const values = data.getFieldDisplayValues({ data: shown, reduceOptions, fieldConfig, replaceVariables, theme,

@@ -65,8 +65,7 @@ def grafana_frames(queries: Sequence[PanelQuery], data: PanelData) -> list[dict[
     return frames
 
 
-def grafana_rows(panel: dict[str, Any], frames: list[dict[str, Any]], now_s: float) -> Rows:
-    """The header and rows Grafana shows for `panel` given `frames`, at `now_s`."""
+def _display(panel: dict[str, Any], frames: list[dict[str, Any]], now_s: float) -> dict[str, Any]:
     node = shutil.which("node")
     assert node is not None
     done = subprocess.run([node, str(DISPLAY)], input=json.dumps({"panel": panel, "frames": frames,
@@ -74,9 +73,23 @@ def grafana_rows(panel: dict[str, Any], frames: list[dict[str, Any]], now_s: flo
                           capture_output=True, text=True, timeout=budget(60), check=False)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
+    assert isinstance(answer, dict)
+    return answer
+
+
+def grafana_rows(panel: dict[str, Any], frames: list[dict[str, Any]], now_s: float) -> Rows:
+    """The header and rows Grafana shows for `panel` given `frames`, at `now_s`."""
+    answer = _display(panel, frames, now_s)
     if not answer["rows"]:  # a table without rows: Grafana shows the noValue, whatever its columns
         return [], []
     return list(answer["header"]), [list(row) for row in answer["rows"]]
+
+
+def grafana_links(panel: dict[str, Any], frames: list[dict[str, Any]], now_s: float
+                  ) -> list[tuple[list[str], list[str]]]:
+    """Each row of a table as Grafana shows it, with the URLs of its data links as Grafana fills them in."""
+    answer = _display(panel, frames, now_s)
+    return [(list(row), list(links)) for row, links in zip(answer["rows"], answer["links"], strict=True)]
 
 
 def disagreement(title: str, preview: Rows, grafana: Rows) -> str:

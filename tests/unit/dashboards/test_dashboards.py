@@ -69,7 +69,9 @@ def test_job_tables_link_to_the_job_and_to_the_node_on_the_gpu(built: dict[str, 
         panel = by_title(fleet, title)
         assert panel["fieldConfig"]["overrides"][0]["matcher"]["options"] == "hpc_job"
         assert _link_url(panel) == ("/d/gpudash-job?var-cluster=${__data.fields.cluster:percentencode}"
-                                    "&var-job=${__data.fields.hpc_job:percentencode}&${__url_time_range}")
+                                    "&var-job=${__data.fields.hpc_job:percentencode}"
+                                    "&from=${__data.fields.lifetime_from:percentencode}"
+                                    "&to=${__data.fields.lifetime_to:percentencode}")
     url = _link_url(by_title(job, "Slowest SM clocks against the job's median (top 10)"))
     assert url == ("/d/gpudash-node?var-cluster=${__data.fields.cluster:percentencode}"
                    "&var-instance=${__data.fields.instance:percentencode}&var-gpu=${__data.fields.gpu:percentencode}"
