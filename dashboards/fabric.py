@@ -14,6 +14,7 @@ from grafanalib import core as G
 from gpudash.catalog import PROMETHEUS_ALERTS
 from gpudash.escape import re2_any
 from gpudash.panels.build import BuildContext
+from gpudash.panels.fabric_panels import congestion_steps
 from gpudash.panels.visualizations import (
     GREEN,
     ORANGE,
@@ -62,14 +63,14 @@ def build(ctx: BuildContext) -> G.Dashboard:
         [Query(q.use("cluster:infiniband_congestion:avg"), "{{cluster}}")], "percentunit",
         "Mean share of transmit slots the cluster's busy ports spend waiting (transmit wait over wait plus words "
         f"sent, 5m). Orange from half of the straggler level, red from it ({level:.0%}, "
-        "alerts.fabric.congestion_ratio).", _congestion_steps(level), min_=0), w=12, h=8)
+        "alerts.fabric.congestion_ratio).", congestion_steps(level), min_=0), w=12, h=8)
 
     layout.section("Worst ports now")
     layout.add(bar_gauge(
         f"Most congested ports: the {k} worst",
         Query(f"topk({k}, {q.use('cluster_instance_port:infiniband_congestion:ratio')})", PORT_LEGEND),
         "percentunit", f"The {k} ports waiting the largest share of their transmit slots now (5m). A port that a "
-        "job's straggler uses, above the level, raises GPUFabricStragglerCongestion.", _congestion_steps(level),
+        "job's straggler uses, above the level, raises GPUFabricStragglerCongestion.", congestion_steps(level),
         0, 1), w=12, h=9)
     errors = q.use("cluster_instance_port:infiniband_errors:rate")
     layout.add(table(
@@ -91,10 +92,6 @@ def build(ctx: BuildContext) -> G.Dashboard:
     return ctx.dashboard(UID, TITLE, "InfiniBand / RoCE ports and NVSwitch fabric state beside the GPUs: what "
                                      "needs action now, throughput and congestion per cluster, the worst ports.",
                          "fleet", layout.panels, links)
-
-
-def _congestion_steps(level: float) -> list[G.Threshold]:
-    return color_steps((GREEN, None), (ORANGE, round(level / 2, 6)), (RED, level))
 
 
 def _action_row(layout: PanelGrid, q: PromQL) -> None:

@@ -16,6 +16,7 @@ from grafanalib import core as G
 from gpudash.config.durations import Duration
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
+from gpudash.panels.fabric_panels import PORT_CONGESTION, job_network, port_congestion_column, straggler_port
 from gpudash.panels.gpu_panels import mig_instances
 from gpudash.panels.job_panels import PROCESS_CONTEXT, energy_in_range, gpu_hours, job_holder_table, node_link
 from gpudash.panels.visualizations import (
@@ -83,7 +84,10 @@ def build(ctx: BuildContext) -> G.Dashboard:
     _spread(layout, q, per_job)
 
     layout.section("Stragglers")
-    _stragglers(layout, q, k)
+    _stragglers(layout, q, cluster, k)
+
+    layout.section("Network: the ports under the job's GPUs")
+    job_network(layout, cluster, job_gpus, k)
 
     layout.section("Memory")
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):
@@ -241,9 +245,15 @@ def _spread(layout: PanelGrid, q: PromQL, per_job: str) -> None:
             dashed_refs=("B",)), w=12, h=8)
 
 
-def _stragglers(layout: PanelGrid, q: PromQL, k: int) -> None:
-    """The GPUs furthest from their job's median: the suspects when a synchronous job runs slow."""
+def _stragglers(layout: PanelGrid, q: PromQL, cluster: PromQL, k: int) -> None:
+    """The GPUs furthest from their job's median: the suspects when a synchronous job runs slow; beside each,
+    its port's congestion, which tells a slow GPU from one that waits on a congested port."""
     levels = q.thresholds.alerts.job_straggler
+    congestion = q.thresholds.alerts.fabric.congestion_ratio
+    port = ("port congestion: the share of transmit slots the GPU's most congested RDMA port spends waiting (5m; "
+            f"GPUFabricStragglerCongestion's level {congestion:.0%}, red from it): a red one is a port to look at "
+            "before the GPU; empty where no port maps to the GPU (gpudash_gpu_nic_info).")
+    port_column = port_congestion_column(congestion)
     label = q.job_label
     to_median = f"on (cluster, {label}) group_left()"
     hide = ("__name__",)
@@ -253,27 +263,31 @@ def _stragglers(layout: PanelGrid, q: PromQL, k: int) -> None:
         # As GPUJobStraggler reads them: each averaged over its window; GPUs at or above the median are no rows.
         clock = q.in_job_over_time("avg", "sm_clock", window)
         median = q.recorded_over_time("avg", "cluster_job:gpu_sm_clock_mhz:median", window)
+        slowest = f"topk({k}, (1 - {clock} / {to_median} {median}) > 0)"
         layout.add(table(
             f"Slowest SM clocks against the job's median (top {k})",
-            [Query(f"topk({k}, (1 - {clock} / {to_median} {median}) > 0)")],
+            [Query(slowest, ref="A"), straggler_port(cluster, slowest, slowest)],
             f"How far each GPU's SM clock is below its job's median clock, both averaged over the last {window} "
             f"(GPUJobStraggler looks for more than {levels.clock_below_ratio:.0%}), furthest first; a GPU at or "
-            "above the median is not listed. Click one to open its node.",
-            {"A": "below the median"}, "percentunit",
+            f"above the median is not listed. Click one to open its node. {port}",
+            {"A": "below the median", "B": PORT_CONGESTION}, "percentunit",
             color_steps((GREEN, None), (ORANGE, levels.clock_below_ratio)), links=[link], hide_columns=hide,
-            sort=("below the median", True)), w=12)
+            sort=("below the median", True), coloured="below the median", overrides=port_column), w=12)
     departure = "cluster_instance_gpu_job:gpu_activity_departure:points"
     if not q.available(departure):
         return
     points = q.use(departure)
     # The furthest either way, signed; under a point from the median is the noise of averaging, not a row.
-    furthest = f"{points} and on (cluster, instance, {q.gpu}, {label}) topk({k}, abs({points}) >= 1)"
+    chosen = f"topk({k}, abs({points}) >= 1)"
+    furthest = f"{points} and on (cluster, instance, {q.gpu}, {label}) {chosen}"
     layout.add(table(
-        f"Activity furthest from the job's median (top {k})", [Query(furthest)],
+        f"Activity furthest from the job's median (top {k})",
+        [Query(furthest, ref="A"), straggler_port(cluster, furthest, chosen)],
         f"Points between each GPU's SM activity (its utilization where it has none) and its job's median, both "
         f"averaged over the last {window}: GPUJobStraggler's own value (it looks for more than "
         f"{levels.activity_points:g} either way). + : busier than its peers, a slowed GPU computing longer while "
         "they wait; - : a node starved of input. A GPU within a point of the median is not listed. Click one to "
-        "open its node.", {"A": "points from the median"}, "none",
+        f"open its node. {port}", {"A": "points from the median", "B": PORT_CONGESTION}, "none",
         color_steps((ORANGE, None), (GREEN, -levels.activity_points), (ORANGE, levels.activity_points)),
-        links=[link], hide_columns=hide, sort=("points from the median", True)), w=12)
+        links=[link], hide_columns=hide, sort=("points from the median", True), coloured="points from the median",
+        overrides=port_column), w=12)

@@ -11,6 +11,7 @@ from grafanalib import core as G
 
 from gpudash.panels.annotations import alert_and_xid_annotations
 from gpudash.panels.build import BuildContext
+from gpudash.panels.fabric_panels import node_network
 from gpudash.panels.gpu_panels import comparison_row, mig_instances, stat_row
 from gpudash.panels.job_panels import PROCESS_CONTEXT
 from gpudash.panels.visualizations import (
@@ -154,6 +155,9 @@ def build(ctx: BuildContext) -> G.Dashboard:
             "NVML clock event reason bitmask; 0 = none, 1 = idle; anything else slows the clocks.",
             color_steps((GREEN, None), ("yellow", 2))), w=8)
 
+    layout.section("Network: InfiniBand / RoCE ports under the GPUs")
+    node_network(layout, q)
+
     layout.section(f"Now against {t.dashboards.comparison_offset} ago")
     comparison_row(layout, q, "node")
 
@@ -177,7 +181,8 @@ def build(ctx: BuildContext) -> G.Dashboard:
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True)]
     dashboard = ctx.dashboard(UID, TITLE,
-                              "One GPU node in detail: every GPU's utilization, memory, heat, power, clocks.",
+                              "One GPU node in detail: every GPU's utilization, memory, heat, power, clocks, "
+                              "network ports.",
                               "node", layout.panels, links)
     dashboard.annotations = alert_and_xid_annotations(q)
     # No "All" nodes: opened without a choice, Grafana shows the first node instead of drawing every GPU of

@@ -98,11 +98,13 @@ DRAW_STYLES: dict[str, dict[str, Any]] = {
 def timeseries(title: str, queries: Sequence[Query], unit: str, description: str,
                steps: list[G.Threshold] | None = None, min_: float | None = None, max_: float | None = None,
                dashed_refs: Sequence[str] = (), fill: int = 0, legend: str = "right",
-               draw: str = "line", decimals: int | None = None) -> G.TimeSeries:
+               draw: str = "line", decimals: int | None = None, no_value: str | None = None) -> G.TimeSeries:
     """A time series; `dashed_refs` draws those queries as dashed reference lines (limits, yesterday);
     `legend` places the legend table ("right" or "bottom"); `draw` is one of DRAW_STYLES; `decimals` 0 for
-    counts (Grafana's axis otherwise ticks 0.30, 0.60, 0.90 events)."""
+    counts (Grafana's axis otherwise ticks 0.30, 0.60, 0.90 events); `no_value` is what the panel says when
+    no series answers, where that has a reason worth saying (Grafana says "No data")."""
     style = DRAW_STYLES[draw]
+    defaults = {key: value for key, value in (("decimals", decimals), ("noValue", no_value)) if value is not None}
     panel = G.TimeSeries(
         title=title, description=description, targets=_targets(queries), unit=unit,
         thresholds=steps or color_steps((GREEN, None)), thresholdsStyleMode="line" if steps else "off",
@@ -110,7 +112,7 @@ def timeseries(title: str, queries: Sequence[Query], unit: str, description: str
         legendDisplayMode="table", legendPlacement=legend, legendCalcs=["lastNotNull", "max"], lineWidth=1,
         showPoints=style["showPoints"], spanNulls=False, maxDataPoints=None, drawStyle=style["drawStyle"],
         pointSize=style.get("pointSize", 5),
-        extraJson={"fieldConfig": {"defaults": {"decimals": decimals}}} if decimals is not None else {},
+        extraJson={"fieldConfig": {"defaults": defaults}} if defaults else {},
     )
     return panel
 

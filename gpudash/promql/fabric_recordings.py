@@ -25,6 +25,9 @@ RX = "cluster_instance_port:infiniband_receive_bytes:rate"
 CONGESTION = "cluster_instance_port:infiniband_congestion:ratio"
 ERRORS = "cluster_instance_port:infiniband_errors:rate"
 GPU_CONGESTION = "cluster_instance_gpu:infiniband_congestion:ratio"
+GPU_TX = "cluster_instance_gpu:infiniband_transmit_bytes:rate"
+GPU_RX = "cluster_instance_gpu:infiniband_receive_bytes:rate"
+GPU_PORT = "cluster, instance, gpu, device, port"
 
 
 def port_rate(q: PromQL, name: str) -> str:
@@ -40,13 +43,17 @@ def _errors(q: PromQL) -> str:
     return "\n+ ".join(port_rate(q, name) for name in (ib.SYMBOL_ERRORS, ib.LINK_INTEGRITY_ERRORS, ib.RECEIVE_ERRORS))
 
 
+def _on_gpus(q: PromQL, record: str, pad: str = "") -> str:
+    """A per-port recording on each GPU the port serves, with the GPU exporter's instance and the GPU's index."""
+    info = f"max by ({GPU_PORT}) ({ib.NIC_INFO}{q.scope.selector()})"
+    return (f"{pad}max by ({GPU_PORT}) (\n{pad}  label_replace({q.use(record)}, {HOST_FROM_INSTANCE})\n"
+            f"{pad}  * on (host, device, port) group_right ()\n"
+            f"{pad}  label_replace({info}, {HOST_FROM_INSTANCE})\n{pad})")
+
+
 def _gpu_congestion(q: PromQL) -> str:
     """Each GPU's worst port, with the port's device and port labels (one series per GPU, as topk keeps it)."""
-    info = f"max by (cluster, instance, gpu, device, port) ({ib.NIC_INFO}{q.scope.selector()})"
-    return (f"topk by (cluster, instance, gpu) (1,\n  max by (cluster, instance, gpu, device, port) (\n"
-            f"    label_replace({q.use(CONGESTION)}, {HOST_FROM_INSTANCE})\n"
-            f"    * on (host, device, port) group_right ()\n"
-            f"    label_replace({info}, {HOST_FROM_INSTANCE})\n  )\n)")
+    return f"topk by (cluster, instance, gpu) (1,\n{_on_gpus(q, CONGESTION, '  ')}\n)"
 
 
 def _rec(record: str, build: Callable[[PromQL], str], help_: str) -> Recording:
@@ -73,4 +80,8 @@ FABRIC_RECORDINGS: tuple[Recording, ...] = (
          "Mean congestion ratio of the cluster's ports that carry traffic."),
     _rec(GPU_CONGESTION, _gpu_congestion,
          "The congestion ratio of each GPU's most congested port (gpudash_gpu_nic_info), with its device and port."),
+    _rec(GPU_TX, lambda q: _on_gpus(q, TX),
+         "Transmit throughput (B/s) of each RDMA port under a GPU (gpudash_gpu_nic_info), on that GPU's series."),
+    _rec(GPU_RX, lambda q: _on_gpus(q, RX),
+         "Receive throughput (B/s) of each RDMA port under a GPU (gpudash_gpu_nic_info), on that GPU's series."),
 )
