@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS, Profile, Signal
 from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
+from gpudash.promql.ledger_recordings import LEDGER_RECORDINGS
 from gpudash.promql.query import BAND_WIDTH, BANDS, THROTTLE_REASONS, PromQL, Recording, Scope, any_bit_set
 from gpudash.promql.resets import RESET_RECORDINGS, XID_SEEN_LOOKBACK
 from gpudash.promql.scanner import metric_names
@@ -311,6 +312,7 @@ RECORDINGS: tuple[Recording, ...] = (
     *JOB_RECORDINGS,
     *FLEET_LISTS,
     *RESET_RECORDINGS,  # after the XID-event recording they read
+    *LEDGER_RECORDINGS,
     *FABRIC_RECORDINGS,
 )
 
