@@ -137,20 +137,25 @@ def fleet_history(now: int) -> History:
     return history
 
 
-def recorded_ledger(url: str, start: int, end: int) -> History:
-    """The ledger's recordings over the history, as Prometheus would have recorded them evaluating hour by hour
-    (the history's own step; each rule built for that interval): each rule a range query at a one-hour step."""
+def recorded(url: str, start: int, now: int) -> History:
+    """The recordings the dashboard reads that the history does not hold, as Prometheus would have recorded them
+    at the history's own steps (each rule built for an hourly evaluation): the ledger's hour by hour, the GPUs
+    per node also minute by minute over the last quarter hour. Each rule is a range query per stretch."""
     settings = load_settings(ROOT / "thresholds.yaml")
-    out = History(list(range(start, end + 1, HOUR)))
+    hourly = [(start, now, HOUR)]
+    stretches = {**{rec.record: hourly for rec in LEDGER_RECORDINGS},
+                 "cluster_instance:gpu_count:count": [*hourly, (now - 15 * 60, now, 60)]}
+    out = History(sorted({t for spans in stretches.values() for a, b, step in spans for t in range(a, b + 1, step)}))
     for rec, expr in recording_rules(settings, profile=DCGM, rule_interval=parse_duration("1h")):
-        if rec not in LEDGER_RECORDINGS:
-            continue
-        query = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": HOUR})
-        with urllib.request.urlopen(f"{url}/api/v1/query_range?{query}", timeout=budget(60)) as answer:
-            series = json.load(answer)["data"]["result"]
-        for one in series:
-            values = {int(float(t)): v for t, v in one["values"]}
-            out.add(rec.record, one["metric"], lambda t, v=values: v[t], start, end + 1, only=set(values))
+        points: dict[str, tuple[dict[str, str], dict[int, str]]] = {}
+        for a, b, step in stretches.get(rec.record, []):
+            query = urllib.parse.urlencode({"query": expr, "start": a, "end": b, "step": step})
+            with urllib.request.urlopen(f"{url}/api/v1/query_range?{query}", timeout=budget(60)) as answer:
+                for one in json.load(answer)["data"]["result"]:
+                    key = json.dumps(one["metric"], sort_keys=True)
+                    points.setdefault(key, (one["metric"], {}))[1].update((int(float(t)), v) for t, v in one["values"])
+        for labels, values in points.values():
+            out.add(rec.record, labels, lambda t, v=values: v[t], only=set(values))
     return out
 
 
@@ -175,8 +180,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededProme
     blocks = blocks_of(fleet_history(now), tmp / "raw")
     with SeededPrometheus("global: {}\n", blocks=blocks, extra_args=retention) as raw:
         raw.wait_for(f'{_name("gpu_util")}{{UUID="{MOVER}"}}', timeout=budget(30))
-        recorded = recorded_ledger(raw.url, (now - 40 * DAY) // HOUR * HOUR, now)
-    blocks += blocks_of(recorded, tmp / "recorded")
+        recordings = recorded(raw.url, (now - 40 * DAY) // HOUR * HOUR, now)
+    blocks += blocks_of(recordings, tmp / "recorded")
     with SeededPrometheus("global: {}\n", blocks=blocks, extra_args=retention) as server:
         server.wait_for(f'{_name("gpu_util")}{{UUID="{MOVER}"}}', timeout=budget(30))
         yield server
