@@ -80,8 +80,9 @@ def _flag(key: str) -> Callable[[PromQL], str]:
 def _stopped_at(q: PromQL) -> str:
     """The evaluation's time, per GPU and slot, at the evaluation where its utilization stops being there."""
     before = q.with_scope(Scope(q.scope.matchers, str(q.rule_interval)))
+    # `> 0` keeps every such GPU; it tells the live check an empty answer is "none passes the filter"
     return (f"(\nmax by ({slot(q)}) ({before.metric('gpu_util')})\nunless\n"
-            f"max by ({slot(q)}) ({q.metric('gpu_util')})\n) * 0 + time()")
+            f"max by ({slot(q)}) ({q.metric('gpu_util')})\n) * 0 + time() > 0")
 
 
 LEDGER_RECORDINGS: tuple[Recording, ...] = (
