@@ -19,6 +19,11 @@ fleet-scale.png to --out.
 measures the fleet and job dashboards only and writes (or replaces) the section "The job dashboard" of
 the existing fleet-scale.md, leaving the rest of it as it was.
 
+    python bench/fleet_scale.py --sizes 1024 --skip 'gpudash fleet (raw expressions)' --health-baseline main
+
+also opens the health dashboard as committed at a git revision (its JSON), in the same run on the same TSDB:
+the health dashboard before and after a change.
+
     python bench/fleet_scale.py --sizes 1024,8192 --rule-cost
 
 times every rule, recording and alerting, on a TSDB that holds only the rules' history (bench/rule_cost.py:
@@ -37,7 +42,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 if not __package__:  # run as `python bench/fleet_scale.py`: the sibling modules come through the bench package
@@ -49,7 +54,8 @@ from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
 from gpudash.panels.build import build_all
 from gpudash.promql.for_settings import recording_rules
-from gpudash.repository import DEFINITIONS_DIR, FLEET_UID, HEALTH_UID, JOB_UID, NODE_UID
+from gpudash.repository import DASHBOARDS_JSON_DIR, DEFINITIONS_DIR, FLEET_UID, HEALTH_UID, JOB_UID, NODE_UID
+from gpudash.review import git
 
 ROOT = Path(__file__).resolve().parent.parent
 DCGM_12239 = ROOT / "tests" / "fixtures" / "dcgm-exporter" / "dashboard-12239.json"
@@ -69,6 +75,15 @@ def dashboards(settings: Settings) -> dict[str, dict[str, Any]]:
         "gpudash health": recorded[f"{HEALTH_UID}.json"],
         "dcgm-exporter 12239": json.loads(DCGM_12239.read_text()),
     }
+
+
+def committed_health(revision: str) -> dict[str, Any]:
+    """The health dashboard's JSON as committed at `revision`: what it was before a change, timed beside it."""
+    path = PurePosixPath(DASHBOARDS_JSON_DIR.as_posix(), f"{HEALTH_UID}.json")
+    board = git.dashboard_at(git.resolve(revision, ROOT), path, ROOT)
+    if board is None:
+        raise SystemExit(f"--health-baseline {revision}: no {HEALTH_UID}.json at that revision")
+    return board
 
 
 @dataclass(frozen=True)
@@ -256,12 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rule-baseline", metavar="REVISION",
                         help="with --rule-cost: also time the generated rule files committed at this git revision, "
                              "in the same run")
+    parser.add_argument("--health-baseline", metavar="REVISION",
+                        help="also open the health dashboard as committed at this git revision, in the same run")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = load_settings(ROOT / "thresholds.yaml")
     if args.rule_cost:
         return rules_only(sizes, settings, args)
     boards = dashboards(settings)
+    if args.health_baseline:
+        boards[f"gpudash health ({args.health_baseline})"] = committed_health(args.health_baseline)
     keys = fg.keys_read(boards.values())
     if args.jobs_section:
         boards = {name: board for name, board in boards.items() if name in (FLEET, JOB)}

@@ -102,7 +102,7 @@ def action_over_time_section(layout: PanelGrid, q: PromQL) -> None:
         "none", "How many health alerts fired at each moment, per action. A step up in `drain` or `rma` is "
                 "hardware to take out of service; a wide `restart_job` band is usually one job's bad code.",
         None, 0, decimals=0), w=12, h=8)
-    gpus = [Query(f"count({q.gpu_once('gpu_util')})", "reporting", ref="A")]
+    gpus = [Query(f"sum({q.use('cluster_instance:gpu_count:count')})", "reporting", ref="A")]
     if q.has("gpus_expected"):
         gpus.append(Query(f"sum(max by (cluster, instance) ({q.metric('gpus_expected')}))", "expected", ref="E"))
     if q.has("gpu_up"):

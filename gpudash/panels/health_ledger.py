@@ -1,8 +1,9 @@
 """The per-GPU health ledger: what each GPU went through over the last `$ledger` (30 or 90 days), by UUID.
 
 Keyed by the GPU's UUID (the profile's `uuid_label`), not by node and slot, so a GPU's history follows it
-when it moves between nodes: each counter's increase is summed over every series the UUID had (one per
-node it sat in, one per job that held it), and the row names the node it was seen on last.
+when it moves between nodes: each counter's rises are summed over every slot the UUID sat in, one point an
+hour (gpudash/promql/ledger_recordings.py: a sparse recording, so a healthy GPU costs the ledger nothing),
+and the row names the node it was seen on last.
 
 The columns are a table (`ledger_columns`), each with the action its events call for; rows are ranked by a
 score in which every action owns two decimal digits (100^cost x events, at most 99 per action), so a GPU
@@ -19,13 +20,13 @@ from gpudash.health.xid import ACTIONS, XID_TABLE, action_for
 from gpudash.panels.health_actions import cost
 from gpudash.panels.job_panels import node_link
 from gpudash.panels.visualizations import PanelGrid, Query, table
+from gpudash.promql.ledger_recordings import COUNTERS, STOPPED, record_name
 from gpudash.promql.query import Matcher, PromQL, Scope
 from gpudash.promql.resets import EPISODES, XID_BY_UUID
 
 WINDOW = "$ledger"
 TOP = 50
 PER_ACTION = 99  # events counted per action in the score: two decimal digits
-SUBQUERY_STEP = "1h"  # how finely "seen last on" looks for the GPU's latest node
 UNKNOWN_XID = 0  # not a real code: action_for() gives it the table's default for codes it does not list
 
 
@@ -37,45 +38,11 @@ class LedgerColumn:
     unit: str = "none"
 
 
-# Counters the bundled exporter creates at a GPU's first event (at 1, not 0): a series that began within the
-# window counts from 0. DCGM's counters run for the GPU's life or since the driver loaded, so a series that
-# began within the window (a GPU new to a node, an exporter just deployed) counts from its first value.
-FROM_ZERO = frozenset({"xid_total"})
-# Counters a GPU reset or a driver reload sets back to 0: the reset a DBE calls for must not hide the DBE.
-VOLATILE = frozenset({"ecc_dbe_vol", "ecc_sbe_vol"})
-
-
-def _over(q: PromQL, func: str, key: str, extra: tuple[Matcher, ...] = ()) -> str:
-    """Events (`increase`) or the highest flag (`max_over_time`) of one signal over the window.
-
-    Older samples are read at hourly points (a subquery): 4 to 9 times cheaper than every raw sample of 30 or
-    90 days, and enough for a counter or a flag that only rises. The last hour is read raw, so an event of the
-    last hour counts now, not at the next hourly point. A counter's events are its latest value less its value
-    when the window began (or when its series began: FROM_ZERO). A counter that fell (the exporter or the
-    driver restarted) counts 0 for that series: an undercount, never an invented event. A VOLATILE counter
-    also counts what each fall between two hourly points took away: the errors a GPU reset cleared still
-    count after it, unless the reset came within the hour they appeared."""
-    ref = q.profile.ref(key)
-    series = f"{ref.name}{q.scope.selector(extra)}"
-    hourly = f"[{WINDOW}:{SUBQUERY_STEP}]"
-    recent = f"[{SUBQUERY_STEP}]"
-    if func == "increase":
-        latest = f"(last_over_time({series}{recent}) or max_over_time({series}{hourly}))"
-        # its value when the window began: the last sample of the hour before, so a missed scrape is no gap
-        began = f"last_over_time({series}{recent} offset {WINDOW})"
-        if key in FROM_ZERO:
-            inner = f"(clamp_min({latest} - {began}, 0) or {latest})"
-        else:
-            start = f"({began} or min_over_time({series}{hourly}) or min_over_time({series}{recent}))"
-            rise = f"{latest} - {start}"
-            if key in VOLATILE:
-                # What each fall took away, from one hourly point to the next (as cheap as the hourly reads).
-                fell = f"sum_over_time((clamp_min({series} offset {SUBQUERY_STEP} - {series}, 0)){hourly})"
-                rise = f"{rise} + ({fell} or {latest} * 0)"
-            inner = f"clamp_min({rise}, 0)"
-    else:
-        inner = f"((last_over_time({series}{recent}) > 0) or max_over_time({series}{hourly}))"
-    return f"({inner} {ref.convert})" if ref.convert else inner
+def _over(q: PromQL, key: str, extra: tuple[Matcher, ...] = ()) -> str:
+    """Events of one counter (the sum of its hourly rises), or the highest of one flag, over the window: a
+    sparse recording per GPU by UUID (gpudash/promql/ledger_recordings.py), so a healthy GPU costs nothing."""
+    func = "sum" if key in COUNTERS else "max"  # recorded in DCGM's units
+    return f"{func}_over_time({record_name(key)}{q.scope.selector(extra)}[{WINDOW}])"
 
 
 def _per_uuid(q: PromQL, expr: str) -> str:
@@ -92,7 +59,7 @@ def _xids(q: PromQL, codes: Matcher) -> str:
     events of dcgm-exporter's last-XID gauge, recorded by UUID (a sparse recording: only the events are read)."""
     parts = []
     if q.has("xid_total"):
-        parts.append(_per_uuid(q, _over(q, "increase", "xid_total", (codes,))))
+        parts.append(_per_uuid(q, _over(q, "xid_total", (codes,))))
     if q.has("xid_last") and q.available(XID_BY_UUID):
         recorded = f"{q.recordings[XID_BY_UUID].record}{q.scope.selector((codes,))}"
         parts.append(_per_uuid(q, f"sum_over_time({recorded}[{WINDOW}])"))
@@ -128,11 +95,11 @@ def ledger_columns(q: PromQL) -> list[LedgerColumn]:
 
     def counted(title: str, key: str, action: str) -> None:
         if q.has(key):
-            columns.append(LedgerColumn(title, _per_uuid(q, _over(q, "increase", key)), action))
+            columns.append(LedgerColumn(title, _per_uuid(q, _over(q, key)), action))
 
     def flagged(title: str, key: str, action: str) -> None:
         if q.has(key):
-            columns.append(LedgerColumn(title, _per_uuid(q, _over(q, "max_over_time", key)), action))
+            columns.append(LedgerColumn(title, _per_uuid(q, _over(q, key)), action))
 
     # Each memory column weighs what the XID that reports the same event calls for (48 DBE, 92 SBE rate,
     # 63 row remap recorded); a pending remap wants a reset when idle, a failed one the GPU replaced.
@@ -152,9 +119,9 @@ def ledger_columns(q: PromQL) -> list[LedgerColumn]:
                 terms.append(_xids(q, ("xid", "!~", re2_any(str(c) for c in sorted(XID_TABLE)))))
             expr = _per_uuid(q, _tagged(terms, "xid_codes")) if len(terms) > 1 else terms[0]
             columns.append(LedgerColumn(xid_title(action), expr, action))
-    nvlink = [_over(q, "increase", k) for k in ("nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay",
+    nvlink = [_over(q, k) for k in ("nvlink_crc_flit", "nvlink_crc_data", "nvlink_replay",
                                                    "nvlink_recovery") if q.has(k)]
-    per_link = _per_uuid(q, _over(q, "increase", "nvlink_link_errors")) if q.has("nvlink_link_errors") else ""
+    per_link = _per_uuid(q, _over(q, "nvlink_link_errors")) if q.has("nvlink_link_errors") else ""
     if nvlink or per_link:
         # DCGM's per-GPU totals where published, else the bundled exporter's per-link counters: never both.
         summed = _per_uuid(q, _tagged(nvlink, "nvlink_error")) if nvlink else ""
@@ -163,7 +130,7 @@ def ledger_columns(q: PromQL) -> list[LedgerColumn]:
     for title, key in (("Thermal throttled", "thermal_violation"), ("Power throttled", "power_violation")):
         if q.has(key):
             # Violation counters count nanoseconds: shown as time.
-            columns.append(LedgerColumn(title, f"{_per_uuid(q, _over(q, 'increase', key))} / 1e9", "none", "s"))
+            columns.append(LedgerColumn(title, f"{_per_uuid(q, _over(q, key))} / 1e9", "none", "s"))
     return columns
 
 
@@ -180,13 +147,11 @@ def score(q: PromQL, columns: list[LedgerColumn]) -> str:
 
 def seen_last(q: PromQL) -> str:
     """1 per UUID, labelled with the cluster, node and slot where the GPU reported last within the window."""
-    uuid, gpu = q.profile.uuid_label, q.gpu
-    where = ", ".join(dict.fromkeys((uuid, "cluster", "instance", gpu)))
-    # `* 0 + time()`: the moment of each step the GPU reported at. timestamp() inside a subquery seeks every
-    # series afresh at each step: 200 times slower here (5.5 s against 0.03 s for 4 GPUs over 30 days).
-    seen = f"{q.profile.ref('gpu_util').name}{q.scope.selector()} * 0 + time()"
-    now = f"max by ({where}) ({seen})"  # where it reports now, exactly; before that, to the step
-    before = f"max by ({where}) (max_over_time(({seen})[{WINDOW}:{SUBQUERY_STEP}]))"
+    uuid = q.profile.uuid_label
+    where = ", ".join(dict.fromkeys((uuid, "cluster", "instance", q.gpu)))
+    # `* 0 + time()`: where it reports now is the latest; before that, the latest slot it stopped reporting in
+    now = f"max by ({where}) ({q.profile.ref('gpu_util').name}{q.scope.selector()} * 0 + time())"
+    before = f"max by ({where}) (last_over_time({STOPPED}{q.scope.selector()}[{WINDOW}]))"
     return f"topk by ({uuid}) (1, {now} or {before}) > bool 0"
 
 
@@ -229,7 +194,8 @@ def ledger_section(layout: PanelGrid, health: PromQL) -> None:
         "(gpudash/health/xid_catalog.csv), "
         "NVLink errors and time throttled by heat or power. Worst first: by the costliest action its events call "
         "for (worst action), then by how many. `instance` is the node it reported on last; click it to open "
-        "that node on the GPU. A failed remap is an RMA; DBEs or a pending remap want the GPU reset when idle; "
+        "that node on the GPU. Counted hour by hour: an event shows at the next full hour. A failed remap is an "
+        "RMA; DBEs or a pending remap want the GPU reset when idle; "
         "many XIDs of one class on one GPU that moved nodes point at the GPU, not the node. Blank = none. The "
         "bundled exporter publishes every column; dcgm-exporter publishes the ECC, NVLink, violation and "
         "pending-remap counters only when its counters CSV enables them, and has no per-link or per-code XID "

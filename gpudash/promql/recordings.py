@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS, Profile, Signal
 from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
+from gpudash.promql.ledger_recordings import LEDGER_RECORDINGS
 from gpudash.promql.query import BAND_WIDTH, BANDS, THROTTLE_REASONS, PromQL, Recording, Scope, any_bit_set
 from gpudash.promql.resets import RESET_RECORDINGS, XID_SEEN_LOOKBACK
 from gpudash.promql.scanner import metric_names
@@ -266,6 +267,9 @@ RECORDINGS: tuple[Recording, ...] = (
               lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU."),
     Recording("cluster:gpu_count:count", ("gpu_util",),
               lambda q: f"count {_by('cluster')} ({q.gpu_once('gpu_util')})", "GPUs reporting, per cluster."),
+    Recording("cluster_instance:gpu_count:count", ("gpu_util",),
+              lambda q: f"count {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
+              "GPUs reporting, per node (the health dashboard's GPUs reporting over its range, on any node chosen)."),
     Recording("cluster:gpu_utilization:sum", ("gpu_util",),
               lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_util')})",
               "Sum of GPU utilization (%), per cluster; divide by the count for the mean."),
@@ -317,6 +321,7 @@ RECORDINGS: tuple[Recording, ...] = (
     *JOB_RECORDINGS,
     *FLEET_LISTS,
     *RESET_RECORDINGS,  # after the XID-event recording they read
+    *LEDGER_RECORDINGS,
     *FABRIC_RECORDINGS,
 )
 

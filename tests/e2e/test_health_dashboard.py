@@ -6,15 +6,20 @@ slot 0 until ten days ago and in node B's slot 1 since: three double-bit errors 
 more on node B (5 days ago), and an XID 79 on node A 35 days ago, inside 90 days but not inside 30; it needed
 resets 12 days ago on node A and 5 and 2 days ago on node B (the recorded reset episodes). GPU-FAILED
 (node B slot 0) has had a row-remap failure for three days; GPU-STEADY (node A slot 1) a pending remap.
+GPU-GONE sat in node C's slot 0 until three days ago, where it counted three single-bit errors six days ago.
 Synthetic ALERTS / ALERTS_FOR_STATE series stand for the firing health alerts, as Prometheus writes them.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,14 +30,19 @@ from support.slack import budget
 from gpudash.catalog import DCGM, PROMETHEUS_ALERTS, PROMETHEUS_ALERTS_FOR_STATE
 from gpudash.check.judge import Status, run_check
 from gpudash.check.queries import PANEL, dashboard_groups, load_dashboards
+from gpudash.config.durations import parse_duration
+from gpudash.config.loading import load_settings
 from gpudash.health.xid import ACTIONS
+from gpudash.promql.for_settings import recording_rules
+from gpudash.promql.ledger_recordings import LEDGER_RECORDINGS
 from gpudash.promql.resets import EPISODES, XID_BY_UUID
 from gpudash.stack.history import SeededPrometheus
 
 DAY, HOUR = 86400, 3600
 JSON = ROOT / "dashboards" / "json" / "gpudash-health.json"
 A, B = "node-a:9400", "node-b:9400"
-MOVER, FAILED, STEADY = "GPU-MOVER", "GPU-FAILED", "GPU-STEADY"
+C = "node-c:9400"
+MOVER, FAILED, STEADY, GONE = "GPU-MOVER", "GPU-FAILED", "GPU-STEADY", "GPU-GONE"
 
 
 def _name(key: str) -> str:
@@ -46,12 +56,13 @@ class History:
         self.times = times
         self.lines: dict[str, list[str]] = {}
 
-    def add(self, name: str, labels: dict[str, str], value: Any, start: float = 0, end: float = float("inf")) -> None:
-        """`value(t)` (or a constant) at every sample time in [start, end)."""
-        text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    def add(self, name: str, labels: dict[str, str], value: Any, start: float = 0, end: float = float("inf"),
+            only: set[int] | None = None) -> None:
+        """`value(t)` (or a constant) at every sample time in [start, end) (of `only`, if given)."""
+        text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
         rows = self.lines.setdefault(name, [])
         for t in self.times:
-            if start <= t < end:
+            if start <= t < end and (only is None or t in only):
                 v = value(t) if callable(value) else value
                 rows.append(f"{name}{{{text}}} {float(v)!r} {t}")
 
@@ -103,6 +114,9 @@ def fleet_history(now: int) -> History:
             # An XID 48 seen only on dcgm-exporter's last-XID gauge 20 days ago, as the recording by UUID noted it.
             at = base + (now - 20 * DAY - base) // HOUR * HOUR
             history.add(XID_BY_UUID, {**labels, "xid": "48"}, 1, at, at + 1)
+    gone = {"cluster": "e2e", "instance": C, "gpu": "0", "UUID": GONE, "modelName": "NVIDIA H200"}
+    history.add(_name("gpu_util"), gone, 90, 0, now - 3 * DAY)
+    history.add(_name("ecc_sbe_agg"), gone, lambda t: 3 * (t >= now - 6 * DAY), 0, now - 3 * DAY)
     for instance in (A, B):
         history.add(_name("gpus_expected"), {"cluster": "e2e", "instance": instance}, 2)
     # A recording every loaded rule file records: beside it, a sparse recording's absence is "nothing passes".
@@ -123,20 +137,53 @@ def fleet_history(now: int) -> History:
     return history
 
 
+def recorded(url: str, start: int, now: int) -> History:
+    """The recordings the dashboard reads that the history does not hold, as Prometheus would have recorded them
+    at the history's own steps (each rule built for an hourly evaluation): the ledger's hour by hour, the GPUs
+    per node also minute by minute over the last quarter hour. Each rule is a range query per stretch."""
+    settings = load_settings(ROOT / "thresholds.yaml")
+    hourly = [(start, now, HOUR)]
+    stretches = {**{rec.record: hourly for rec in LEDGER_RECORDINGS},
+                 "cluster_instance:gpu_count:count": [*hourly, (now - 15 * 60, now, 60)]}
+    out = History(sorted({t for spans in stretches.values() for a, b, step in spans for t in range(a, b + 1, step)}))
+    for rec, expr in recording_rules(settings, profile=DCGM, rule_interval=parse_duration("1h")):
+        points: dict[str, tuple[dict[str, str], dict[int, str]]] = {}
+        for a, b, step in stretches.get(rec.record, []):
+            query = urllib.parse.urlencode({"query": expr, "start": a, "end": b, "step": step})
+            with urllib.request.urlopen(f"{url}/api/v1/query_range?{query}", timeout=budget(60)) as answer:
+                for one in json.load(answer)["data"]["result"]:
+                    key = json.dumps(one["metric"], sort_keys=True)
+                    points.setdefault(key, (one["metric"], {}))[1].update((int(float(t)), v) for t, v in one["values"])
+        for labels, values in points.values():
+            out.add(rec.record, labels, lambda t, v=values: v[t], only=set(values))
+    return out
+
+
+def promtool(*args: str) -> None:
+    done = subprocess.run([shutil.which("promtool") or "/usr/bin/promtool", "tsdb", "create-blocks-from", "--quiet",
+                           *args], capture_output=True, text=True, timeout=budget(300))
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def blocks_of(history: History, folder: Path) -> list[Path]:
+    folder.mkdir()
+    (folder / "history.om").write_text(history.openmetrics(), encoding="utf-8")
+    promtool("openmetrics", "--max-block-duration=1000h", str(folder / "history.om"), str(folder / "blocks"))
+    return sorted(p for p in (folder / "blocks").iterdir() if p.is_dir())
+
+
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeededPrometheus]:
     tmp = tmp_path_factory.mktemp("health-dashboard-e2e")
     now = int(time.time())
-    (tmp / "history.om").write_text(fleet_history(now).openmetrics(), encoding="utf-8")
-    promtool = shutil.which("promtool") or "/usr/bin/promtool"
-    done = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet",
-                           "--max-block-duration=1000h", str(tmp / "history.om"), str(tmp / "blocks")],
-                          capture_output=True, text=True, timeout=budget(300))
-    assert done.returncode == 0, done.stderr[-2000:]
-    blocks = sorted(p for p in (tmp / "blocks").iterdir() if p.is_dir())
-    with SeededPrometheus("global: {}\n", blocks=blocks,
-                          extra_args=["--storage.tsdb.retention.time=400d"]) as server:
-        server.wait_for(f'{_name("gpu_util")}{{UUID="{MOVER}"}}')
+    retention = ["--storage.tsdb.retention.time=400d"]
+    blocks = blocks_of(fleet_history(now), tmp / "raw")
+    with SeededPrometheus("global: {}\n", blocks=blocks, extra_args=retention) as raw:
+        raw.wait_for(f'{_name("gpu_util")}{{UUID="{MOVER}"}}', timeout=budget(30))
+        recordings = recorded(raw.url, (now - 40 * DAY) // HOUR * HOUR, now)
+    blocks += blocks_of(recordings, tmp / "recorded")
+    with SeededPrometheus("global: {}\n", blocks=blocks, extra_args=retention) as server:
+        server.wait_for(f'{_name("gpu_util")}{{UUID="{MOVER}"}}', timeout=budget(30))
         yield server
 
 
@@ -208,7 +255,7 @@ def _ledger(prometheus: SeededPrometheus, ledger: str) -> dict[str, dict[str, An
 
 def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPrometheus) -> None:
     month, quarter = _ledger(prometheus, "30d"), _ledger(prometheus, "90d")
-    assert set(month) == {MOVER, FAILED, STEADY}
+    assert set(month) == {MOVER, FAILED, STEADY, GONE}
     mover = month[MOVER]
     # Seen last in node B's slot 1; its DBEs on node A and on node B both count.
     assert (mover["labels"]["instance"], mover["labels"]["gpu"]) == (B, "1")
@@ -225,9 +272,11 @@ def test_the_ledger_follows_a_gpu_that_moved_between_nodes(prometheus: SeededPro
     # GPURepeatOffender's count over its own 7 days, whatever $ledger: node B's two, not node A's of 12 days ago
     assert month[MOVER]["Resets in 7d"] == quarter[MOVER]["Resets in 7d"] == 2
     assert "Resets in 7d" not in month[FAILED] and "Resets in 7d" not in month[STEADY]
-    # Worst first: the failed remap (rma) over five DBEs (reset_gpu) over one pending remap (reset_gpu).
+    # A GPU no longer reporting keeps its row, on the node it reported on last.
+    assert (month[GONE]["labels"]["instance"], month[GONE]["SBE aggregate"]) == (C, 3)
+    # Worst first: the failed remap (rma) over five DBEs (reset_gpu) over one pending remap (reset_gpu) over SBEs.
     order = sorted(month, key=lambda uuid: month[uuid]["score"], reverse=True)
-    assert order == [FAILED, MOVER, STEADY]
+    assert order == [FAILED, MOVER, STEADY, GONE]
     # and the row's value is the score, which the worst action column maps to the action: rma, reset_gpu
     rma, reset_gpu = 100 ** ACTIONS.index("rma"), 100 ** ACTIONS.index("reset_gpu")
     assert rma <= month[FAILED]["score"] < 100 * rma

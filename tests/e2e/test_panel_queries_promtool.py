@@ -25,8 +25,9 @@ def labels(**extra: str) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in {**NODE, **extra}.items()) + "}"
 
 
-def promtool_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str, Any]]) -> None:
-    spec = {"rule_files": [], "evaluation_interval": "1m",
+def promtool_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str, Any]],
+                  rule_files: tuple[Path, ...] = ()) -> None:
+    spec = {"rule_files": [str(p) for p in rule_files], "evaluation_interval": "1m",
             "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": exprs}]}
     (tmp_path / "case.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     done = run(tool("promtool"), "test", "rules", str(tmp_path / "case.yaml"))
@@ -95,24 +96,28 @@ def test_utilization_bands_are_ten_rows_over_every_cluster(tmp_path: Path) -> No
     promtool_case(tmp_path, inputs, [{"expr": bands, "eval_time": "2m", "exp_samples": expected}])
 
 
-def test_health_ledger_counts_first_events_recent_events_and_no_moved_history(tmp_path: Path) -> None:
+def test_health_ledger_counts_first_events_hourly_events_and_no_moved_history(tmp_path: Path) -> None:
     from gpudash.panels.health_ledger import ledger_columns
 
     columns = {c.title: c.expr.replace("$ledger", "2h") for c in ledger_columns(promql())}
     inputs = [
-        # The bundled exporter creates a code's counter at its first event (at 1), 10 minutes before the check.
-        {"series": f"gpudash_xid_errors_total{labels(gpu='0', UUID='GPU-A', xid='79')}", "values": "_x159 1x10"},
-        # Two DBEs 5 minutes before the check, between two hourly points.
-        {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='0', UUID='GPU-A')}", "values": "2x164 4x5"},
-        # A GPU that arrived on this node 70 minutes before the check with 3 DBEs of its past: none are new.
-        {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='1', UUID='GPU-B')}", "values": "_x99 3x70"},
+        # The bundled exporter creates a code's counter at its first event (at 1), 20 minutes before the hour.
+        {"series": f"gpudash_xid_errors_total{labels(gpu='0', UUID='GPU-A', xid='79')}", "values": "_x159 1x30"},
+        # Two DBEs 15 minutes before the hour.
+        {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='0', UUID='GPU-A')}", "values": "2x164 4x25"},
+        # A GPU that arrived on this node 80 minutes before the hour with 3 DBEs of its past: none are new.
+        {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='1', UUID='GPU-B')}", "values": "_x99 3x90"},
     ]
+    recording = (ROOT / "generated" / "prometheus" / "gpu-recording.rules.yml",)
     promtool_case(tmp_path, inputs, [
-        {"expr": columns["XIDs for reboot_node"], "eval_time": "170m",
+        # Within the hour nothing shows yet: the ledger's points are hourly.
+        {"expr": columns["DBE aggregate"], "eval_time": "170m", "exp_samples": []},
+        # From the hour's point on, the hour's events count; the moved GPU's past does not.
+        {"expr": columns["XIDs for reboot_node"], "eval_time": "181m",
          "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 1}]},
-        {"expr": columns["DBE aggregate"], "eval_time": "170m",
-         "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 2}, {"labels": '{UUID="GPU-B"}', "value": 0}]},
-    ])
+        {"expr": columns["DBE aggregate"], "eval_time": "181m",
+         "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 2}]},
+    ], recording)
 
 
 def test_fleet_alert_annotation_marks_each_gpudash_alert_once_per_cluster(tmp_path: Path) -> None:

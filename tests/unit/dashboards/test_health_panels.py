@@ -14,7 +14,8 @@ from gpudash.health.xid import XID_TABLE, action_for
 from gpudash.panels.build import build_all
 from gpudash.panels.health_ledger import ledger_columns, xid_actions, xid_title
 from gpudash.promql.for_settings import promql_for
-from gpudash.promql.scanner import metric_names
+from gpudash.promql.recordings import RECORDING_BY_NAME
+from gpudash.promql.scanner import metric_names, subquery_steps
 
 NAME = "gpudash-health.json"
 LEDGER = "GPU ledger by UUID over $ledger (worst 50)"
@@ -92,9 +93,11 @@ def test_the_ledger_is_keyed_by_uuid_over_the_ledger_window(dcgm: dict[str, Any]
     rows = queries.pop("A")
     assert rows.startswith("topk(50, sum by (UUID) (")
     assert "* on (UUID) group_left (cluster, instance, gpu)" in rows
+    # Seen last: where the GPU reports now, else the latest slot it stopped reporting in (a sparse recording).
     seen = 'DCGM_FI_DEV_GPU_UTIL{cluster=~"$cluster",instance=~"$instance"} * 0 + time()'
+    stopped = 'cluster_instance_gpu_uuid:gpu_reporting:stopped_at{cluster=~"$cluster",instance=~"$instance"}'
     assert (f"topk by (UUID) (1, max by (UUID, cluster, instance, gpu) ({seen}) or max by (UUID, cluster, instance, "
-            f"gpu) (max_over_time(({seen})[$ledger:1h]))) > bool 0") in rows
+            f"gpu) (last_over_time({stopped}[$ledger]))) > bool 0") in rows
     names = table["transformations"][3]["options"]["renameByName"]
     # The resets: GPURepeatOffender's count over its own window, from the sparse recording, whatever $ledger.
     resets = queries.pop(next(ref for ref in queries if names[f"Value #{ref}"] == "Resets in 7d"))
@@ -102,8 +105,12 @@ def test_the_ledger_is_keyed_by_uuid_over_the_ledger_window(dcgm: dict[str, Any]
                       '{cluster=~"$cluster"}[7d]))) > 0')
     for expr in queries.values():
         # Every other column: per UUID, over the window, across every node in the chosen clusters.
-        assert "sum by (UUID) (" in expr and "[$ledger:1h]" in expr and "$instance" not in expr, expr
+        assert "sum by (UUID) (" in expr and "[$ledger]" in expr and "$instance" not in expr, expr
         assert expr.endswith(" > 0")
+    # The window is read from sparse recordings only: no GPU's raw counters, no subquery over weeks.
+    for expr in [rows, *queries.values()]:
+        assert set(metric_names(expr)) - {"DCGM_FI_DEV_GPU_UTIL"} <= set(RECORDING_BY_NAME), expr
+        assert not subquery_steps(expr), expr
     assert names["Value #A"] == "worst action"
     assert {"DBE volatile", "DBE aggregate", "SBE volatile", "SBE aggregate", "Uncorrectable remapped rows",
             "Correctable remapped rows", "Remap pending", "Remap failure", "NVLink errors", "Thermal throttled",
@@ -165,7 +172,9 @@ def test_nvidia_smi_leaves_out_what_it_cannot_fill(smi: dict[str, Any]) -> None:
     assert all("DCGM_" not in e and "gpudash_" not in e for e in ledger_exprs)
     assert all("sum by (uuid)" in e for e in ledger_exprs)
     down = exprs(found["GPUs down / expected"])
-    assert list(down) == ["A"] and "nvidia_smi_utilization_gpu_ratio" in down["A"]
+    # GPUs reporting, from the per-node count the recording rules keep (built from the profile's utilization)
+    reporting = 'sum(cluster_instance:gpu_count:count{cluster=~"$cluster",instance=~"$instance"})'
+    assert list(down) == ["A"] and down["A"] == reporting
     for panel in found.values():
         for expr in exprs(panel).values():
             assert not any(name.startswith("DCGM_") for name in metric_names(expr)), expr

@@ -195,10 +195,9 @@ def test_without_matplotlib_the_demo_says_so_and_carries_on(monkeypatch: pytest.
 
 def test_the_demo_waits_on_every_recording_a_dashboard_reads_through_a_subquery() -> None:
     # a node without a simulated past starts with none of them: a panel that reads one through a subquery (the
-    # health ledger's XID events by UUID) answers nothing until the recording is older than one subquery step
+    # fleet's goodput) answers nothing until the recording is older than one subquery step
     from gpudash.stack.demo import subqueried_recordings
 
     found = subqueried_recordings()
-    assert "cluster_instance_gpu_uuid_xid:gpu_xid_errors:new" in found
     assert "cluster:gpu_utilization:sum" not in found  # read plainly, never through a subquery
     assert "cluster:gpu_count:count" in found  # the fleet's goodput and interruption rate sample it by one
