@@ -28,6 +28,9 @@ WINDOW = "$ledger"
 TOP = 50
 PER_ACTION = 99  # events counted per action in the score: two decimal digits
 UNKNOWN_XID = 0  # not a real code: action_for() gives it the table's default for codes it does not list
+COUNT_PX = 88  # a count column's least width: its number, and its header's first word or two
+NARROW_PX = 64  # the GPU index and the cluster's name
+LABEL_PX = 120  # a UUID or a node, cut short; the worst action's name
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,12 @@ def ledger_section(layout: PanelGrid, health: PromQL) -> None:
                   "properties": [{"id": "mappings", "value": _action_mappings()}]}]
     overrides += [{"matcher": {"id": "byName", "options": c.title}, "properties": [{"id": "unit", "value": c.unit}]}
                   for c in columns if c.unit != "none"]
+    # Grafana gives an auto-sized column at least 150 px: a ledger of a dozen columns would run past the panel's
+    # edge. Counts and short labels need less; a header cut short ends in "…" and the description names each.
+    least = {uuid: LABEL_PX, "instance": LABEL_PX, "worst action": LABEL_PX, gpu: NARROW_PX, "cluster": NARROW_PX,
+             **{c.title: COUNT_PX for c in columns}}
+    overrides += [{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "custom.minWidth", "value": px}]}
+                  for name, px in least.items()]
     layout.add(table(
         f"GPU ledger by UUID over $ledger (worst {TOP})",
         queries,

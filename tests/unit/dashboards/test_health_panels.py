@@ -178,3 +178,20 @@ def test_nvidia_smi_leaves_out_what_it_cannot_fill(smi: dict[str, Any]) -> None:
     for panel in found.values():
         for expr in exprs(panel).values():
             assert not any(name.startswith("DCGM_") for name in metric_names(expr)), expr
+
+
+def test_a_ledger_of_a_dozen_columns_fits_its_panel_as_grafana_lays_it_out(dcgm: dict[str, Any]) -> None:
+    # What the demo's ledger shows (a GPU with ECC and remap events, one with heat): five label columns and seven
+    # counts. At Grafana's 150 px least width per column they run past a full-width panel; the ledger's own
+    # least widths keep them inside, every one still wider than its number.
+    from gpudash.preview.pixels import box_of
+    from gpudash.preview.table_columns import DEFAULT_MIN_WIDTH, column_widths
+
+    ledger = panels(dcgm)[LEDGER]
+    counts = ledger_columns(promql_for(load_settings(ROOT / "thresholds.yaml"), profile=DCGM))[:7]
+    header = ["UUID", "cluster", "gpu", "instance", "worst action", *(c.title for c in counts)]
+    available = box_of(ledger).w
+    widths = column_widths(ledger, header, available)
+    assert len(header) * DEFAULT_MIN_WIDTH > available
+    assert sum(widths) <= available
+    assert min(widths) >= 60
