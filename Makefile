@@ -15,7 +15,7 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 .DEFAULT_GOAL := help
 .PHONY: help venv deps deps-demo schema-deps apt-missing dashboards rules generate check-generated lint types test test-fast e2e check push sync diff provision \
         demo exporter bench bench-exporter bench-exporter-real bench-exporter-memory bench-exporter-memory-real bench-attribution bench-attribution-real bench-sync \
-        bench-alerts bench-scale bench-rules bench-backtest bench-report backtest report e2e-grafana kubernetes-example git-diff-driver preview clean
+        bench-alerts bench-scale bench-scale-fabric bench-rules bench-backtest bench-report backtest report e2e-grafana kubernetes-example git-diff-driver preview clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -156,6 +156,9 @@ bench-backtest: venv deps ## backtest on the scenario corpus against promtool, t
 
 bench-scale: venv deps ## dashboard load time against fleet size (first run ~1 h, cached in .bench/; SIZES=256,1024)
 	$(BIN)/python bench/fleet_scale.py $(if $(SIZES),--sizes $(SIZES),)
+
+bench-scale-fabric: venv deps ## the fabric dashboard on 1,024 nodes x 8 InfiniBand ports (first run ~40 min, cached in .bench/)
+	$(BIN)/python bench/fleet_scale.py --fabric-section
 
 bench-rules: venv deps ## what every recording and alerting rule costs Prometheus (SIZES=1024,8192; BASELINE=a git revision to time beside)
 	$(BIN)/python bench/fleet_scale.py --rule-cost --sizes $(or $(SIZES),1024,8192) $(if $(BASELINE),--rule-baseline $(BASELINE),)

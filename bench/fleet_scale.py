@@ -29,6 +29,12 @@ the health dashboard before and after a change.
 times every rule, recording and alerting, on a TSDB that holds only the rules' history (bench/rule_cost.py:
 about 15 minutes at 8,192 GPUs the first time, seconds later) and writes (or replaces) the section "What every
 rule costs Prometheus" of the existing fleet-scale.md.
+
+    python bench/fleet_scale.py --fabric-section
+
+builds (or reuses) a TSDB of 1,024 nodes x 8 InfiniBand ports (bench/fabric_scale.py), opens the fabric dashboard
+with its recording rules and with their expressions inlined, and writes (or replaces) the section "The fabric
+dashboard at 1,024 nodes × 8 ports" of the existing fleet-scale.md.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from typing import Any
 if not __package__:  # run as `python bench/fleet_scale.py`: the sibling modules come through the bench package
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-from bench import fleet_report, fleet_tsdb, grafana_load, rule_cost
+from bench import fabric_scale, fleet_report, fleet_tsdb, grafana_load, rule_cost
 from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.loading import Settings, load_settings
@@ -273,9 +279,15 @@ def main(argv: list[str] | None = None) -> int:
                              "in the same run")
     parser.add_argument("--health-baseline", metavar="REVISION",
                         help="also open the health dashboard as committed at this git revision, in the same run")
+    parser.add_argument("--fabric-section", action="store_true",
+                        help="build a TSDB of 1,024 nodes x 8 InfiniBand ports, open the fabric dashboard on it; "
+                             "write the fabric section of --out's fleet-scale.md, keeping the rest")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = load_settings(ROOT / "thresholds.yaml")
+    if args.fabric_section:
+        return fabric_scale.run(settings, args.cache, args.out, args.workers, args.seed, args.repeat,
+                                lambda: wait_for_quiet(args.quiet_load))
     if args.rule_cost:
         return rules_only(sizes, settings, args)
     boards = dashboards(settings)

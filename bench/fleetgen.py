@@ -273,17 +273,28 @@ def pool_series(trace: NodeTrace, gpu: int, keys: Sequence[str], sl: slice, inst
     return out
 
 
+BUS_IDS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")  # each GPU's PCI bus on the node
+
+
+def gpu_identity(shape: FleetShape, node: int, gpu: int) -> str:
+    """The labels dcgm-exporter gives GPU `gpu` of fleet node `node` (without its job's)."""
+    return (f'gpu="{gpu}",UUID="{shape.uuid(node, gpu)}",pci_bus_id="00000000:{BUS_IDS[gpu]}:00.0",'
+            f'device="nvidia{gpu}",modelName="NVIDIA H200",hostname="{shape.hostname(node)}",'
+            f'{DRIVER_VERSION_LABEL}="{DRIVER_VERSION}"')
+
+
+def gpu_target(shape: FleetShape, node: int) -> str:
+    """The labels Prometheus adds to every series of the node's GPU exporter."""
+    return f'instance="{shape.instance(node)}",job="{JOB}",cluster="{shape.cluster(node)}"'
+
+
 def node_text(shape: FleetShape, node: int, pool: Sequence[Sequence[Series]], profile: Profile = DCGM) -> Iterator[str]:
     """The OpenMetrics lines of fleet node `node` (pool[g] are its GPUs' series), one string per series."""
     shift = random.Random(f"airflow/{shape.seed}/{node}").randrange(len(TEMP_SHIFTS))
-    target = f'instance="{shape.instance(node)}",job="{JOB}",cluster="{shape.cluster(node)}"'
-    host = shape.hostname(node)
+    target = gpu_target(shape, node)
     for g, series in enumerate(pool):
-        bus = f"00000000:{('18', '2A', '3A', '5D', '9A', 'AB', 'BA', 'DB')[g]}:00.0"
         job = shape.job(node, g)
-        gpu_labels = (f'gpu="{g}",UUID="{shape.uuid(node, g)}",pci_bus_id="{bus}",device="nvidia{g}",'
-                      f'modelName="NVIDIA H200",hostname="{host}",{DRIVER_VERSION_LABEL}="{DRIVER_VERSION}"'
-                      + (f',{HPC_JOB_LABEL}="{job}"' if job else ""))
+        gpu_labels = gpu_identity(shape, node, g) + (f',{HPC_JOB_LABEL}="{job}"' if job else "")
         for s in series:
             samples = s.samples[shift] if len(s.samples) > 1 else s.samples[0]
             prefix = f"{profile.ref(s.key).name}{{{gpu_labels}{s.extra},{target}}} "

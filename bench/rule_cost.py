@@ -340,11 +340,11 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
 
 
-def write_section(path: Path, section: list[str]) -> None:
-    """Write (or replace) this section of fleet-scale.md; the rest of the file is kept."""
+def write_section(path: Path, section: list[str], heading: str = SECTION) -> None:
+    """Write (or replace) the section under `heading` of fleet-scale.md; the rest of the file is kept."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = path.read_text() if path.exists() else ""
-    before, found, after = text.partition(SECTION)
+    before, found, after = text.partition(heading)
     rest = after[after.find("\n## ") + 1:] if found and "\n## " in after else ""
     path.write_text(before.rstrip() + "\n\n" + "\n".join(section) + ("\n" + rest if rest else ""))
 

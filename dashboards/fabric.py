@@ -27,6 +27,7 @@ from gpudash.panels.visualizations import (
     table,
     timeseries,
 )
+from gpudash.promql.fabric_recordings import ERRORS, PORT
 from gpudash.promql.query import PromQL
 from gpudash.repository import FABRIC_UID, FLEET_UID, NODE_UID
 from gpudash.rules.fabric_alerts import FABRIC_ALERTS
@@ -72,20 +73,24 @@ def build(ctx: BuildContext) -> G.Dashboard:
         "percentunit", f"The {k} ports waiting the largest share of their transmit slots now (5m). A port that a "
         "job's straggler uses, above the level, raises GPUFabricStragglerCongestion.", congestion_steps(level),
         0, 1), w=12, h=9)
-    errors = q.use("cluster_instance_port:infiniband_errors:rate")
+    errors = q.use(ERRORS)
     layout.add(table(
-        f"Ports counting errors: the {k} worst", [Query(f"topk({k}, {errors} > 0)")],
+        f"Ports counting errors: the {k} worst", [Query(f"topk({k}, {errors})")],
         f"Symbol, link-integrity and receive errors a second (5m), the {k} ports with the most now. A rare "
         "symbol error is corrected by the link and never pages.", {"A": "errors/s"},
         hide_columns=("__name__",), sort=("errors/s", True),
         steps=color_steps((GREEN, None), (ORANGE, 0.01), (RED, 1)), empty="No port counts errors"), w=12, h=9)
 
     layout.section("Errors per port over time")
+    # The k are picked once, over the whole range (`@ end()`): a topk at every step would draw every port that
+    # was ever among the worst.
+    worst = f"topk({k}, {q.recorded_over_time('max', ERRORS, '$__range', at='end()')})"
     layout.add(timeseries(
         f"Errors a second: the {k} worst ports",
-        [Query(f"topk({k}, {errors} > 0)", PORT_LEGEND)], "short",
-        f"Symbol, link-integrity and receive errors a second per port (5m), the {k} worst at each step: a port "
-        "that climbs before it flaps is the one to service.", min_=0, decimals=2), w=24, h=8)
+        [Query(f"(\n  {errors}\n)\nand on ({PORT})\n{worst}", PORT_LEGEND)], "short",
+        f"Symbol, link-integrity and receive errors a second per port (5m), for the {k} ports with the highest "
+        "rate at any time in the range: a port that climbs before it flaps is the one to service.",
+        min_=0, decimals=2), w=24, h=8)
 
     links = [G.DashboardLink(title="GPU fleet", uri=f"/d/{FLEET_UID}", keepTime=True, includeVars=True),
              G.DashboardLink(title="GPU node", uri=f"/d/{NODE_UID}", keepTime=True, includeVars=True)]

@@ -40,7 +40,10 @@ def _congestion(q: PromQL) -> str:
 
 
 def _errors(q: PromQL) -> str:
-    return "\n+ ".join(port_rate(q, name) for name in (ib.SYMBOL_ERRORS, ib.LINK_INTEGRITY_ERRORS, ib.RECEIVE_ERRORS))
+    """Sparse: only the ports counting errors, so a list of the worst reads a handful of series, not the fleet's."""
+    names = (ib.SYMBOL_ERRORS, ib.LINK_INTEGRITY_ERRORS, ib.RECEIVE_ERRORS)
+    rates = "\n  + ".join(port_rate(q, name) for name in names)
+    return f"(\n  {rates}\n)\n> 0"
 
 
 def _on_gpus(q: PromQL, record: str, pad: str = "") -> str:
@@ -65,7 +68,7 @@ FABRIC_RECORDINGS: tuple[Recording, ...] = (
     _rec(RX, lambda q: port_rate(q, ib.RECEIVED_BYTES), "InfiniBand / RoCE receive throughput (B/s), per port."),
     _rec(CONGESTION, _congestion,
          "Share of a port's transmit slots spent waiting (transmit wait over wait plus words sent), per port."),
-    _rec(ERRORS, _errors, "Symbol, link-integrity and receive errors a second, per port."),
+    _rec(ERRORS, _errors, "Symbol, link-integrity and receive errors a second, per port counting any."),
     _rec("cluster_instance:infiniband_transmit_bytes:rate", lambda q: f"sum by (cluster, instance) ({q.use(TX)})",
          "InfiniBand / RoCE transmit throughput (B/s), per node."),
     _rec("cluster_instance:infiniband_receive_bytes:rate", lambda q: f"sum by (cluster, instance) ({q.use(RX)})",

@@ -134,9 +134,11 @@ class PromQL:
         """A recorded series, always the recorded one: for a recording that reads one its group writes first."""
         return f"{self.recordings[record].record}{self.scope.selector()}"
 
-    def recorded_over_time(self, func: str, record: str, window: Duration | str) -> str:
-        """`func_over_time` of a recorded series: always the recorded one (a range needs a selector)."""
-        return f"{func}_over_time({self.recordings[record].record}{self.scope.selector()}[{window}])"
+    def recorded_over_time(self, func: str, record: str, window: Duration | str, at: str = "") -> str:
+        """`func_over_time` of a recorded series: always the recorded one (a range needs a selector); `at`
+        pins the window's end (`end()`: the query's end at every step)."""
+        pinned = f" @ {at}" if at else ""
+        return f"{func}_over_time({self.recordings[record].record}{self.scope.selector()}[{window}]{pinned})"
 
     def has(self, *keys: str) -> bool:
         return all(self.profile.has(k) for k in keys)

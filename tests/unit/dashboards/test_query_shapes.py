@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from support.paths import ROOT
 
-from gpudash.catalog import ATTRIBUTION_LABELS, PROFILES
+from gpudash.catalog import ATTRIBUTION_LABELS, PROFILES, PROMETHEUS_ALERTS
 from gpudash.config.loading import load_settings
 from gpudash.panels.build import build_all
 from gpudash.promql.for_settings import recording_rules
@@ -171,6 +171,54 @@ def test_every_fleet_query_is_bounded_whatever_the_fleet_size(built: tuple[str, 
     for title, expr in exprs(dashboards["gpudash-fleet.json"]):
         for read in reads(expr):
             assert bounded(read, profile_name, per_job_is_bounded=False), f"{title}: {read.name} in {expr}"
+
+
+def test_every_fabric_query_is_bounded_whatever_the_fleet_size(built: tuple[str, dict[str, dict[str, Any]]]) -> None:
+    """Thousands of ports: every per-port list is a topk; ALERTS holds only what fires."""
+    profile_name, dashboards = built
+    for title, expr in exprs(dashboards["gpudash-fabric.json"]):
+        for read in reads(expr):
+            assert read.name == PROMETHEUS_ALERTS or bounded(read, profile_name, per_job_is_bounded=False), \
+                f"{title}: {read.name} in {expr}"
+
+
+def top_k_arguments(expr: str) -> list[str]:
+    """The argument of each topk/bottomk/limitk call in the expression, parentheses balanced."""
+    out = []
+    for match in re.finditer(r"\b(?:topk|bottomk|limitk)\s*\(", expr):
+        depth, start = 1, match.end()
+        for i in range(start, len(expr)):
+            depth += {"(": 1, ")": -1}.get(expr[i], 0)
+            if not depth:
+                out.append(expr[start:i])
+                break
+    return out
+
+
+def picked_once(argument: str) -> bool:
+    return re.search(r"@\s*(?:end|start)\(\)", argument) is not None
+
+
+def test_the_pick_reader_tells_a_pinned_top_k_from_one_per_step() -> None:
+    assert top_k_arguments("topk(3, max by (a) (x)) and y") == ["3, max by (a) (x)"]
+    assert not any(map(picked_once, top_k_arguments("x and on (a) topk(3, max_over_time(x[1h]))")))
+    assert all(map(picked_once, top_k_arguments("x and on (a) topk(3, max_over_time(x[1h] @ end()))")))
+
+
+def test_no_list_over_time_picks_its_top_k_at_every_step(built: tuple[str, dict[str, dict[str, Any]]]) -> None:
+    """A topk in a range query picks its k at every step, so over 6 h it draws every series that was ever among
+    the worst; a list drawn over time picks its k once (`@ end()`) and draws k series whatever the fleet size."""
+    _, dashboards = built
+    checked = 0
+    for name, board in dashboards.items():
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                if target.get("instant") and not target.get("range"):
+                    continue
+                for argument in top_k_arguments(target["expr"]):
+                    checked += 1
+                    assert picked_once(argument), f"{name}: {panel['title']}: {target['expr']}"
+    assert checked
 
 
 # ------------------------------------------------------------------------------------- one series per GPU
