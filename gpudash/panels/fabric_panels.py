@@ -21,6 +21,7 @@ from gpudash.promql.query import PromQL
 PORT_OF_GPU = "{{instance}} GPU {{gpu}} · {{device}}/{{port}}"
 NO_PORTS = "No RDMA port under these GPUs (gpudash_gpu_nic_info)"
 PORT_CONGESTION = "port congestion"
+PICK_STEP = "5m"  # the step of the mean a job's k nodes are picked by: a job shorter than it may draw none
 
 
 def congestion_levels(level: float) -> tuple[tuple[str, float | None], ...]:
@@ -76,15 +77,22 @@ def job_network(layout: PanelGrid, cluster: PromQL, job_gpus: str, k: int) -> No
     how = ("the RDMA ports under the job's GPUs (gpudash_gpu_nic_info), 5m rate. In a synchronous job every "
            "node moves about the same bytes: the node at the bottom is the one its peers wait for, or the one "
            "waiting.")
+    def picked(pick: str, expr: str) -> str:
+        # The k nodes are picked once, by their mean over the range, so the graph draws k lines over 6 h, not
+        # every node that was ever among the k at some step.
+        return (f"{expr}\nand on (cluster, instance)\n"
+                f"{pick}({k}, avg_over_time(({expr})[$__range:{PICK_STEP}] @ end()))")
+
     for record, title, what in ((GPU_TX, "transmit", "sends"), (GPU_RX, "receive", "receives")):
         layout.add(timeseries(
-            f"Network {title}: the job's {k} least nodes", [Query(f"bottomk({k}, {per_node(record)})",
+            f"Network {title}: the job's {k} least nodes", [Query(picked("bottomk", per_node(record)),
                                                                   "{{instance}}")], "Bps",
-            f"Bytes a second each of the job's nodes {what} through {how}", min_=0, no_value=NO_PORTS), w=8, h=8)
+            f"Bytes a second each of the job's nodes {what} through {how} The {k} nodes that moved least over "
+            "the range.", min_=0, no_value=NO_PORTS), w=8, h=8)
     level = cluster.thresholds.alerts.fabric.congestion_ratio
     worst = f"max by (cluster, instance) ({of_job(GPU_CONGESTION)})"
     layout.add(timeseries(
-        f"Port congestion: the job's {k} most congested nodes", [Query(f"topk({k}, {worst})", "{{instance}}")],
+        f"Port congestion: the job's {k} most congested nodes", [Query(picked("topk", worst), "{{instance}}")],
         "percentunit", "Share of transmit slots the most congested port under the job's GPUs spends waiting, per "
                        f"node (5m): {_level_text(cluster)}. The straggler tables say which GPU sits on it.",
         congestion_steps(level), min_=0, no_value=NO_PORTS), w=8, h=8)
