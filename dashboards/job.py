@@ -87,7 +87,9 @@ def build(ctx: BuildContext) -> G.Dashboard:
     _stragglers(layout, q, cluster, k)
 
     layout.section("Network: the ports under the job's GPUs")
-    job_network(layout, cluster, job_gpus, k)
+    held = f"count by (cluster, instance, {gpu}, {label}) (last_over_time({q.raw_range('gpu_util', '$__range')} " \
+           "@ end()))"
+    job_network(layout, cluster, job_gpus, held, k)
 
     layout.section("Memory")
     if q.available("cluster_instance_gpu:gpu_fb_used:ratio"):

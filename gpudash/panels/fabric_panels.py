@@ -21,7 +21,6 @@ from gpudash.promql.query import PromQL
 PORT_OF_GPU = "{{instance}} GPU {{gpu}} · {{device}}/{{port}}"
 NO_PORTS = "No RDMA port under these GPUs (gpudash_gpu_nic_info)"
 PORT_CONGESTION = "port congestion"
-PICK_STEP = "5m"  # the step of the mean a job's k nodes are picked by: a job shorter than it may draw none
 
 
 def congestion_levels(level: float) -> tuple[tuple[str, float | None], ...]:
@@ -63,36 +62,41 @@ def node_network(layout: PanelGrid, q: PromQL) -> None:
         no_value=NO_PORTS), w=8, h=8)
 
 
-def job_network(layout: PanelGrid, cluster: PromQL, job_gpus: str, k: int) -> None:
-    """Per node, the ports under the job's GPUs: the k nodes sending and receiving least, the k most congested."""
+def job_network(layout: PanelGrid, cluster: PromQL, job_gpus: str, job_gpus_in_range: str, k: int) -> None:
+    """Per node, the ports under the job's GPUs: the k nodes sending and receiving least, the k most congested.
+    `job_gpus` are the job's GPUs at each step, `job_gpus_in_range` those it held at any time in the range."""
     gpu = cluster.gpu
 
-    def of_job(record: str) -> str:
-        return f"{cluster.recorded_series(record)} and on (cluster, instance, {gpu}) {job_gpus}"
+    def of_job(record: str, gpus: str = job_gpus, over_range: bool = False) -> str:
+        series = (cluster.recorded_over_time("avg", record, "$__range", at="end()") if over_range
+                  else cluster.recorded_series(record))
+        return f"{series} and on (cluster, instance, {gpu}) {gpus}"
 
-    def per_node(record: str) -> str:
+    def per_node(record: str, over_range: bool = False) -> str:
         # A port under two of the job's GPUs counts once.
-        return f"sum by (cluster, instance) (max by (cluster, instance, device, port) ({of_job(record)}))"
+        ports = of_job(record, job_gpus_in_range, True) if over_range else of_job(record)
+        return f"sum by (cluster, instance) (max by (cluster, instance, device, port) ({ports}))"
+
+    def picked(pick: str, expr: str, by_range: str) -> str:
+        # The k nodes are picked once, by their mean over the range (a range read, no subquery: a job younger
+        # than a step still counts), so the graph draws k lines over 6 h, not every node ever among the k.
+        return f"{expr}\nand on (cluster, instance)\n{pick}({k}, {by_range})"
 
     how = ("the RDMA ports under the job's GPUs (gpudash_gpu_nic_info), 5m rate. In a synchronous job every "
            "node moves about the same bytes: the node at the bottom is the one its peers wait for, or the one "
            "waiting.")
-    def picked(pick: str, expr: str) -> str:
-        # The k nodes are picked once, by their mean over the range, so the graph draws k lines over 6 h, not
-        # every node that was ever among the k at some step.
-        return (f"{expr}\nand on (cluster, instance)\n"
-                f"{pick}({k}, avg_over_time(({expr})[$__range:{PICK_STEP}] @ end()))")
-
     for record, title, what in ((GPU_TX, "transmit", "sends"), (GPU_RX, "receive", "receives")):
         layout.add(timeseries(
-            f"Network {title}: the job's {k} least nodes", [Query(picked("bottomk", per_node(record)),
-                                                                  "{{instance}}")], "Bps",
+            f"Network {title}: the job's {k} least nodes",
+            [Query(picked("bottomk", per_node(record), per_node(record, True)), "{{instance}}")], "Bps",
             f"Bytes a second each of the job's nodes {what} through {how} The {k} nodes that moved least over "
             "the range.", min_=0, no_value=NO_PORTS), w=8, h=8)
     level = cluster.thresholds.alerts.fabric.congestion_ratio
     worst = f"max by (cluster, instance) ({of_job(GPU_CONGESTION)})"
+    worst_in_range = f"max by (cluster, instance) ({of_job(GPU_CONGESTION, job_gpus_in_range, True)})"
     layout.add(timeseries(
-        f"Port congestion: the job's {k} most congested nodes", [Query(picked("topk", worst), "{{instance}}")],
+        f"Port congestion: the job's {k} most congested nodes",
+        [Query(picked("topk", worst, worst_in_range), "{{instance}}")],
         "percentunit", "Share of transmit slots the most congested port under the job's GPUs spends waiting, per "
                        f"node (5m): {_level_text(cluster)}. The straggler tables say which GPU sits on it.",
         congestion_steps(level), min_=0, no_value=NO_PORTS), w=8, h=8)
