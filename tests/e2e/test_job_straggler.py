@@ -130,7 +130,8 @@ def _panel(dashboard: dict[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def _rows(stack: JobStack, expr: str, **chosen: str) -> list[dict[str, Any]]:
-    return stack.prometheus.query(interpolate(expr, {"cluster": ".*", "job": JOB, "gpu": ".*", "__range": "1h", **chosen}))
+    chosen = {"cluster": ".*", "job": JOB, "gpu": ".*", "__range": "1h", **chosen}
+    return stack.prometheus.query(interpolate(expr, chosen))
 
 
 def _labels(series: dict[str, Any]) -> tuple[tuple[str, str], ...]:
