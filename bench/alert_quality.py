@@ -48,6 +48,7 @@ GRACE = 1800.0  # an alert up to this long after a fault ends still counts as ca
 class Fired:
     alertname: str
     severity: str
+    host: str  # the alert's instance without its port; "" for a job's alert
     gpu: str  # "" for a node-level alert
     first: float
     episodes: int
@@ -114,9 +115,10 @@ def test_file(scenario: Scenario, flavour: str, rule_files: list[str], order: li
 
 
 def collect(samples: list[dict[str, str]]) -> list[Fired]:
-    fired: dict[tuple[str, str, str], Fired] = {}
+    fired: dict[tuple[str, str, str, str], Fired] = {}
     for s in samples:
-        key = (s["alertname"], s.get("severity", ""), s.get("gpu", ""))
+        host = s.get("instance", "").rsplit(":", 1)[0]  # host:9400 and host:9100 are one node
+        key = (s["alertname"], s.get("severity", ""), host, s.get("gpu", ""))
         f = fired.setdefault(key, Fired(*key, first=0.0, episodes=0, seconds=0.0))
         value = float(s["value"])
         if s["q"] == "first":
@@ -127,7 +129,7 @@ def collect(samples: list[dict[str, str]]) -> list[Fired]:
             f.episodes = int(value)
         elif s["q"] == "after":
             f.first_after_onset = value
-    return sorted(fired.values(), key=lambda f: (f.first, f.alertname, f.gpu))
+    return sorted(fired.values(), key=lambda f: (f.first, f.alertname, f.host, f.gpu))
 
 
 @dataclass
@@ -137,8 +139,7 @@ class Outcome:
     fired: list[Fired]
 
     def on_target(self, f: Fired) -> bool:
-        targets = self.scenario.targets
-        return not targets or f.gpu in ("", *map(str, targets))
+        return self.scenario.hits(f.host, f.gpu)
 
     def catches(self) -> list[Fired]:
         """Alerts meant for this fault that began firing on the faulted GPU (or node) during it or soon after."""
@@ -188,6 +189,13 @@ def evaluate(scenarios: list[Scenario], flavour: str, thresholds: Path | None, w
     return [o for o in outcomes if o.rules == "gpudash"], [o for o in outcomes if o.rules == "naive"]
 
 
+def _where(scenario: Scenario, host: str, gpus: list[str]) -> str:
+    """`gpu5` or `node` on the faulted node; `gpu-node-02:gpu5` on another."""
+    gpus = sorted(gpus)
+    where = "node" if gpus == [""] else "gpu" + ",".join(g or "-" for g in gpus)
+    return where if host in ("", scenario.fault_host) else f"{host}:{where}"
+
+
 def _cell(outcome: Outcome, width: int) -> list[str]:
     """One line per alert and severity: the GPUs it fired on, its first time, its episodes in all."""
     grouped: dict[tuple[str, str], list[Fired]] = {}
@@ -195,8 +203,8 @@ def _cell(outcome: Outcome, width: int) -> list[str]:
         grouped.setdefault((f.alertname, f.severity), []).append(f)
     lines = []
     for (name, severity), fired in grouped.items():
-        gpus = sorted(f.gpu for f in fired)
-        where = "node" if gpus == [""] else "gpu" + ",".join(g or "-" for g in gpus)
+        where = " ".join(_where(outcome.scenario, host, [f.gpu for f in fired if f.host == host])
+                         for host in sorted({f.host for f in fired}, key=lambda h: h != outcome.scenario.fault_host))
         episodes = sum(f.episodes for f in fired)
         lines.append(f"{name}/{severity[:4]} {where} @{_hm(min(f.first for f in fired))}"
                      + (f" ({episodes} episodes)" if episodes > 1 else ""))

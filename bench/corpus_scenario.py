@@ -31,6 +31,7 @@ class Scenario:
     faults: tuple[str, ...] = ()
     fault_gpu: int | None = None  # the GPU a fault hits; None: the whole node (or fault_gpus)
     fault_gpus: tuple[int, ...] = ()  # the GPUs a fault hits, when it is several but not the whole node
+    fault_host: str = HOST  # the node those GPUs are on (a peer's alerts are off target)
     jobs: tuple[str, ...] = ()  # --sim-job specs on HOST: GPU series carry hpc_job while their job runs
     peers: tuple[str, ...] = ()  # other nodes of the jobs, written beside HOST with no fault of their own
     profiling: bool = True  # False: no SM or tensor activity series, whatever the flavour
@@ -74,6 +75,12 @@ class Scenario:
     def on(self, gpu: int) -> bool:
         """Whether the fault hits this GPU."""
         return not self.targets or gpu in self.targets
+
+    def hits(self, host: str, gpu: str) -> bool:
+        """Whether an alert on `host` ("" for a job's alert, which names no node) and `gpu` ("" for the node's)
+        is where the fault is."""
+        on_node = host in ("", self.fault_host)
+        return on_node and (not self.targets or gpu in ("", *map(str, self.targets)))
 
     @property
     def fault_window(self) -> tuple[float, float] | None:

@@ -3,7 +3,8 @@ flap, run at half speed or congest under a straggler, a failed NVSwitch fabric, 
 traffic burst, one symbol error, a planned port reset).
 
 The faults are the simulator's (gpudash.exporter.sim.fabric); GPU i is served by port mlx5_<i>/1, so a fault on
-GPU i is a fault on its port. The port alerts name a port, not a GPU: they count on the faulted GPU's node.
+GPU i is a fault on its port. The port alerts name a port, not a GPU: they count on the faulted GPU's node, and
+only there (alerts are keyed by node and GPU: a peer's GPU 5 is not the faulted GPU 5).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ FABRIC_SCENARIOS: tuple[Scenario, ...] = (
              "slower and its port waits in 60 % of its transmit slots; the other 15 wait on it",
              hours=3.0, jobs=(JOB16,), peers=(PEER,),
              faults=(f"{HOST}/5=ib-congested:0.6@1h10m+1h", f"{HOST}/5=straggler:30@1h10m+1h"), fault_gpu=5,
+             fault_host=HOST,
              expected=("GPUFabricStragglerCongestion",)),
     Scenario("ib-half-speed", "fault",
              "training; GPU 2's port retrains at half its 400 Gb/s at 1h10m and stays there for 1 hour",

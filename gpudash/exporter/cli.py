@@ -49,6 +49,18 @@ def _fields_table() -> str:
     return "\n".join([f"{'FIELD':{width}} {'TYPE':8} {'UNIT':6} SOURCE", *rows])
 
 
+class _FaultOption(click.Option):
+    """--fault, whose help lists the simulator's own fault table, read only to show it: a GPU node never loads
+    the simulator."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from gpudash.exporter.sim.spec import fault_kinds_text
+
+        self.help = ("Inject a fault on one simulated GPU (e.g. 2=leak, 5=thermal@5m+15m, 3=xid:79@2m, "
+                     f"4=ib-flap:120@1h, 5=straggler:30@10m; docs/simulation.md): {fault_kinds_text()}.")
+        return super().get_help_record(ctx)
+
+
 @click.command(context_settings={"max_content_width": 110})
 @click.option("--listen", "-a", default=":9400", show_default=True, help="Address to serve /metrics on.")
 @click.option("--interval", "-c", default="1s", show_default=True, help="How often the fast fields are read.")
@@ -66,10 +78,7 @@ def _fields_table() -> str:
 )
 @click.option(
     "--fault", multiple=True, metavar="[NODE/]IDX=KIND[:ARG][@START][+DURATION]",
-    help="Inject a fault on one simulated GPU: leak, thermal, stall, xid[:CODE], lost, and the health faults "
-         "dbe-burst[:N], remap-pending, remap-failure, nvlink-crc-storm[:RATE], fell-off-bus (e.g. 2=leak, "
-         "5=thermal@5m+15m, 3=xid:79@2m), "
-         "or one that its job feels: straggler[:PCT], starved, idle-holder, foreign[:JOBID] (e.g. 5=straggler:30@10m).",
+    cls=_FaultOption,
 )
 # -- simulated jobs over a cluster of simulated nodes (gpudash.exporter.sim.jobs, .cluster)
 @click.option(

@@ -5,9 +5,12 @@ The congestion ratio of a port is the share of its transmit slots spent waiting:
 ticks plus data words sent (PortXmitData counts 4-byte words; node_exporter publishes it in bytes). A tick is
 not exactly a word's time on every HCA, so the ratio ranks and thresholds ports; it is no exact duty cycle.
 
-A port is matched to its GPUs on the host (each series' `instance` without its port: node_exporter's
-host:9100 meets the GPU exporter's host:9400), its `device` and its `port`. Every recording is `filtered`: a
-fleet without RDMA ports records none, and that is no fault.
+A port is matched to its GPUs through `HOST`: each node_exporter target with ports, labelled `host` with the
+host of the GPU exporter target on the same node (its `instance` without the port). The two targets meet on any
+name the node goes by: node_exporter's by its `instance` without the port and node_uname_info's `nodename`, the
+GPU exporter's by its `instance` without the port and the host-name label of its GPU series; so a node_exporter
+scraped as 10.0.0.5:9100 meets a GPU exporter scraped as gpu-node-5:9400 whose series say hostname="gpu-node-5".
+Every recording is `filtered`: a fleet without RDMA ports records none, and that is no fault.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpudash import infiniband as ib
-from gpudash.promql.query import PromQL, Recording
+from gpudash.promql.query import NODE_UNAME, PromQL, Recording
 
 RATE_WINDOW = "5m"
 PORT = "cluster, instance, device, port"
-HOST_FROM_INSTANCE = '"host", "$1", "instance", "(.+?)(?::[0-9]+)?"'
+_INSTANCE_HOST = "(.+?)(?::[0-9]+)?"  # `instance` without its port
+HOST_FROM_INSTANCE = f'"host", "$1", "instance", "{_INSTANCE_HOST}"'
+HOST = "cluster_instance:infiniband_host:info"
 TX = "cluster_instance_port:infiniband_transmit_bytes:rate"
 RX = "cluster_instance_port:infiniband_receive_bytes:rate"
 CONGESTION = "cluster_instance_port:infiniband_congestion:ratio"
@@ -47,11 +52,43 @@ def _errors(q: PromQL) -> str:
 
 
 def _on_gpus(q: PromQL, record: str, pad: str = "") -> str:
-    """A per-port recording on each GPU the port serves, with the GPU exporter's instance and the GPU's index."""
+    """A per-port recording on each GPU the port serves, with the GPU exporter's instance and the GPU's index: the
+    port's node_exporter target meets its GPU exporter through `HOST`."""
     info = f"max by ({GPU_PORT}) ({ib.NIC_INFO}{q.scope.selector()})"
-    return (f"{pad}max by ({GPU_PORT}) (\n{pad}  label_replace({q.use(record)}, {HOST_FROM_INSTANCE})\n"
-            f"{pad}  * on (host, device, port) group_right ()\n"
+    ports = (f"max by (host, device, port) (\n{pad}    ({q.use(record)})\n"
+             f"{pad}    * on (cluster, instance) group_left (host)\n{pad}    {q.use(HOST)}\n{pad}  )")
+    return (f"{pad}max by ({GPU_PORT}) (\n{pad}  {ports}\n{pad}  * on (host, device, port) group_right ()\n"
             f"{pad}  label_replace({info}, {HOST_FROM_INSTANCE})\n{pad})")
+
+
+def _copy(expr: str, to: str, source: str, regex: str) -> str:
+    return f'label_replace({expr}, "{to}", "$1", "{source}", "{regex}")'
+
+
+def _node_names(q: PromQL) -> str:
+    """Each node_exporter target with ports under every name its node goes by (`alias`)."""
+    ported = f"{ib.TRANSMITTED_BYTES}{q.scope.selector()}"  # every port counts bytes sent, whatever its state
+    ports = _copy(f"group by (cluster, instance) ({ported})", "alias", "instance", _INSTANCE_HOST)
+    uname = f"{NODE_UNAME}{q.scope.selector()} and on (cluster, instance) {ported}"
+    named = _copy(f"group by (cluster, instance, nodename) ({uname})", "alias", "nodename", "(.+)")
+    return f"{ports}\n      or\n      {named}"
+
+
+def _gpu_names(q: PromQL) -> str:
+    """Each GPU exporter target under every name its node goes by (`alias`), its `host` the instance's host."""
+    sel = q.scope.selector()
+    hostname = q.profile.hostname_label
+    gpus = q.per_gpu(f"{q.profile.ref('fb_used').name}{sel} or {ib.NIC_INFO}{sel}", *filter(None, (hostname,)))
+    names = [_copy(gpus, "alias", "instance", _INSTANCE_HOST)]
+    if hostname:
+        names.append(_copy(gpus, "alias", hostname, "(.+)"))
+    return "\n      or\n      ".join(_copy(name, "host", "instance", _INSTANCE_HOST) for name in names)
+
+
+def _hosts(q: PromQL) -> str:
+    """One `host` per node_exporter target (topk: a name two GPU exporters share cannot fail the match)."""
+    return (f"topk by (cluster, instance) (1,\n  group by (cluster, instance, host) (\n    (\n      {_node_names(q)}\n"
+            f"    )\n    * on (alias) group_left (host)\n    topk by (alias) (1,\n      {_gpu_names(q)}\n    )\n  )\n)")
 
 
 def _gpu_congestion(q: PromQL) -> str:
@@ -81,6 +118,9 @@ FABRIC_RECORDINGS: tuple[Recording, ...] = (
          "InfiniBand / RoCE receive throughput (B/s), per cluster."),
     _rec("cluster:infiniband_congestion:avg", lambda q: f"avg by (cluster) ({q.use(CONGESTION)})",
          "Mean congestion ratio of the cluster's ports that carry traffic."),
+    _rec(HOST, _hosts,
+         "Per node_exporter target with InfiniBand / RoCE ports: 1, labelled host with the host of the GPU exporter "
+         "target on the same node (matched by instance or node_uname_info nodename against instance or host name)."),
     _rec(GPU_CONGESTION, _gpu_congestion,
          "The congestion ratio of each GPU's most congested port (gpudash_gpu_nic_info), with its device and port."),
     _rec(GPU_TX, lambda q: _on_gpus(q, TX),

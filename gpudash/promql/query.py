@@ -283,6 +283,7 @@ BANDS = tuple(str(band) for band in range(0, 100, BAND_WIDTH))
 # Prometheus's series of the alerts it evaluates (alertname, alertstate, and the alert's labels).
 ALERTS = "ALERTS"
 UP = "up"  # Prometheus's health series of each scrape target
+NODE_UNAME = "node_uname_info"  # node_exporter: its `nodename` label is the node's host name, whatever its `instance`
 
 
 def any_bit_set(x: str, bits: list[int]) -> str:

@@ -8,7 +8,7 @@ ticket queue) when it names any, with `continue: true`, so they page as well. Al
 (action restart_job, or the label `audience="job_owner"`) go to the owner within minutes
 (`alertmanager.job_owner`), chosen by the value of the site's owner label (`job_owners:`). Warnings and info
 wait and arrive as one digest per cluster. The Watchdog goes to the heartbeat receivers and never to on-call;
-GPUNodeDrained to no one: it holds back its node's GPU alerts (inhibit_rules), as GPUFellOffBus holds back
+GPUNodeDrained to no one: it holds back its node's GPU and port alerts (inhibit_rules), as GPUFellOffBus holds back
 every other alert of its GPU. Secrets are never written: every secret option becomes a `*_file` field. A
 secret named by an environment variable becomes `<SECRETS_DIR>/<VARIABLE>`, a file the deployment writes
 from that variable before Alertmanager starts (docs/alerts.md, "Deploying alertmanager.yml").
@@ -175,7 +175,14 @@ def _inhibit_rules(site: Site) -> list[dict[str, Any]]:
             "equal": ["cluster", "instance"],
         },
         {
-            # A target that is down (the exporter or its whole node) silences that instance's GPU alerts.
+            # ... and its InfiniBand port alerts, which carry node_exporter's instance: both carry the node's host.
+            "source_matchers": [am_matcher("alertname", NODE_DRAINED), am_matcher("host", ".+", "=~")],
+            "target_matchers": [am_matcher("alertname", "GPU.+", "=~"), am_matcher("alertname", NODE_DRAINED, "!=")],
+            "equal": ["cluster", "host"],
+        },
+        {
+            # A target that is down (the exporter or its whole node) silences that instance's GPU alerts; not the
+            # node's port alerts: node_exporter is another target, and a port it reports down is a fault of its own.
             "source_matchers": [am_matcher("alertname", "GPUExporterDown"), am_matcher(gpu, "")],
             "target_matchers": [am_matcher("alertname", "GPU.+", "=~")],
             "equal": ["cluster", "instance"],

@@ -14,12 +14,11 @@ from __future__ import annotations
 from gpudash.config.durations import Duration, duration_text
 from gpudash.config.site import Site
 from gpudash.escape import promql_matcher
-from gpudash.promql.query import PromQL
+from gpudash.promql.query import NODE_UNAME, PromQL
 
 NODE_LOAD1 = "node_load1"
 NODE_CPU_SECONDS = "node_cpu_seconds_total"
 NODE_BOOT_TIME = "node_boot_time_seconds"
-NODE_UNAME = "node_uname_info"  # its `nodename` label is the node's host name, whatever its `instance` is
 UP = "up"  # Prometheus' own per-target health series
 
 # The signal whose disappearance means "this GPU stopped reporting": dcgm-exporter publishes it on every

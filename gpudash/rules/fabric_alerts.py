@@ -14,14 +14,16 @@
   `state_for`: restart the fabric manager, else drain.
 
 The port series are selected by name only, whichever job scrapes them: node_exporter's names say who publishes
-them (a simulated node serves them from its own endpoint).
+them (a simulated node serves them from its own endpoint). Each port alert also carries `host`, the host of the
+GPU exporter target on the same node (`fabric_recordings.HOST`; node_exporter's own `instance` without the port
+where no GPU exporter matches), so GPUNodeDrained, which carries the same `host`, holds them back.
 """
 
 from __future__ import annotations
 
 from gpudash import infiniband as ib
 from gpudash.config.durations import Duration, duration_text
-from gpudash.promql.fabric_recordings import GPU_CONGESTION, PORT
+from gpudash.promql.fabric_recordings import GPU_CONGESTION, HOST, HOST_FROM_INSTANCE, PORT
 from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec, target_labels
 from gpudash.rules.expressions import NL
 
@@ -39,15 +41,21 @@ def _rise(name: str, window: Duration) -> str:
     return f"{_of(name)} - {_of(f'{name} offset {window}')}"
 
 
+def _on_host(c: AlertContext, ports: str) -> str:
+    """`ports` (one series per port) labelled `host`: the GPU node's, else the node_exporter target's own."""
+    return (f"(\n{ports}\n)\n* on (cluster, instance) group_left (host)\n{c.x.q.use(HOST)}\n"
+            f"or on ({PORT})\nlabel_replace(\n(\n{ports}\n),\n{HOST_FROM_INSTANCE}\n)")
+
+
 def port_down(c: AlertContext) -> str:
     f = c.t.alerts.fabric
     was_active = f"max by ({PORT}) (max_over_time({ib.STATE}[{f.down_lookback}:{f.down_for}])) >= {ib.ACTIVE}"
-    return f"{_of(ib.STATE)} != {ib.ACTIVE}{NL}and on ({PORT}){NL}{was_active}"
+    return _on_host(c, f"{_of(ib.STATE)} != {ib.ACTIVE}{NL}and on ({PORT}){NL}{was_active}")
 
 
 def port_flapping(c: AlertContext) -> str:
     f = c.t.alerts.fabric
-    return f"{_rise(ib.LINK_DOWNED, f.flap_window)} >= {f.flaps}"
+    return _on_host(c, f"{_rise(ib.LINK_DOWNED, f.flap_window)} >= {f.flaps}")
 
 
 def port_errors(c: AlertContext) -> str:
@@ -55,14 +63,14 @@ def port_errors(c: AlertContext) -> str:
     hours = f.error_window.seconds / 3600
     symbol = f"{_rise(ib.SYMBOL_ERRORS, f.error_window)} >= {f.symbol_errors_per_hour_warning * hours:g}"
     integrity = f"{_rise(ib.LINK_INTEGRITY_ERRORS, f.error_window)} >= {f.link_integrity_per_hour_warning * hours:g}"
-    return f"(\n{symbol}\n)\nor\n(\n{integrity}\n)"
+    return _on_host(c, f"(\n{symbol}\n)\nor\n(\n{integrity}\n)")
 
 
 def port_degraded(c: AlertContext) -> str:
     f = c.t.alerts.fabric
     top = f"max by ({PORT}) (max_over_time({ib.RATE}[{f.speed_lookback}:{duration_text(f.degraded_for.seconds)}]))"
-    return (f"{_of(ib.RATE)}{NL}< {f.speed_below_ratio:g} * {top}{NL}"
-            f"and on ({PORT}){NL}{_of(ib.STATE)} == {ib.ACTIVE}")
+    return _on_host(c, f"{_of(ib.RATE)}{NL}< {f.speed_below_ratio:g} * {top}{NL}"
+                       f"and on ({PORT}){NL}{_of(ib.STATE)} == {ib.ACTIVE}")
 
 
 def straggler_congestion(c: AlertContext) -> str | None:

@@ -9,6 +9,10 @@ GPUNodeDrained has one rule per source of "out of service", each carrying the GP
 - `kubernetes`: kube-state-metrics' `kube_node_spec_unschedulable{node} == 1` (a cordoned node);
 - `site`: the nodes listed under `maintenance:` in gpudash.yaml.
 
+Each also carries `host`, the GPU exporter's `instance` without its port: the node's InfiniBand port alerts,
+which carry node_exporter's `instance`, carry the same `host` (`fabric_recordings.HOST`), and Alertmanager holds
+them back on cluster and host.
+
 A node is named there as Slurm or Kubernetes names it; the GPU exporter's `instance` is that name, or
 host:port of a scrape target. The join takes the GPU exporters' `up` series, whose instance without its port
 (or its short host name, before the first dot) is the node's name.
@@ -19,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpudash.escape import promql_matcher, re2_any
+from gpudash.promql.fabric_recordings import HOST_FROM_INSTANCE
 from gpudash.rules.alert_spec import AlertContext, AlertSpec, RuleSpec
 from gpudash.rules.expressions import UP
 
@@ -59,12 +64,21 @@ def in_maintenance(c: AlertContext) -> str | None:
     return f"max by (cluster, instance) ({UP}{{{job}, {instance}}})"
 
 
+def _with_host(expr: Callable[[AlertContext], str | None]) -> Callable[[AlertContext], str | None]:
+    """The drained nodes' GPU exporter targets, each labelled `host` (its instance without the port)."""
+    def build(c: AlertContext) -> str | None:
+        drained = expr(c)
+        return None if drained is None else f"label_replace(\n{drained},\n{HOST_FROM_INSTANCE}\n)"
+    return build
+
+
 def _drained(source: str, expr: Callable[[AlertContext], str | None], why: str) -> RuleSpec:
     return RuleSpec(
-        "info", "none", expr,
+        "info", "none", _with_host(expr),
         "Node {{{{ $labels.instance }}}} ({{{{ $labels.cluster }}}}) is out of service: its GPU alerts are held back",
         why + " Alertmanager holds back every GPU alert of {{{{ $labels.instance }}}} in cluster "
-        "{{{{ $labels.cluster }}}} while this fires (inhibition on cluster and instance); this alert itself "
+        "{{{{ $labels.cluster }}}} while this fires (inhibition on cluster and instance), and its InfiniBand port "
+        "alerts (on cluster and host {{{{ $labels.host }}}}); this alert itself "
         "reaches nobody. When the node returns to service, its alerts still firing notify again.",
         for_=None, labels=(("source", source),))
 

@@ -268,6 +268,34 @@ def test_alertmanager_inhibits_as_configured(alertmanager: str) -> None:
     }
 
 
+def test_alertmanager_holds_back_a_drained_nodes_ports_not_an_exporter_down_nodes(alertmanager: str) -> None:
+    port = {"cluster": "demo", "device": "mlx5_0", "port": "1", "severity": "critical", "action": "drain"}
+    post_alerts(alertmanager, [
+        {"alertname": "GPUNodeDrained", "severity": "info", "source": "slurm", "cluster": "demo",
+         "instance": "n1:9400", "host": "n1"},
+        # node_exporter scraped by IP: the rules gave its port alert the GPU node's host
+        {"alertname": "GPUFabricPortFlapping", "instance": "10.0.0.1:9100", "host": "n1", **port},
+        {"alertname": "GPUExporterDown", "severity": "critical", "cluster": "demo", "instance": "n2:9400"},
+        {"alertname": "GPUFabricPortDown", "instance": "n2:9100", "host": "n2", **port},
+        {"alertname": "GPUFabricPortDegraded", "instance": "n3:9100", "host": "n3", **port},
+    ])
+
+    def state() -> dict[tuple[str, str], bool] | None:
+        with urllib.request.urlopen(f"{alertmanager}/api/v2/alerts", timeout=budget(5)) as response:
+            alerts = json.load(response)
+        found = {(a["labels"]["alertname"], a["labels"]["instance"]): bool(a["status"]["inhibitedBy"])
+                 for a in alerts}
+        return found if len(found) == 5 and any(found.values()) else None
+
+    assert eventually(state, timeout=10, what="an inhibited alert") == {
+        ("GPUNodeDrained", "n1:9400"): False,
+        ("GPUFabricPortFlapping", "10.0.0.1:9100"): True,  # its node is drained
+        ("GPUExporterDown", "n2:9400"): False,
+        ("GPUFabricPortDown", "n2:9100"): False,  # node_exporter is another target: its port is a fault of its own
+        ("GPUFabricPortDegraded", "n3:9100"): False,
+    }
+
+
 def test_amtool_routes_each_action_job_owner_heartbeat_and_drained_node(tmp_path: Path) -> None:
     out = render_site(tmp_path, {
         "clusters": [{"name": "east", "targets": [{"address": "a:9400", "rack": "r1"}]}],

@@ -25,6 +25,14 @@ TRICKLES = ("nvlink-crc-trickle", "nvlink-replay-trickle", "sbe-trickle")  # cor
 FABRIC_FAULTS = ("ib-down", "ib-flap", "ib-congested", "ib-degraded", "ib-symbol-burst", "fabric-failure")
 JOB_FAULTS = ("straggler", "starved", "idle-holder", "foreign", "hang")  # what goes wrong with a job's use of its GPUs
 SHARED_FAULTS = frozenset({"straggler", "starved", "foreign"})  # felt by the job's other GPUs, on any node
+# Every fault kind by what it hits: what --fault accepts and what its help lists.
+FAULT_GROUPS = (("work", FAULTS), ("hardware", HEALTH_FAULTS), ("fabric", FABRIC_FAULTS), ("job", JOB_FAULTS))
+ALL_FAULTS = tuple(kind for _, kinds in FAULT_GROUPS for kind in kinds)
+# The ARG of the faults that take one (docs/simulation.md says what each means).
+FAULT_ARGS = {"leak": "TIME_TO_OOM", "thermal": "PEAK_C", "xid": "CODE", "dbe-burst": "N", "nvlink-crc-storm": "RATE",
+              "recovery-action": "N", **{kind: "PER_HOUR" for kind in TRICKLES}, "ib-flap": "PERIOD",
+              "ib-congested": "RATIO", "ib-degraded": "SHARE", "ib-symbol-burst": "RATE", "straggler": "PCT",
+              "foreign": "JOBID"}
 DEFAULT_FAULT_START = 60.0
 
 
@@ -48,6 +56,13 @@ class Fault:
 _FAULT = re.compile(r"^(?:([A-Za-z0-9_.:-]+)/)?([0-9]+)=([a-z-]+)(?::([^@+]+))?(?:@([^+]+))?(?:\+(.+))?$")
 
 
+def fault_kinds_text() -> str:
+    """Every fault kind by group, each with its ARG where it takes one: ``work: leak[:TIME_TO_OOM], ...``."""
+    def kind(name: str) -> str:
+        return f"{name}[:{FAULT_ARGS[name]}]" if name in FAULT_ARGS else name
+    return "; ".join(f"{group}: {', '.join(kind(name) for name in kinds)}" for group, kinds in FAULT_GROUPS)
+
+
 def parse_fault(spec: str) -> tuple[int, Fault]:
     """``2=leak``, ``5=thermal:93@10m+15m``, ``3=xid:48@120``, ``4=lost@1m+5m`` -> (GPU index, Fault)."""
     node, index, fault = parse_node_fault(spec)
@@ -60,11 +75,11 @@ def parse_node_fault(spec: str) -> tuple[str | None, int, Fault]:
     """``node-02/5=straggler:30@1h`` -> ("node-02", 5, Fault); without ``NODE/`` the node is None (this one)."""
     match = _FAULT.match(spec.strip())
     usage = ("expected IDX=KIND[:ARG][@START][+DURATION] (NODE/IDX=... on a simulated cluster), KIND one of "
-             + ", ".join(FAULTS + HEALTH_FAULTS + FABRIC_FAULTS + JOB_FAULTS))
+             + ", ".join(ALL_FAULTS))
     if not match:
         raise UsageError(f"--fault {spec!r}: {usage}")
     node, index, kind, arg, start, duration = match.groups()
-    if kind not in FAULTS + HEALTH_FAULTS + FABRIC_FAULTS + JOB_FAULTS:
+    if kind not in ALL_FAULTS:
         raise UsageError(f"--fault {spec!r}: unknown fault {kind!r}; {usage}")
     try:
         value: float | None = None

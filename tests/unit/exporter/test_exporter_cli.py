@@ -102,3 +102,19 @@ def test_a_gpu_node_never_loads_the_simulator() -> None:
     loaded = _top_level_imports("gpudash.exporter.cli")
     assert "gpudash.exporter.poller" in loaded  # the walk follows the imports
     assert not {m for m in loaded if m.startswith("gpudash.exporter.sim")}
+
+
+def test_fault_help_lists_every_fault_the_simulator_accepts(tmp_path: Path) -> None:
+    from gpudash.exporter.sim.spec import ALL_FAULTS, FAULT_ARGS, parse_fault
+
+    ran = _run(tmp_path, "--help")
+    assert ran.code == 0, ran.err
+    # the --fault paragraph, rewrapped: from its metavar to the next option
+    text = ran.out.split("--fault [NODE/]IDX=KIND[:ARG][@START][+DURATION]", 1)[1].split("\n  --", 1)[0]
+    words = "".join(text.split())
+    for kind in ALL_FAULTS:
+        listed = f"{kind}[:{FAULT_ARGS[kind]}]" if kind in FAULT_ARGS else kind
+        assert listed in words, f"--fault's help does not list {kind}"
+        assert parse_fault(f"0={kind}")[1].kind == kind  # and each listed kind parses
+    assert set(FAULT_ARGS) <= set(ALL_FAULTS)
+    assert {"ib-down", "ib-flap", "ib-congested", "ib-degraded", "ib-symbol-burst", "fabric-failure"} <= set(ALL_FAULTS)

@@ -34,9 +34,11 @@ def test_alertmanager_routes_inhibitions_and_receivers(settings: Settings) -> No
     assert critical["group_wait"] == "10s" and critical["group_by"] == ["cluster", "rack", "alertname", "action"]
     assert warning["group_by"] == ["cluster"]  # info (an idle job) joins the digest
     assert route["routes"][-2:] == [critical, warning]  # last: every route above is tried first
-    drained, down, off_bus, severity, straggler = am["inhibit_rules"]
+    drained, drained_ports, down, off_bus, severity, straggler = am["inhibit_rules"]
     assert drained["source_matchers"] == ['alertname="GPUNodeDrained"', 'instance=~".+"']
     assert drained["equal"] == ["cluster", "instance"]
+    assert drained_ports["source_matchers"] == ['alertname="GPUNodeDrained"', 'host=~".+"']
+    assert drained_ports["equal"] == ["cluster", "host"]
     assert down["source_matchers"] == ['alertname="GPUExporterDown"', 'gpu=""']
     assert down["equal"] == ["cluster", "instance"]
     assert off_bus["source_matchers"] == ['alertname="GPUFellOffBus"', 'gpu=~".+"']
