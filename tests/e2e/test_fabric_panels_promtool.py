@@ -47,7 +47,7 @@ def promtool_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict
 def panel_exprs(uid: str, prefix: str, **chosen: str) -> list[str]:
     (dashboard,) = load_dashboards([ROOT / "dashboards" / "json" / f"{uid}.json"])
     (panel,) = [p for p in dashboard[0]["panels"] if p.get("title", "").startswith(prefix)]
-    values = {"cluster": ".*", "job": JOB, "instance": ".*", "gpu": ".*", **chosen}
+    values = {"cluster": ".*", "job": JOB, "instance": ".*", "gpu": ".*", "__range": "10m", **chosen}
     return [interpolate(t["expr"], values) for t in panel["targets"]]
 
 
