@@ -106,7 +106,7 @@ SIGNALS: tuple[Signal, ...] = (
     _s("shutdown_temp", "DCGM_FI_DEV_SHUTDOWN_TEMP", "C", "gauge", "Shutdown temperature (in C).", OPT),
     _s("clock_event_reasons", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "1", "gauge",
        "Current clock event (throttle) reasons, as the NVML bitmask.", OPT),
-    # GPU health (issue 14): memory errors, row remapping, NVLink errors, each GPU's own thermal limits.
+    # GPU health: memory errors, row remapping, NVLink errors, each GPU's own thermal limits.
     _s("ecc_sbe_vol", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "1", "counter",
        "Total number of single-bit volatile ECC errors.", OPT),
     _s("ecc_dbe_vol", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "1", "counter",

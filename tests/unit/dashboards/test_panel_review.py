@@ -1,4 +1,4 @@
-"""The panel review (issue 13, item 4): one test per defect, asserting on the generated dashboard JSON."""
+"""The panel review: one test per defect, asserting on the generated dashboard JSON."""
 
 from __future__ import annotations
 

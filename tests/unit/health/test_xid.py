@@ -12,7 +12,7 @@ from gpudash.health import xid
 from gpudash.health.xid import ACTIONS, XID_TABLE, XidCatalogError, action_for, parse_catalog, with_overrides
 
 CSV = Path(xid.__file__).parent / xid.CATALOG_FILE
-# The codes issue 14 names as the ones training fleets meet most.
+# The codes training fleets meet most.
 FLEET_CODES = (13, 31, 43, 45, 48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140, 154)
 HEADER = ",".join(xid.COLUMNS)
 
