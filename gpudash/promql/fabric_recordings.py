@@ -33,6 +33,7 @@ GPU_CONGESTION = "cluster_instance_gpu:infiniband_congestion:ratio"
 GPU_TX = "cluster_instance_gpu:infiniband_transmit_bytes:rate"
 GPU_RX = "cluster_instance_gpu:infiniband_receive_bytes:rate"
 GPU_PORT = "cluster, instance, gpu, device, port"
+GPU_ERRORS = "cluster_instance_gpu:infiniband_errors:rate"
 
 
 def port_rate(q: PromQL, name: str) -> str:
@@ -59,6 +60,20 @@ def _on_gpus(q: PromQL, record: str, pad: str = "") -> str:
              f"{pad}    * on (cluster, instance) group_left (host)\n{pad}    {q.use(HOST)}\n{pad}  )")
     return (f"{pad}max by ({GPU_PORT}) (\n{pad}  {ports}\n{pad}  * on (host, device, port) group_right ()\n"
             f"{pad}  label_replace({info}, {HOST_FROM_INSTANCE})\n{pad})")
+
+
+def _job_ports(q: PromQL, record: str) -> str:
+    """A per-GPU port recording on the job each GPU serves, one series per job and port: a port under two of the
+    job's GPUs counts once. A GPU two jobs share (a time-sliced GPU) lends its ports to one of them."""
+    job, gpu = q.job_label, q.gpu
+    gpus = f"count by (cluster, instance, {gpu}, {job}) ({q.in_job('gpu_util')})"
+    held = f"topk by (cluster, instance, {gpu}) (1, {gpus})"
+    return (f"max by (cluster, {job}, instance, device, port) (\n  {q.use(record)}\n"
+            f"  * on (cluster, instance, {gpu}) group_left ({job})\n  {held}\n)")
+
+
+def _per_job(func: str, record: str) -> Callable[[PromQL], str]:
+    return lambda q: f"{func} by (cluster, {q.job_label}) (\n{_job_ports(q, record)}\n)"
 
 
 def _copy(expr: str, to: str, source: str, regex: str) -> str:
@@ -127,4 +142,14 @@ FABRIC_RECORDINGS: tuple[Recording, ...] = (
          "Transmit throughput (B/s) of each RDMA port under a GPU (gpudash_gpu_nic_info), on that GPU's series."),
     _rec(GPU_RX, lambda q: _on_gpus(q, RX),
          "Receive throughput (B/s) of each RDMA port under a GPU (gpudash_gpu_nic_info), on that GPU's series."),
+    _rec(GPU_ERRORS, lambda q: _on_gpus(q, ERRORS),
+         "Errors a second of each RDMA port under a GPU that counts any (gpudash_gpu_nic_info), on that GPU's series."),
+    _rec("cluster_job:infiniband_transmit_bytes:rate", _per_job("sum", GPU_TX),
+         "InfiniBand / RoCE transmit throughput (B/s) of the ports under a job's GPUs, per job."),
+    _rec("cluster_job:infiniband_receive_bytes:rate", _per_job("sum", GPU_RX),
+         "InfiniBand / RoCE receive throughput (B/s) of the ports under a job's GPUs, per job."),
+    _rec("cluster_job:infiniband_congestion:max", _per_job("max", GPU_CONGESTION),
+         "The congestion ratio of the most congested port under a job's GPUs, per job."),
+    _rec("cluster_job:infiniband_errors:rate", _per_job("sum", GPU_ERRORS),
+         "Errors a second of the ports under a job's GPUs that count any, per job."),
 )
