@@ -42,7 +42,7 @@ from gpudash.check.queries import ALERT, VARIABLE, CheckQuery, Group, Interpolat
 from gpudash.config.durations import parse_seconds
 from gpudash.deadline import Deadline
 from gpudash.infiniband import NIC_INFO, SERIES
-from gpudash.promql.query import PromQL
+from gpudash.promql.query import NODE_UNAME, PromQL
 from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
 from gpudash.promql.scanner import (
     Selector,
@@ -268,6 +268,9 @@ class Checker:
             if name in _FABRIC_SERIES:
                 return (f"no {sel}: no InfiniBand or RoCE port publishes it here (node_exporter's infiniband "
                         "collector; docs/fabric.md)", Status.OPTIONAL)
+            if name == NODE_UNAME:
+                return (f"no {sel}: node_exporter is not scraped here (the fabric's recordings read its host "
+                        "names; docs/fabric.md)", Status.OPTIONAL)
             if kind == ALERT:
                 return f"no {sel} (not a GPU signal; its exporter is not scraped here)", Status.OPTIONAL
             return f"no series {sel}", Status.EMPTY
