@@ -243,6 +243,7 @@ class PanelResult:
     seconds: float
     series: int
     labels: frozenset[str] = frozenset()  # every label name on the series returned
+    widest: int = 0  # the most series one of its queries returned (a table's queries each give one per row)
 
 
 @dataclass(frozen=True)
@@ -284,9 +285,11 @@ def open_dashboard(url: str, dashboard: dict[str, Any], now: int, connections: i
     panels: list[PanelResult] = []
     annotations: list[PanelResult] = []
     for load, (took, bodies, error) in zip(loads, timed, strict=True):
-        found = [labels for body in bodies for labels in series(body, load.title)]
+        answered = [series(body, load.title) for body in bodies]
+        found = [labels for one in answered for labels in one]
         title = f"{load.title} (failed: {error})" if error else load.title
-        result = PanelResult(title, took, len(found), frozenset(k for m in found for k in m))
+        result = PanelResult(title, took, len(found), frozenset(k for m in found for k in m),
+                             max(map(len, answered), default=0))
         (annotations if load.kind == "annotation" else panels).append(result)
     return OpenResult(total, variables.seconds, tuple(panels), tuple(annotations))
 
@@ -297,7 +300,8 @@ def median_open(url: str, dashboard: dict[str, Any], now: int, repeat: int = 3,
     for _ in range(warmup):
         open_dashboard(url, dashboard, now)
     runs = [open_dashboard(url, dashboard, now) for _ in range(repeat)]
-    panels = tuple(PanelResult(p.title, statistics.median(r.panels[i].seconds for r in runs), p.series, p.labels)
+    panels = tuple(PanelResult(p.title, statistics.median(r.panels[i].seconds for r in runs), p.series, p.labels,
+                               p.widest)
                    for i, p in enumerate(runs[0].panels))
     annotations = tuple(PanelResult(a.title, statistics.median(r.annotations[i].seconds for r in runs), a.series)
                         for i, a in enumerate(runs[0].annotations))

@@ -77,18 +77,19 @@ def test_fleet_panels_are_bounded_by_topk_or_clusters(opened: Opened, variant: s
     k = topk()
     for gpus in (SMALL, LARGE):
         bound = max(k, fleetgen.cluster_count(gpus) * PER_CLUSTER)
+        # per query: a table's queries each return one series per row of the same k rows
         for panel in opened[gpus][variant].panels:
-            assert panel.series <= bound, f"{gpus} GPUs: {panel.title!r} returns {panel.series} series"
+            assert panel.widest <= bound, f"{gpus} GPUs: {panel.title!r} returns {panel.widest} series"
             if panel.labels & PER_GPU_OR_NODE:
-                assert panel.series <= k, (
-                    f"{gpus} GPUs: {panel.title!r} draws {panel.series} GPUs or nodes, more than topk {k}")
+                assert panel.widest <= k, (
+                    f"{gpus} GPUs: {panel.title!r} draws {panel.widest} GPUs or nodes, more than topk {k}")
 
 
 @pytest.mark.parametrize("variant", ["fleet", "fleet raw"])
 def test_fleet_panels_do_not_grow_with_the_fleet(opened: Opened, variant: str) -> None:
     k = topk()
-    small = {p.title: p.series for p in opened[SMALL][variant].panels}
-    large = {p.title: p.series for p in opened[LARGE][variant].panels}
+    small = {p.title: p.widest for p in opened[SMALL][variant].panels}
+    large = {p.title: p.widest for p in opened[LARGE][variant].panels}
     assert small.keys() == large.keys()
     for title, series in large.items():
         # Same clusters at both sizes: only a top-k list may fill up, and only to k.
@@ -97,10 +98,10 @@ def test_fleet_panels_do_not_grow_with_the_fleet(opened: Opened, variant: str) -
     ranked = [p for p in opened[LARGE][variant].panels if f"(top {k})" in p.title or f"(bottom {k})" in p.title]
     # Lists of the GPUs that pass a test (memory pressure, throttled) may rightly hold fewer than k.
     per_gpu = [p for p in ranked if "per job" not in p.title and not p.title.startswith(CONDITIONAL)]
-    assert len(per_gpu) >= 3 and all(p.series == k for p in per_gpu), [(p.title, p.series) for p in per_gpu]
+    assert len(per_gpu) >= 3 and all(p.widest == k for p in per_gpu), [(p.title, p.widest) for p in per_gpu]
     # 18 jobs at 128 GPUs: the job table holds k of them.
     (held,) = [p for p in ranked if "per job" in p.title]
-    assert held.series == k and held.labels >= {"cluster", "hpc_job"}, held
+    assert held.widest == k and held.labels >= {"cluster", "hpc_job"}, held
 
 
 def test_job_dashboard_does_not_depend_on_fleet_size(opened: Opened) -> None:
