@@ -262,6 +262,18 @@ def run(gpus: int, settings: Settings, cache: Path, end: int, workers: int, seed
 # ------------------------------------------------------------------------------------------ the report
 
 
+def core_share(costs: Sequence[Cost]) -> float:
+    """The share of one core the rules take, each group evaluated at its own interval (an hourly group's reads
+    weigh 1/240 of a 15 s group's)."""
+    return sum(c.seconds / c.rule.interval_s for c in costs)
+
+
+def _every(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f}" if seconds >= 0.0095 else f"{seconds * 1000:.1f}"
 
@@ -281,8 +293,9 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
            "`gpudash rules` renders them for dcgm-exporter's names; each expression run as an instant query at "
            f"the end of the data, one warm-up then the median of {repeat} runs of Prometheus's own evaluation "
            "time (the `stats` timings of its answer, `evalTotalTime`; the HTTP round trip and the JSON encoding "
-           "of the answer, which a rule evaluation does not pay, left out): what Prometheus pays every rule "
-           f"interval ({interval} s). History: {hours} at a 15 s scrape (the rules' longest window and offset), "
+           "of the answer, which a rule evaluation does not pay, left out): what Prometheus pays at every "
+           f"evaluation of the rule's group (every {interval} s, or the group's own interval). History: {hours} "
+           "at a 15 s scrape (the rules' longest window and offset), "
            "every signal the rules read, the recordings backfilled over it. 1-minute load average: "
            f"{loads} (the machine is shared: compare rules within one run)."
            + (f" *Before*: the rules committed at{then}, timed in the same run, taking turns with the rules now."
@@ -297,16 +310,20 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
     for group in dict.fromkeys(c.rule.group for c in [*costs, *before]):
         cells = [_ms(sum(c.seconds for c in column(g, p) if c.rule.group == group)) for g in sizes for p in picks]
         counts = " / ".join(str(sum(1 for c in column(largest, p) if c.rule.group == group)) for p in picks)
-        rows.append([group, counts, *cells])
+        every = " / ".join(dict.fromkeys(_every(c.rule.interval_s) for p in picks for c in column(largest, p)
+                                         if c.rule.group == group))
+        rows.append([group, counts, every, *cells])
     totals = {(g, p): sum(c.seconds for c in column(g, p)) for g in sizes for p in picks}
-    rows.append(["**every rule**", " / ".join(str(len(column(largest, p))) for p in picks),
+    rows.append(["**every rule**", " / ".join(str(len(column(largest, p))) for p in picks), "",
                  *[f"**{_ms(totals[g, p])}**" for g in sizes for p in picks]])
-    out += _table(["group", "rules" + (" (now / before)" if baseline else ""), *heads], rows)
+    out += _table(["group", "rules" + (" (now / before)" if baseline else ""), "every", *heads], rows)
     total = totals[largest, "now"]
     trip = sum(c.round_trip for c in costs)
-    out += ["", f"At {largest:,} GPUs one evaluation of every rule takes {total:.2f} s: {total / interval:.1%} of "
-                f"one core at a {interval} s interval"
-                + (f" (before: {totals[largest, 'before']:.2f} s)." if baseline else ".")
+    share = core_share(costs)
+    out += ["", f"At {largest:,} GPUs one evaluation of every rule takes {total:.2f} s"
+                + (f" (before: {totals[largest, 'before']:.2f} s)" if baseline else "")
+                + f". Each group at its own interval, the rules take {share * interval:.2f} s of every {interval} s: "
+                f"{share:.1%} of one core" + (f" (before: {core_share(before):.1%})." if baseline else ".")
             + f" As API queries, with the HTTP round trip and the JSON answers, the same rules took {trip:.2f} s.", "",
             *_floor_lines(floor, largest),
             f"Every rule, dearest first at {largest:,} GPUs:", ""]
@@ -354,6 +371,7 @@ def print_costs(gpus: int, measured: Measured, top: int = 10) -> None:
     total = sum(c.seconds for c in costs)
     then = f", before {sum(c.seconds for c in before) * 1000:.0f} ms" if before else ""
     print(f"  {gpus:>5} GPUs: {len(costs)} rules, one evaluation {total * 1000:.0f} ms{then}, "
+          f"{core_share(costs):.1%} of a core at the groups' intervals, "
           f"round trips {sum(c.round_trip for c in costs) * 1000:.0f} ms "
           f"(load {load[0]:.2f} -> {load[1]:.2f})")
     for group in dict.fromkeys(c.rule.group for c in costs):

@@ -34,6 +34,10 @@ GPU_TX = "cluster_instance_gpu:infiniband_transmit_bytes:rate"
 GPU_RX = "cluster_instance_gpu:infiniband_receive_bytes:rate"
 GPU_PORT = "cluster, instance, gpu, device, port"
 GPU_ERRORS = "cluster_instance_gpu:infiniband_errors:rate"
+# The maps the per-GPU and per-job recordings join through, recorded once per evaluation: each reader would
+# otherwise find every GPU's host, ports and job again (every GPU's series read several times per rule).
+GPU_PORTS = "cluster_instance_gpu:infiniband_port:info"
+JOB_GPUS = "cluster_instance_gpu_job:infiniband_port:held"
 
 
 def port_rate(q: PromQL, name: str) -> str:
@@ -52,28 +56,45 @@ def _errors(q: PromQL) -> str:
     return f"(\n  {rates}\n)\n> 0"
 
 
+def _gpu_ports(q: PromQL) -> str:
+    """1 per GPU and port under it (gpudash_gpu_nic_info), labelled `host` with the GPU exporter's host."""
+    return f"label_replace(max by ({GPU_PORT}) ({ib.NIC_INFO}{q.scope.selector()}), {HOST_FROM_INSTANCE})"
+
+
 def _on_gpus(q: PromQL, record: str, pad: str = "") -> str:
     """A per-port recording on each GPU the port serves, with the GPU exporter's instance and the GPU's index: the
-    port's node_exporter target meets its GPU exporter through `HOST`."""
-    info = f"max by ({GPU_PORT}) ({ib.NIC_INFO}{q.scope.selector()})"
-    ports = (f"max by (host, device, port) (\n{pad}    ({q.use(record)})\n"
-             f"{pad}    * on (cluster, instance) group_left (host)\n{pad}    {q.use(HOST)}\n{pad}  )")
+    port's node_exporter target meets its GPU exporter through `HOST`, the GPU its ports through `GPU_PORTS` (both
+    as recorded earlier in the group's evaluation)."""
+    ports = (f"max by (host, device, port) (\n{pad}    {q.recorded_series(record)}\n"
+             f"{pad}    * on (cluster, instance) group_left (host)\n{pad}    {q.recorded_series(HOST)}\n{pad}  )")
     return (f"{pad}max by ({GPU_PORT}) (\n{pad}  {ports}\n{pad}  * on (host, device, port) group_right ()\n"
-            f"{pad}  label_replace({info}, {HOST_FROM_INSTANCE})\n{pad})")
+            f"{pad}  {q.recorded_series(GPU_PORTS)}\n{pad})")
+
+
+def _job_gpus(q: PromQL) -> str:
+    """1 per GPU under a port and the job holding it. A GPU two jobs share (a time-sliced GPU) lends its ports to
+    one of them: the one with more series on it."""
+    job, gpu = q.job_label, q.gpu
+    gpus = f"count by (cluster, instance, {gpu}, {job}) ({q.in_job('gpu_util')})"
+    return (f"(\n  topk by (cluster, instance, {gpu}) (1, {gpus})\n  and on (cluster, instance, {gpu})\n"
+            f"  {q.recorded_series(GPU_PORTS)}\n) * 0 + 1")
 
 
 def _job_ports(q: PromQL, record: str) -> str:
     """A per-GPU port recording on the job each GPU serves, one series per job and port: a port under two of the
-    job's GPUs counts once. A GPU two jobs share (a time-sliced GPU) lends its ports to one of them."""
+    job's GPUs counts once."""
     job, gpu = q.job_label, q.gpu
-    gpus = f"count by (cluster, instance, {gpu}, {job}) ({q.in_job('gpu_util')})"
-    held = f"topk by (cluster, instance, {gpu}) (1, {gpus})"
-    return (f"max by (cluster, {job}, instance, device, port) (\n  {q.use(record)}\n"
-            f"  * on (cluster, instance, {gpu}) group_left ({job})\n  {held}\n)")
+    return (f"max by (cluster, {job}, instance, device, port) (\n  {q.recorded_series(record)}\n"
+            f"  * on (cluster, instance, {gpu}) group_left ({job})\n  {q.recorded_series(JOB_GPUS)}\n)")
 
 
 def _per_job(func: str, record: str) -> Callable[[PromQL], str]:
     return lambda q: f"{func} by (cluster, {q.job_label}) (\n{_job_ports(q, record)}\n)"
+
+
+def _of(func: str, by: str, record: str) -> Callable[[PromQL], str]:
+    """`func` by `by` of a per-port recording, as recorded earlier in the group's evaluation."""
+    return lambda q: f"{func} by ({by}) ({q.recorded_series(record)})"
 
 
 def _copy(expr: str, to: str, source: str, regex: str) -> str:
@@ -121,21 +142,25 @@ FABRIC_RECORDINGS: tuple[Recording, ...] = (
     _rec(CONGESTION, _congestion,
          "Share of a port's transmit slots spent waiting (transmit wait over wait plus words sent), per port."),
     _rec(ERRORS, _errors, "Symbol, link-integrity and receive errors a second, per port counting any."),
-    _rec("cluster_instance:infiniband_transmit_bytes:rate", lambda q: f"sum by (cluster, instance) ({q.use(TX)})",
+    _rec("cluster_instance:infiniband_transmit_bytes:rate", _of("sum", "cluster, instance", TX),
          "InfiniBand / RoCE transmit throughput (B/s), per node."),
-    _rec("cluster_instance:infiniband_receive_bytes:rate", lambda q: f"sum by (cluster, instance) ({q.use(RX)})",
+    _rec("cluster_instance:infiniband_receive_bytes:rate", _of("sum", "cluster, instance", RX),
          "InfiniBand / RoCE receive throughput (B/s), per node."),
-    _rec("cluster_instance:infiniband_congestion:max", lambda q: f"max by (cluster, instance) ({q.use(CONGESTION)})",
+    _rec("cluster_instance:infiniband_congestion:max", _of("max", "cluster, instance", CONGESTION),
          "The congestion ratio of the node's most congested port."),
-    _rec("cluster:infiniband_transmit_bytes:rate", lambda q: f"sum by (cluster) ({q.use(TX)})",
+    _rec("cluster:infiniband_transmit_bytes:rate", _of("sum", "cluster", TX),
          "InfiniBand / RoCE transmit throughput (B/s), per cluster."),
-    _rec("cluster:infiniband_receive_bytes:rate", lambda q: f"sum by (cluster) ({q.use(RX)})",
+    _rec("cluster:infiniband_receive_bytes:rate", _of("sum", "cluster", RX),
          "InfiniBand / RoCE receive throughput (B/s), per cluster."),
-    _rec("cluster:infiniband_congestion:avg", lambda q: f"avg by (cluster) ({q.use(CONGESTION)})",
+    _rec("cluster:infiniband_congestion:avg", _of("avg", "cluster", CONGESTION),
          "Mean congestion ratio of the cluster's ports that carry traffic."),
     _rec(HOST, _hosts,
          "Per node_exporter target with InfiniBand / RoCE ports: 1, labelled host with the host of the GPU exporter "
          "target on the same node (matched by instance or node_uname_info nodename against instance or host name)."),
+    _rec(GPU_PORTS, _gpu_ports,
+         "Per GPU and RDMA port under it (gpudash_gpu_nic_info): 1, labelled host with the GPU exporter's host."),
+    _rec(JOB_GPUS, _job_gpus,
+         "Per GPU under an RDMA port and the job holding it (a GPU two jobs share: one of them): 1."),
     _rec(GPU_CONGESTION, _gpu_congestion,
          "The congestion ratio of each GPU's most congested port (gpudash_gpu_nic_info), with its device and port."),
     _rec(GPU_TX, lambda q: _on_gpus(q, TX),

@@ -298,10 +298,11 @@ def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
     from support.paths import ROOT
 
     from gpudash.config.loading import load_settings
+    from gpudash.promql.fabric_recordings import JOB_GPUS
     from gpudash.promql.for_settings import recording_rules
     from gpudash.promql.recordings import JOB_RECORDINGS
 
-    job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio"}
+    job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio", JOB_GPUS}
     for rec, expr in recording_rules(load_settings(ROOT / "thresholds.yaml")):
         reads_signals = re.search(r"\b(?:DCGM_|gpudash_)", expr)  # not only recorded series, merged already
         if rec.record not in job_level and reads_signals:  # per cluster or node: every GPU signal merged first

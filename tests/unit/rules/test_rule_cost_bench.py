@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.rule_cost import LOOKBACK_S, Rule, passes, reach_s, read_back
+from bench.rule_cost import LOOKBACK_S, Cost, Rule, core_share, passes, reach_s, read_back
 
 
 def test_reach_is_each_range_plus_its_own_offset() -> None:
@@ -26,3 +26,10 @@ def test_a_recording_is_backfilled_as_far_back_as_its_readers_read() -> None:
     alerts = [rule("Leak", "predict_linear(ratio[1h], 60) > 1", False), rule("Odd", "abs(dep) > 20", False)]
     need = read_back([ratio, departure, median, alone], [ratio, departure, median, alone, *alerts])
     assert need == {"ratio": 3600, "dep": LOOKBACK_S, "med": 300 + LOOKBACK_S, "sum": 0}
+
+
+def test_a_group_weighs_on_the_core_at_its_own_interval() -> None:
+    every_15s, hourly = Rule("g", "a", "x", True, 15), Rule("h", "b", "y", True, 3600)
+    costs = [Cost(every_15s, 1.5, 0), Cost(hourly, 36.0, 0)]
+    # 1.5 s every 15 s and 36 s an hour: 10 % and 1 % of a core
+    assert abs(core_share(costs) - 0.11) < 1e-9

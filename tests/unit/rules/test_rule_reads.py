@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from gpudash.config.loading import Settings
+from gpudash.infiniband import NIC_INFO
+from gpudash.promql.fabric_recordings import GPU_PORTS, JOB_GPUS
 from gpudash.promql.query import any_bit_set
 from gpudash.promql.scanner import metric_names
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
@@ -78,3 +80,15 @@ def test_no_rule_computes_the_memory_ratio_again(settings: Settings) -> None:
     again = [name for name, expr in every_rule(settings) if name != ratio and body in expr]
     readers = [name for name, expr in every_rule(settings) if ratio in expr]
     assert again == [] and "cluster_instance_gpu:gpu_fb_hours_to_full:growing" in readers
+
+
+def test_the_fabric_finds_each_gpus_host_ports_and_job_once_per_evaluation(settings: Settings) -> None:
+    rules = dict(every_rule(settings))
+    per_gpu = [n for n in rules if n.startswith(("cluster_instance_gpu:infiniband_", "cluster_job:infiniband_"))
+               and n != GPU_PORTS]
+    assert len(per_gpu) == 8
+    for name in per_gpu:  # recorded series only: no GPU's raw series, read again by every one of them
+        assert all(":" in read for read in metric_names(rules[name])), (name, rules[name])
+    # the maps they join through read the raw series, once each
+    assert reads(rules[GPU_PORTS]) == {NIC_INFO: 1}
+    assert sum(reads(rules[JOB_GPUS]).values()) == 2 and GPU_PORTS in reads(rules[JOB_GPUS])
