@@ -275,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="time every recording and alerting rule on a TSDB of the rules' history only; write "
                              "the rule-cost section of --out's fleet-scale.md, keeping the rest")
     parser.add_argument("--rule-baseline", metavar="REVISION",
-                        help="with --rule-cost: also time the generated rule files committed at this git revision, "
-                             "in the same run")
+                        help="with --rule-cost: also time the generated rule files committed at this git revision "
+                             "(or held in this folder, laid out as generated/ is), in the same run")
     parser.add_argument("--health-baseline", metavar="REVISION",
                         help="also open the health dashboard as committed at this git revision, in the same run")
     parser.add_argument("--fabric-section", action="store_true",

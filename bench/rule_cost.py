@@ -62,9 +62,13 @@ def rules(settings: Settings) -> list[Rule]:
 
 
 def rules_at(revision: str, interval_s: int) -> list[Rule]:
-    """Every rule of the generated rule files committed at a git revision (what the rules cost before)."""
+    """Every rule of the generated rule files committed at a git revision (what the rules cost before), or held
+    in a folder laid out as generated/ is (a copy where there is no git history, e.g. on another machine)."""
+    paths = (RECORDING_FILE, ALERTS_FILE)
+    if Path(revision).is_dir():
+        return rules_in([(Path(revision) / path).read_text() for path in paths], interval_s)
     texts = [subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{GENERATED_DIR / path}"], check=True,
-                            capture_output=True, text=True).stdout for path in (RECORDING_FILE, ALERTS_FILE)]
+                            capture_output=True, text=True).stdout for path in paths]
     return rules_in(texts, interval_s)
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from bench.rule_cost import LOOKBACK_S, Cost, Rule, core_share, passes, reach_s, read_back
+from pathlib import Path
+
+import yaml
+
+from bench.rule_cost import LOOKBACK_S, Cost, Rule, core_share, passes, reach_s, read_back, rules_at
+from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 
 
 def test_reach_is_each_range_plus_its_own_offset() -> None:
@@ -33,3 +38,13 @@ def test_a_group_weighs_on_the_core_at_its_own_interval() -> None:
     costs = [Cost(every_15s, 1.5, 0), Cost(hourly, 36.0, 0)]
     # 1.5 s every 15 s and 36 s an hour: 10 % and 1 % of a core
     assert abs(core_share(costs) - 0.11) < 1e-9
+
+
+def test_the_rules_before_come_from_a_folder_laid_out_as_generated(tmp_path: Path) -> None:
+    for path, rule in ((RECORDING_FILE, {"record": "r:x:sum", "expr": "sum(x)"}),
+                       (ALERTS_FILE, {"alert": "A", "expr": "x > 1", "labels": {"severity": "warning"}})):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(yaml.safe_dump({"groups": [{"name": "g", "interval": "1h", "rules": [rule]}]}))
+    found = rules_at(str(tmp_path), 15)
+    assert [(r.name, r.recording, r.interval_s) for r in found] == [
+        ("r:x:sum", True, 3600), ("A (severity=warning)", False, 3600)]
