@@ -20,7 +20,7 @@ from gpudash.escape import promql_matcher, re2_any
 from gpudash.health.xid import XidClass
 from gpudash.promql.query import Matcher
 from gpudash.promql.recordings import TEMPERATURE_SENSORS
-from gpudash.promql.resets import EPISODES, card
+from gpudash.promql.resets import EPISODES, XID_NEW, card
 from gpudash.rules.expressions import NL, NODE_BOOT_TIME, AlertExpressions
 
 
@@ -142,11 +142,18 @@ class HealthExpressions:
         parts = []
         if self.q.has("xid_last"):
             x = self.q.metric("xid_last")
-            now = f"{x} > 0" if latched else (
-                f"{x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))")
+            shown = f'count_values by ({by}) ("xid",\n  {x} > 0\n)'
+            if not latched and self.q.available(XID_NEW):
+                # the codes shown now that the recorded events noted within the window: the sparse events,
+                # where testing the gauge's changes would read every GPU's gauge over the window again
+                new = self.q.recorded_over_time("sum", XID_NEW, w)
+                shown = f"(\n{_indent(shown, 2)}\n  and on ({self.gpu}, xid)\n  {new} > 0\n)"
+            elif not latched:
+                shown = (f'count_values by ({by}) ("xid",\n'
+                         f"  {x} > 0 and (changes({x}[{w}]) > 0 or ({x} unless {x} offset {w}))\n)")
             op = "and" if group is not None else "unless"
             # in parentheses: `and` and `unless` bind tighter than the `or` below; a reader need not know it
-            parts.append(f'(\ncount_values by ({by}) ("xid",\n  {now}\n)\n{op} on (xid)\n{_codes(codes)}\n)')
+            parts.append(f"(\n{shown}\n{op} on (xid)\n{_codes(codes)}\n)")
         if self.q.has("xid_total"):
             op = "=~" if group is not None else "!~"
             c = self.q.metric("xid_total", (("xid", op, re2_any(str(n) for n in codes)),))
