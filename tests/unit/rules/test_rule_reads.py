@@ -94,3 +94,12 @@ def test_the_fabric_finds_each_gpus_host_ports_and_job_once_per_evaluation(setti
     # the maps they join through read the raw series, once each
     assert reads(rules[GPU_PORTS]) == {NIC_INFO: 1}
     assert sum(reads(rules[JOB_GPUS]).values()) == 2 and GPU_PORTS in reads(rules[JOB_GPUS])
+
+
+def test_a_jobs_gpu_seconds_read_the_job_counts_recorded_before_them(settings: Settings) -> None:
+    rules = dict(every_rule(settings))
+    for name, reads_ in (("cluster_job:gpu_held_seconds:interval", "cluster_job:gpu_count:count"),
+                         ("cluster_job:gpu_held:timestamp", "cluster_job:gpu_count:count"),
+                         ("cluster_job:gpu_idle_seconds:interval", "cluster_job:gpu_idle:count")):
+        assert set(metric_names(rules[name])) == {reads_}, (name, rules[name])
+        assert list(rules).index(reads_) < list(rules).index(name)
