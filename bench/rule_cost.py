@@ -179,8 +179,9 @@ def build(gpus: int, all_rules: Sequence[Rule], cache: Path, end: int, workers: 
         for batch in passes([(r.name, r.expr) for r in recordings if need[r.name]]):
             for seconds in sorted({need[name] for name, _ in batch}):
                 window = fg.Window(end_saved - seconds, end_saved - 1)
+                # each at its group's interval: rules_file puts the hourly ones in an hourly group
                 fleet_tsdb.backfill_rules_in_passes(data, log, [[r for r in batch if need[r[0]] == seconds]],
-                                                    recordings[0].interval_s, (window,), home)
+                                                    min(r.interval_s for r in recordings), (window,), home)
         recorded = time.monotonic() - began
         began = time.monotonic()
         fleet_tsdb.compact(data, log)
@@ -282,8 +283,9 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
            f"the end of the data, one warm-up then the median of {repeat} runs of Prometheus's own evaluation "
            "time (the `stats` timings of its answer, `evalTotalTime`; the HTTP round trip and the JSON encoding "
            "of the answer, which a rule evaluation does not pay, left out): what Prometheus pays every rule "
-           f"interval ({interval} s). History: {hours} at a 15 s scrape (the rules' longest window and offset), "
-           "every signal the rules read, the recordings backfilled over it. 1-minute load average: "
+           f"interval ({interval} s; an hourly group's rules every hour). History: {hours} at a 15 s scrape (the "
+           "rules' longest window and offset), every signal the rules read, the recordings backfilled over it. "
+           "1-minute load average: "
            f"{loads} (the machine is shared: compare rules within one run)."
            + (f" *Before*: the rules committed at{then}, timed in the same run, taking turns with the rules now."
               if baseline else ""), ""]
@@ -303,9 +305,10 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
                  *[f"**{_ms(totals[g, p])}**" for g in sizes for p in picks]])
     out += _table(["group", "rules" + (" (now / before)" if baseline else ""), *heads], rows)
     total = totals[largest, "now"]
+    share = sum(c.seconds / c.rule.interval_s for c in costs)  # each rule at its own group's interval
     trip = sum(c.round_trip for c in costs)
-    out += ["", f"At {largest:,} GPUs one evaluation of every rule takes {total:.2f} s: {total / interval:.1%} of "
-                f"one core at a {interval} s interval"
+    out += ["", f"At {largest:,} GPUs one evaluation of every rule takes {total:.2f} s; each rule at its group's "
+                f"interval, that is {share:.1%} of one core"
                 + (f" (before: {totals[largest, 'before']:.2f} s)." if baseline else ".")
             + f" As API queries, with the HTTP round trip and the JSON answers, the same rules took {trip:.2f} s.", "",
             *_floor_lines(floor, largest),
