@@ -143,8 +143,11 @@ def _group(view: PrometheusView, expect: Expectations, name: str, group: Mapping
                              why="too many series for the rules, or an overloaded Prometheus",
                              fix="raise the evaluation interval or give Prometheus more CPU"))
     if not findings:
-        findings.append(ok(Link.RULES, name, f"{count(len(rules), 'rule')} loaded as generated, evaluated in "
-                                             f"{took * 1000:.0f} ms every {interval:g} s"))
+        # Prometheus's zero time: the group's first evaluation is still to come (an hourly one's up to an hour away)
+        yet = not str(group.get("lastEvaluation", "")).startswith("0001")
+        when = f"evaluated in {took * 1000:.0f} ms every {interval:g} s" if yet else (
+            f"evaluated every {interval:g} s: not yet since Prometheus started")
+        findings.append(ok(Link.RULES, name, f"{count(len(rules), 'rule')} loaded as generated, {when}"))
     return findings
 
 

@@ -154,6 +154,16 @@ def test_rules_loaded_as_generated(expect: Expectations) -> None:
     assert found[2].what == f"{hourly} rules loaded as generated, evaluated in 10 ms every 3600 s"
 
 
+def test_a_group_not_evaluated_yet_says_so(expect: Expectations) -> None:
+    groups = loaded_groups(expect)
+    groups[2].update(lastEvaluation="0001-01-01T00:00:00Z", evaluationTime=0)  # as /api/v1/rules says before it
+    found = rule_findings(view(rule_groups=groups), expect)
+    assert not failed(found)
+    hourly = sum(1 for rule in expect.rules if rule.group == "gpudash-gpu-ledger")
+    assert found[2].what == (f"{hourly} rules loaded as generated, evaluated every 3600 s: not yet since "
+                             "Prometheus started")
+
+
 def test_a_recording_group_loaded_at_another_interval_fails(expect: Expectations) -> None:
     # the alerts' group takes Prometheus's own
     assert expect.group_intervals == {"gpudash-gpu-recording": 15, "gpudash-gpu-ledger": 3600}
