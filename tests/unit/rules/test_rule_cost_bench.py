@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.rule_cost import LOOKBACK_S, Rule, passes, reach_s, read_back
+from bench.rule_cost import LOOKBACK_S, Cost, Rule, lines, passes, reach_s, read_back
 
 
 def test_reach_is_each_range_plus_its_own_offset() -> None:
@@ -26,3 +26,20 @@ def test_a_recording_is_backfilled_as_far_back_as_its_readers_read() -> None:
     alerts = [rule("Leak", "predict_linear(ratio[1h], 60) > 1", False), rule("Odd", "abs(dep) > 20", False)]
     need = read_back([ratio, departure, median, alone], [ratio, departure, median, alone, *alerts])
     assert need == {"ratio": 3600, "dep": LOOKBACK_S, "med": 300 + LOOKBACK_S, "sum": 0}
+
+
+def test_the_share_of_a_core_counts_each_rule_at_its_own_groups_interval() -> None:
+    every, hourly = Rule("gpudash-gpu-recording", "a", "x", True, 15), Rule("gpudash-gpu-ledger", "b", "y", True, 3600)
+    costs = [Cost(every, 1.5, 1), Cost(hourly, 36.0, 1)]
+    out = lines({8192: (costs, {"history_s": 3600}, (0.1, 0.2), [], [])}, "a machine", 3, "cmd")
+    (summary,) = [line for line in out if line.startswith("At 8,192 GPUs")]
+    # 1.5 s every 15 s and 36 s every hour: 10% and 1% of one core
+    assert "takes 37.50 s; each rule at its group's interval, that is 11.0% of one core" in summary
+
+
+def test_the_fleet_report_counts_the_hourly_recordings_once_an_hour() -> None:
+    from bench.fleet_report import rule_lines
+
+    costs = {"cluster:gpu_count:count": 0.15, "cluster_instance_gpu_uuid:gpu_ecc_dbe_vol:hourly_increase": 3.6}
+    (row,) = [line for line in rule_lines({1024: costs}) if line.startswith("| 1,024")]
+    assert row.split(" | ")[4] == "1.1%"  # 0.15 s every 15 s and 3.6 s every hour
