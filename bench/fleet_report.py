@@ -52,21 +52,29 @@ def rule_lines(rules: Mapping[int, Mapping[str, float]], interval_s: int = 15) -
     """What evaluating the recording rules costs Prometheus at each size: the rules the dashboards read."""
     if not rules:
         return []
-    from gpudash.promql.recordings import FLEET_LISTS
+    from gpudash.config.durations import parse_duration
+    from gpudash.promql.recordings import FLEET_LISTS, RECORDING_BY_NAME
 
     lists = {rec.record for rec in FLEET_LISTS}
+    every = parse_duration(f"{interval_s}s")
+
+    def interval(record: str) -> int:
+        rec = RECORDING_BY_NAME.get(record)
+        return rec.interval(every).seconds if rec else interval_s
+
     lines = ["", "## What the recording rules cost Prometheus", "",
              "Each recording rule's expression run once as an instant query at the end of the data (best of 3): "
-             f"what Prometheus spends every {interval_s} s (the rule interval) so that the dashboards read recorded "
-             "series. *Lists* are the fleet dashboard's recorded lists of GPUs that pass a test (throttled, memory "
-             "pressure, silent, new XIDs).", ""]
+             f"what Prometheus spends every {interval_s} s (the rule interval; every hour for the health ledger's "
+             "hourly rules) so that the dashboards read recorded series. *Lists* are the fleet dashboard's recorded "
+             "lists of GPUs that pass a test (throttled, memory pressure, silent, new XIDs).", ""]
     rows = []
     for gpus, costs in sorted(rules.items()):
         total = sum(costs.values())
         listed = sum(v for k, v in costs.items() if k in lists)
+        share = sum(v / interval(k) for k, v in costs.items())
         dearest = max(costs, key=lambda k: costs[k])
         rows.append([f"{gpus:,}", str(len(costs)), f"{total * 1000:.0f}", f"{listed * 1000:.0f}",
-                     f"{total / interval_s:.1%}", f"{dearest} ({costs[dearest] * 1000:.0f} ms)"])
+                     f"{share:.1%}", f"{dearest} ({costs[dearest] * 1000:.0f} ms)"])
     lines += _table(["GPUs", "rules", "one evaluation (ms)", "of which the lists (ms)", "of one core",
                      "dearest rule"], rows)
     return lines

@@ -198,7 +198,8 @@ def measure(data: Path, built: Built, boards: dict[str, dict[str, Any]], repeat:
 
 def rule_costs(url: str, end: int, repeat: int = 3) -> dict[str, float]:
     """What one evaluation of each recording rule costs Prometheus (its expression as an instant query at the
-    end of the data, best of `repeat`): the price, paid every rule interval, of what the dashboards read."""
+    end of the data, best of `repeat`): the price, paid every rule interval (every hour for the hourly ones), of
+    what the dashboards read."""
     settings = load_settings(ROOT / "thresholds.yaml")
     costs = {}
     for rec, expr in recording_rules(settings, profile=DCGM):

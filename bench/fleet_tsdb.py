@@ -7,6 +7,7 @@
 2. Recording rules: `promtool tsdb create-blocks-from rules` evaluates gpudash's recording rules
    (gpudash.promql.for_settings.recording_rules) against a Prometheus serving the raw blocks, over the detail
    windows only (a recorded series is read nowhere else), in passes: a recording that reads another comes after it.
+   Each at its group's interval, as the generated file has it: the hourly ones (the health ledger's) every hour.
 3. Compaction: Prometheus itself merges the overlapping pieces and compacts 2 h blocks into 6 h and 18 h
    ones, as it would have done to data it scraped; `compact` waits until it has.
 """
@@ -32,6 +33,9 @@ import numpy as np
 import yaml
 
 from bench import fleetgen as fg
+from gpudash.promql.query import HOURLY
+from gpudash.promql.recordings import RECORDING_BY_NAME
+from gpudash.rules.recording import GROUP_NAME, LEDGER_GROUP_NAME
 
 BLOCK_S = 2 * fg.HOUR
 LINES_PER_FILE = 5_000_000  # ~1.5 GB of OpenMetrics text per piece
@@ -206,9 +210,14 @@ def simulate_pool(seed: int, timeline: fg.Timeline, keys: Sequence[str], workers
 
 
 def rules_file(path: Path, rules: Sequence[tuple[str, str]], interval_s: int) -> None:
-    """(record, expression) pairs as one rule group evaluated every `interval_s`."""
-    doc = {"groups": [{"name": "gpudash-gpu-recording", "interval": f"{interval_s}s",
-                       "rules": [{"record": record, "expr": expr} for record, expr in rules]}]}
+    """(record, expression) pairs as the generated file groups them: the hourly recordings (the health ledger's)
+    in a group evaluated every hour, the others in one evaluated every `interval_s`."""
+    hourly = {record for record, _ in rules if record in RECORDING_BY_NAME and RECORDING_BY_NAME[record].hourly}
+    groups = [(GROUP_NAME, interval_s, [r for r in rules if r[0] not in hourly]),
+              (LEDGER_GROUP_NAME, HOURLY.seconds, [r for r in rules if r[0] in hourly])]
+    doc = {"groups": [{"name": name, "interval": f"{every}s",
+                       "rules": [{"record": record, "expr": expr} for record, expr in chosen]}
+                      for name, every, chosen in groups if chosen]}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 

@@ -183,8 +183,9 @@ def build(gpus: int, all_rules: Sequence[Rule], cache: Path, end: int, workers: 
         for batch in passes([(r.name, r.expr) for r in recordings if need[r.name]]):
             for seconds in sorted({need[name] for name, _ in batch}):
                 window = fg.Window(end_saved - seconds, end_saved - 1)
+                # each at its group's interval: rules_file puts the hourly ones in an hourly group
                 fleet_tsdb.backfill_rules_in_passes(data, log, [[r for r in batch if need[r[0]] == seconds]],
-                                                    recordings[0].interval_s, (window,), home)
+                                                    min(r.interval_s for r in recordings), (window,), home)
         recorded = time.monotonic() - began
         began = time.monotonic()
         fleet_tsdb.compact(data, log)

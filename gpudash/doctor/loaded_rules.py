@@ -16,9 +16,14 @@ from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
 from gpudash.doctor.observed import PrometheusView
 from gpudash.doctor.scrape_targets import reload_hint
 from gpudash.redaction import snippet
+from gpudash.rules.recording import LEDGER_GROUP_NAME
 
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
 PENDING_SHOWN = 5  # pending alerts listed one per line; the rest are counted
+# Why a group's interval matters, where the generated file sets one.
+_BUILT_FOR = {LEDGER_GROUP_NAME: "each of its recordings is the hour before its evaluation: at another interval "
+                                 "the health ledger counts hours twice or misses them"}
+_BUILT_FOR_DEFAULT = "its GPU-seconds and XID-event recordings are built for that interval"
 
 
 def loaded_expressions(expect: Expectations) -> Callable[[Sequence[Mapping[str, Any]]], list[str]]:
@@ -127,7 +132,7 @@ def _group(view: PrometheusView, expect: Expectations, name: str, group: Mapping
     wanted_s = expect.group_intervals.get(name)
     if wanted_s and interval and interval != wanted_s:
         findings.append(fail(Link.RULES, name, f"evaluated every {interval:g} s, not every {wanted_s} s as generated: "
-                                               "its GPU-seconds and XID-event recordings are built for that interval",
+                                               + _BUILT_FOR.get(name, _BUILT_FOR_DEFAULT),
                              why="the group's `interval` was edited or dropped where the rules were loaded",
                              fix=f"load generated/prometheus/{expect.rule_files[-1]} as generated, then "
                                  f"{reload_hint(view)}"))
@@ -138,8 +143,11 @@ def _group(view: PrometheusView, expect: Expectations, name: str, group: Mapping
                              why="too many series for the rules, or an overloaded Prometheus",
                              fix="raise the evaluation interval or give Prometheus more CPU"))
     if not findings:
-        findings.append(ok(Link.RULES, name, f"{count(len(rules), 'rule')} loaded as generated, evaluated in "
-                                             f"{took * 1000:.0f} ms every {interval:g} s"))
+        # Prometheus's zero time: the group's first evaluation is still to come (an hourly one's up to an hour away)
+        yet = not str(group.get("lastEvaluation", "")).startswith("0001")
+        when = f"evaluated in {took * 1000:.0f} ms every {interval:g} s" if yet else (
+            f"evaluated every {interval:g} s: not yet since Prometheus started")
+        findings.append(ok(Link.RULES, name, f"{count(len(rules), 'rule')} loaded as generated, {when}"))
     return findings
 
 

@@ -5,28 +5,29 @@ GPU's counters at every hour of the window, on every load: seconds at a thousand
 `sum_over_time` of these series, which hold a point only for a GPU whose counter rose in that hour, so a
 healthy fleet's ledger reads next to nothing.
 
-At the first evaluation of each hour (`time() % 3600` under one rule interval), each counter's rise over the
-hour before, per GPU and slot: its highest value now less its highest value one hour before, over the GPU's
-job-labelled copies. A counter that fell (a GPU reset clears the volatile ECC counts, a driver reload every
-count) counts 0 for that hour and its rises after count again, so the errors a reset cleared still count,
-unless the reset came within the hour they appeared. A series new within the hour counts from its first
-value (a GPU moved in, an exporter deployed), except the bundled exporter's per-code XID counter, which it
-creates at the GPU's first event of that code: that one counts from 0. Flags (a pending or failed row remap)
-are recorded at the same hourly points while set. A third sparse recording notes where a GPU stopped
-reporting, so the ledger can name the node a GPU left the fleet from without reading weeks of utilization.
+Evaluated once an hour, in a rule group of its own (`interval: 1h`, `query.HOURLY`), each counter's rise over
+the hour before the evaluation, per GPU and slot: its highest value now less its highest value one hour before,
+over the GPU's job-labelled copies. Prometheus evaluates a group at a fixed offset within its interval, so the
+hours abut and every moment is counted once. A counter that fell (a GPU reset clears the volatile ECC counts,
+a driver reload every count) counts 0 for that hour and its rises after count again, so the errors a reset
+cleared still count, unless the reset came within the hour they appeared. A series new within the hour counts
+from its first value (a GPU moved in, an exporter deployed), except the bundled exporter's per-code XID counter,
+which it creates at the GPU's first event of that code: that one counts from 0. Flags (a pending or failed row
+remap) are recorded at the same hourly evaluations while set. A third sparse recording, in the rule-interval
+group, notes where a GPU stopped reporting, so the ledger can name the node a GPU left the fleet from without
+reading weeks of utilization.
 
-The hourly points cost one instant read of each counter now and one hour ago per rule interval, and they make
-the ledger's resolution one hour: an event shows at the next hour's point.
+The hourly points cost one instant read of each counter now and one hour ago per hour, and they make the
+ledger's resolution one hour: an event shows at the next hourly evaluation. An evaluation Prometheus misses
+(it was down then) loses that hour's rises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpudash.promql.query import PromQL, Recording, Scope
+from gpudash.promql.query import HOURLY, PromQL, Recording, Scope
 
-HOUR_S = 3600
-LEDGER_STEP = "1h"
 # Counters the bundled exporter creates at a GPU's first event (at 1, not 0): a series new within the hour
 # counts from 0. DCGM's run for the GPU's life or since the driver loaded: a new series counts from its first value.
 FROM_ZERO = frozenset({"xid_total"})
@@ -52,29 +53,23 @@ def record_name(key: str) -> str:
     return f"{level}:gpu_{key}:{'hourly_increase' if key in COUNTERS else 'hourly_set'}"
 
 
-def _on_the_hour(q: PromQL, expr: str) -> str:
-    """`expr` at the first evaluation of each hour only (exactly one evaluation falls in each hour's first
-    interval): the points tile the time, each the hour before it."""
-    return f"(\n{expr}\n)\nand on () (vector(time() % {HOUR_S}) < {q.rule_interval.seconds:g})"
-
-
 def _rise(key: str) -> Callable[[PromQL], str]:
     def build(q: PromQL) -> str:
         by = ", ".join((slot(q), *KEPT.get(key, ()), *PER_SERIES.get(key, ())))
-        before = q.with_scope(Scope(q.scope.matchers, LEDGER_STEP))
+        before = q.with_scope(Scope(q.scope.matchers, str(HOURLY)))
         now, then = f"max by ({by}) ({q.metric(key)})", f"max by ({by}) ({before.metric(key)})"
         rise = f"({now} - {then}) > 0"
         if key in FROM_ZERO:
             rise = f"{rise}\nor\n({now} unless {then}) > 0"
         if key in PER_SERIES:
             rise = f"sum by ({', '.join((slot(q), *KEPT.get(key, ())))}) (\n{rise}\n)"
-        return _on_the_hour(q, rise)
+        return rise
 
     return build
 
 
 def _flag(key: str) -> Callable[[PromQL], str]:
-    return lambda q: _on_the_hour(q, f"max by ({slot(q)}) ({q.metric(key)}) > 0")
+    return lambda q: f"max by ({slot(q)}) ({q.metric(key)}) > 0"
 
 
 def _stopped_at(q: PromQL) -> str:
@@ -87,11 +82,12 @@ def _stopped_at(q: PromQL) -> str:
 
 LEDGER_RECORDINGS: tuple[Recording, ...] = (
     *(Recording(record_name(key), (key,), _rise(key),
-                f"Per GPU (by UUID) and slot, one point an hour: how much {key} rose over the hour before (only "
-                "GPUs where it rose); sum_over_time adds up a range's rises.", filtered=True)
+                f"Per GPU (by UUID) and slot, evaluated hourly: how much {key} rose over the hour before (only "
+                "GPUs where it rose); sum_over_time adds up a range's rises.", filtered=True, hourly=True)
       for key in COUNTERS),
     *(Recording(record_name(key), (key,), _flag(key),
-                f"Per GPU (by UUID) and slot, one point an hour: {key} while set (only such GPUs).", filtered=True)
+                f"Per GPU (by UUID) and slot, evaluated hourly: {key} while set (only such GPUs).", filtered=True,
+                hourly=True)
       for key in FLAGS),
     Recording(STOPPED, ("gpu_util",), _stopped_at,
               "Per GPU (by UUID) and slot: the evaluation's time where the GPU stops reporting utilization there "

@@ -40,6 +40,8 @@ class Scope:
 NO_SCOPE = Scope()
 # The recording rules' evaluation interval where a site says nothing: the default scrape interval.
 RULE_INTERVAL = parse_duration("15s")
+# The interval of the hourly recordings' own group: each records the hour before its evaluation.
+HOURLY = parse_duration("1h")
 
 
 def dashboard_scope(profile: Profile, level: str) -> Scope:
@@ -67,10 +69,17 @@ class Recording:
     filtered: bool = False
     # Buildable from any one of `needs` (dcgm-exporter's signal or the bundled exporter's), not all of them.
     any_need: bool = False
+    # Evaluated once an hour, in a group of its own (`HOURLY`), not every rule interval: what it records is the
+    # hour before each evaluation (the health ledger's rises), so its evaluations tile the time.
+    hourly: bool = False
 
     def possible(self, q: PromQL) -> bool:
         """Whether this profile has what the rule reads."""
         return any(q.has(k) for k in self.needs) if self.any_need else q.has(*self.needs)
+
+    def interval(self, rule_interval: Duration) -> Duration:
+        """How often Prometheus evaluates it, where the other recording rules run every `rule_interval`."""
+        return HOURLY if self.hourly else rule_interval
 
 
 class PromQL:

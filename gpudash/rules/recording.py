@@ -1,24 +1,49 @@
-"""The recording rule file, rendered from the registry in gpudash.promql.recordings that the dashboards read too."""
+"""The recording rule file, rendered from the registry in gpudash.promql.recordings that the dashboards read too.
+
+Two groups: every rule at the site's scrape interval, then the hourly ones (`Recording.hourly`, the health
+ledger's rises) in a group of their own evaluated once an hour, so they are not read again at every rule
+interval only to write a point once an hour.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gpudash.config.durations import Duration
 from gpudash.config.loading import Settings
 from gpudash.escape import yaml_scalar
 from gpudash.promql.for_settings import recording_rules
+from gpudash.promql.query import HOURLY, Recording
 from gpudash.yamltext import dump
 
 GROUP_NAME = "gpudash-gpu-recording"
+LEDGER_GROUP_NAME = "gpudash-gpu-ledger"
+
+
+@dataclass(frozen=True)
+class RecordingGroup:
+    name: str
+    interval: Duration
+    rules: tuple[tuple[Recording, str], ...]
+
+
+def recording_groups(settings: Settings) -> list[RecordingGroup]:
+    """The rule file's groups, each with its rules and their expressions; a group with no rule is left out."""
+    rules = recording_rules(settings)
+    groups = [RecordingGroup(GROUP_NAME, settings.site.scrape_interval, tuple(r for r in rules if not r[0].hourly)),
+              RecordingGroup(LEDGER_GROUP_NAME, HOURLY, tuple(r for r in rules if r[0].hourly))]
+    return [group for group in groups if group.rules]
 
 
 def recording_rule_file(settings: Settings) -> str:
     """The rule file text; each rule is preceded by a comment with its help line."""
-    site = settings.site
-    rules = recording_rules(settings)
-    # The interval is explicit: the GPU-seconds and XID-event recordings are built for it, whatever
-    # evaluation_interval the Prometheus that loads them has.
-    lines = ["groups:", f"  - name: {yaml_scalar(GROUP_NAME)}", f"    interval: {site.scrape_interval}", "    rules:"]
-    for rec, expr in rules:
-        lines.append(f"      # {rec.help}")
-        item = dump([{"record": rec.record, "expr": expr}])
-        lines.extend("      " + line if line else line for line in item.splitlines())
+    lines = ["groups:"]
+    for group in recording_groups(settings):
+        # The interval is explicit: the GPU-seconds and XID-event recordings are built for the scrape interval,
+        # the hourly ones for an hour, whatever evaluation_interval the Prometheus that loads them has.
+        lines += [f"  - name: {yaml_scalar(group.name)}", f"    interval: {group.interval}", "    rules:"]
+        for rec, expr in group.rules:
+            lines.append(f"      # {rec.help}")
+            item = dump([{"record": rec.record, "expr": expr}])
+            lines.extend("      " + line if line else line for line in item.splitlines())
     return "\n".join(lines) + "\n"

@@ -139,8 +139,9 @@ def fleet_history(now: int) -> History:
 
 def recorded(url: str, start: int, now: int) -> History:
     """The recordings the dashboard reads that the history does not hold, as Prometheus would have recorded them
-    at the history's own steps (each rule built for an hourly evaluation): the ledger's hour by hour, the GPUs
-    per node also minute by minute over the last quarter hour. Each rule is a range query per stretch."""
+    at the history's own steps: the ledger's hour by hour (the hourly ones as their own group runs; where a GPU
+    stopped reporting built for an hourly rule interval, as it compares with one interval ago), the GPUs per node
+    also minute by minute over the last quarter hour. Each rule is a range query per stretch."""
     settings = load_settings(ROOT / "thresholds.yaml")
     hourly = [(start, now, HOUR)]
     stretches = {**{rec.record: hourly for rec in LEDGER_RECORDINGS},

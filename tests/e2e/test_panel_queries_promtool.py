@@ -26,8 +26,9 @@ def labels(**extra: str) -> str:
 
 
 def promtool_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str, Any]],
-                  rule_files: tuple[Path, ...] = ()) -> None:
-    spec = {"rule_files": [str(p) for p in rule_files], "evaluation_interval": "1m",
+                  rule_files: tuple[Path, ...] = (), evaluation_interval: str = "1m") -> None:
+    """promtool evaluates every rule group of `rule_files` at `evaluation_interval`, whatever its own interval."""
+    spec = {"rule_files": [str(p) for p in rule_files], "evaluation_interval": evaluation_interval,
             "tests": [{"interval": "1m", "input_series": inputs, "promql_expr_test": exprs}]}
     (tmp_path / "case.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     done = run(tool("promtool"), "test", "rules", str(tmp_path / "case.yaml"))
@@ -109,15 +110,16 @@ def test_health_ledger_counts_first_events_hourly_events_and_no_moved_history(tm
         {"series": f"DCGM_FI_DEV_ECC_DBE_AGG_TOTAL{labels(gpu='1', UUID='GPU-B')}", "values": "_x99 3x90"},
     ]
     recording = (ROOT / "generated" / "prometheus" / "gpu-recording.rules.yml",)
+    # The ledger's recordings are evaluated every hour (their group's interval), here on the hour.
     promtool_case(tmp_path, inputs, [
         # Within the hour nothing shows yet: the ledger's points are hourly.
         {"expr": columns["DBE aggregate"], "eval_time": "170m", "exp_samples": []},
-        # From the hour's point on, the hour's events count; the moved GPU's past does not.
+        # From the hourly evaluation on, the hour's events count; the moved GPU's past does not.
         {"expr": columns["XIDs for reboot_node"], "eval_time": "181m",
          "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 1}]},
         {"expr": columns["DBE aggregate"], "eval_time": "181m",
          "exp_samples": [{"labels": '{UUID="GPU-A"}', "value": 2}]},
-    ], recording)
+    ], recording, evaluation_interval="1h")
 
 
 def test_fleet_alert_annotation_marks_each_gpudash_alert_once_per_cluster(tmp_path: Path) -> None:

@@ -139,30 +139,47 @@ def loaded_groups(expect: Expectations, change: Any = None, **group: Any) -> tup
                  "health": "ok", "type": "alerting" if rule.kind == "alert" else "recording", "alerts": []}
         if change:
             change(entry)
-        groups.setdefault(rule.group, {"name": rule.group, "interval": 15, "evaluationTime": 0.01,
+        interval = expect.group_intervals.get(rule.group, 15)  # as generated, else Prometheus's own
+        groups.setdefault(rule.group, {"name": rule.group, "interval": interval, "evaluationTime": 0.01,
                                        "rules": [], **group})["rules"].append(entry)
     return tuple(groups.values())
 
 
 def test_rules_loaded_as_generated(expect: Expectations) -> None:
     found = rule_findings(view(rule_groups=loaded_groups(expect)), expect)
-    assert [f.verdict for f in found] == [Verdict.OK, Verdict.OK]
+    assert [f.verdict for f in found] == [Verdict.OK, Verdict.OK, Verdict.OK]
     alerts = sum(1 for rule in expect.rules if rule.kind == "alert")
+    hourly = sum(1 for rule in expect.rules if rule.group == "gpudash-gpu-ledger")
     assert found[0].what == f"{alerts} rules loaded as generated, evaluated in 10 ms every 15 s"
+    assert found[2].what == f"{hourly} rules loaded as generated, evaluated in 10 ms every 3600 s"
+
+
+def test_a_group_not_evaluated_yet_says_so(expect: Expectations) -> None:
+    groups = loaded_groups(expect)
+    groups[2].update(lastEvaluation="0001-01-01T00:00:00Z", evaluationTime=0)  # as /api/v1/rules says before it
+    found = rule_findings(view(rule_groups=groups), expect)
+    assert not failed(found)
+    hourly = sum(1 for rule in expect.rules if rule.group == "gpudash-gpu-ledger")
+    assert found[2].what == (f"{hourly} rules loaded as generated, evaluated every 3600 s: not yet since "
+                             "Prometheus started")
 
 
 def test_a_recording_group_loaded_at_another_interval_fails(expect: Expectations) -> None:
-    assert expect.group_intervals == {"gpudash-gpu-recording": 15}  # the alerts' group takes Prometheus's own
+    # the alerts' group takes Prometheus's own
+    assert expect.group_intervals == {"gpudash-gpu-recording": 15, "gpudash-gpu-ledger": 3600}
     found = rule_findings(view(rule_groups=loaded_groups(expect, interval=60)), expect)
-    (wrong,) = failed(found)
-    assert wrong.subject == "gpudash-gpu-recording"
-    assert wrong.what.startswith("evaluated every 60 s, not every 15 s as generated: its GPU-seconds")
+    recording, ledger = failed(found)
+    assert recording.subject == "gpudash-gpu-recording"
+    assert recording.what.startswith("evaluated every 60 s, not every 15 s as generated: its GPU-seconds")
+    assert ledger.subject == "gpudash-gpu-ledger"
+    assert ledger.what.startswith("evaluated every 60 s, not every 3600 s as generated: each of its recordings is "
+                                  "the hour before")
 
 
 def test_no_rules_loaded(expect: Expectations) -> None:
     (finding,) = rule_findings(view(), expect)
-    assert finding.what == ("none of gpudash's rule groups is loaded (gpudash-gpu-alerts, gpudash-gpu-recording); "
-                            "it has no rules at all")
+    assert finding.what == ("none of gpudash's rule groups is loaded (gpudash-gpu-alerts, gpudash-gpu-recording, "
+                            "gpudash-gpu-ledger); it has no rules at all")
     assert "rule_files: [gpu-alerts.rules.yml, gpu-recording.rules.yml]" in finding.fix
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.rule_cost import LOOKBACK_S, Cost, Rule, core_share, passes, reach_s, read_back, rules_at
+from bench.rule_cost import LOOKBACK_S, Cost, Rule, lines, passes, reach_s, read_back, rules_at
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 
 
@@ -33,13 +33,6 @@ def test_a_recording_is_backfilled_as_far_back_as_its_readers_read() -> None:
     assert need == {"ratio": 3600, "dep": LOOKBACK_S, "med": 300 + LOOKBACK_S, "sum": 0}
 
 
-def test_a_group_weighs_on_the_core_at_its_own_interval() -> None:
-    every_15s, hourly = Rule("g", "a", "x", True, 15), Rule("h", "b", "y", True, 3600)
-    costs = [Cost(every_15s, 1.5, 0), Cost(hourly, 36.0, 0)]
-    # 1.5 s every 15 s and 36 s an hour: 10 % and 1 % of a core
-    assert abs(core_share(costs) - 0.11) < 1e-9
-
-
 def test_the_rules_before_come_from_a_folder_laid_out_as_generated(tmp_path: Path) -> None:
     for path, rule in ((RECORDING_FILE, {"record": "r:x:sum", "expr": "sum(x)"}),
                        (ALERTS_FILE, {"alert": "A", "expr": "x > 1", "labels": {"severity": "warning"}})):
@@ -48,3 +41,21 @@ def test_the_rules_before_come_from_a_folder_laid_out_as_generated(tmp_path: Pat
     found = rules_at(str(tmp_path), 15)
     assert [(r.name, r.recording, r.interval_s) for r in found] == [
         ("r:x:sum", True, 3600), ("A (severity=warning)", False, 3600)]
+
+
+def test_the_share_of_a_core_counts_each_rule_at_its_own_groups_interval() -> None:
+    every, hourly = Rule("gpudash-gpu-recording", "a", "x", True, 15), Rule("gpudash-gpu-ledger", "b", "y", True, 3600)
+    costs = [Cost(every, 1.5, 1), Cost(hourly, 36.0, 1)]
+    out = lines({8192: (costs, {"history_s": 3600}, (0.1, 0.2), [], [])}, "a machine", 3, "cmd")
+    (summary,) = [line for line in out if line.startswith("At 8,192 GPUs")]
+    # 1.5 s every 15 s and 36 s every hour: 10% and 1% of one core
+    assert "takes 37.50 s. Each group at its own interval, the rules take 1.65 s of every 15 s: 11.0% of one core" \
+        in summary
+
+
+def test_the_fleet_report_counts_the_hourly_recordings_once_an_hour() -> None:
+    from bench.fleet_report import rule_lines
+
+    costs = {"cluster:gpu_count:count": 0.15, "cluster_instance_gpu_uuid:gpu_ecc_dbe_vol:hourly_increase": 3.6}
+    (row,) = [line for line in rule_lines({1024: costs}) if line.startswith("| 1,024")]
+    assert row.split(" | ")[4] == "1.1%"  # 0.15 s every 15 s and 3.6 s every hour
