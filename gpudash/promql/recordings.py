@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS, Profile, Signal
+from gpudash.promql.alert_states import ALERT_STATES
 from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
 from gpudash.promql.ledger_recordings import LEDGER_RECORDINGS
 from gpudash.promql.query import BAND_WIDTH, BANDS, THROTTLE_REASONS, PromQL, Recording, Scope, any_bit_set
@@ -319,6 +320,7 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance:gpu_power_watts:sum", ("power",),
               lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
     *JOB_RECORDINGS,
+    *ALERT_STATES,  # the states several alerts test, before any recording that reads them
     *FLEET_LISTS,
     *RESET_RECORDINGS,  # after the XID-event recording they read
     *LEDGER_RECORDINGS,

@@ -78,3 +78,15 @@ def test_no_rule_computes_the_memory_ratio_again(settings: Settings) -> None:
     again = [name for name, expr in every_rule(settings) if name != ratio and body in expr]
     readers = [name for name, expr in every_rule(settings) if ratio in expr]
     assert again == [] and "cluster_instance_gpu:gpu_fb_hours_to_full:growing" in readers
+
+
+def test_the_memory_alerts_read_the_growth_recorded_once(settings: Settings) -> None:
+    """The three thirds of the growth window are read once per evaluation, by the recording, not by each alert."""
+    ratio, growing = "cluster_instance_gpu:gpu_fb_used:ratio", "cluster_instance_gpu:gpu_fb_used:growing"
+    rules = every_rule(settings)
+    memory = [expr for name, expr in rules if name in ("GPUMemoryPressure", "GPUMemoryLeakPredicted")]
+    assert len(memory) == 3
+    for expr in memory:
+        assert f"min_over_time({ratio}" not in expr and reads(expr)[growing] == 1, expr
+    assert reads(dict(rules)[growing])[ratio] == 3
+    assert [name for name, _ in rules].index(growing) > [name for name, _ in rules].index(ratio)
