@@ -7,11 +7,16 @@ group's last evaluation, at most one rule interval old.
 
 from __future__ import annotations
 
+from functools import partial
+
 from gpudash.config.durations import duration_text
+from gpudash.promql import nvlink_sources as nvlink
 from gpudash.promql.query import PromQL, Recording
 
 FB_RATIO = "cluster_instance_gpu:gpu_fb_used:ratio"
 FB_GROWING = "cluster_instance_gpu:gpu_fb_used:growing"
+NVLINK_RECOVERED = "cluster_instance_gpu_link:gpu_nvlink_recovery_errors:latched"
+NVLINK_STORM = "cluster_instance_gpu_link:gpu_nvlink_crc_errors_per_second:storm"
 
 
 def memory_growing(q: PromQL) -> str:
@@ -32,10 +37,34 @@ def memory_growing(q: PromQL) -> str:
     return f"{newest}\n  > ({middle} > {oldest})"
 
 
+def nvlink_recovered(q: PromQL) -> str:
+    """A link (or GPU) whose recovery counter is above 0: it went down and retrained since the counter last
+    restarted. The counter is the latch: a GPU reset, driver reload or reboot zeroes it."""
+    expr = nvlink.combine(q, nvlink.card_labels(q), nvlink.recoveries)
+    assert expr is not None, "built only where the profile has a recovery counter (Recording.possible)"
+    return expr
+
+
+def nvlink_storm(q: PromQL) -> str:
+    """CRC errors of one kind at or above alerts.nvlink.crc_per_second_critical over its storm_window."""
+    n = q.thresholds.alerts.nvlink
+    expr = nvlink.combine(q, nvlink.card_labels(q), partial(nvlink.storms, n.storm_window, n.crc_per_second_critical))
+    assert expr is not None, "built only where the profile has a CRC counter (Recording.possible)"
+    return expr
+
+
 # After the ratio they read (recordings.RECORDINGS starts with it), before the recordings that read them.
 ALERT_STATES: tuple[Recording, ...] = (
     Recording(FB_GROWING, ("fb_used", "fb_free"), memory_growing,
               "Per GPU whose lowest framebuffer used ratio rose across each third of "
               "alerts.memory_pressure.growth_window: the lowest over the newest third (only such GPUs, every "
               "label of the ratio kept). GPUMemoryPressure and GPUMemoryLeakPredicted read it.", filtered=True),
+    # GPUNVLinkErrors' critical conditions: its critical rules read them, and its warning gives way to them
+    Recording(NVLINK_RECOVERED, (nvlink.LINKS, *nvlink.GPU_KINDS["recovery"]), nvlink_recovered,
+              "Per NVLink link (per GPU from dcgm-exporter's totals) whose recovery counter is above 0: the "
+              "count (only such links, with the card's UUID and host name).", filtered=True, any_need=True),
+    Recording(NVLINK_STORM, (nvlink.LINKS, *nvlink.GPU_KINDS["crc"]), nvlink_storm,
+              "Per NVLink link (per GPU from dcgm-exporter's totals) with CRC errors of one kind at or above "
+              "alerts.nvlink.crc_per_second_critical over alerts.nvlink.storm_window: the rate (only such "
+              "links, with the card's UUID and host name).", filtered=True, any_need=True),
 )

@@ -146,6 +146,7 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
 # GPUHighTemperature reads these: the temperature medians, windows and margins are in them
 GPU_NEAR = "cluster_instance_gpu:gpu_temperature_celsius:near_limit"
 HBM_NEAR = "cluster_instance_gpu:gpu_memory_temperature_celsius:near_limit"
+NVLINK_STORM = "cluster_instance_gpu_link:gpu_nvlink_crc_errors_per_second:storm"
 
 
 @pytest.mark.parametrize(("path", "value", "alert", "expected"), [
@@ -158,8 +159,8 @@ HBM_NEAR = "cluster_instance_gpu:gpu_memory_temperature_celsius:near_limit"
     (("alerts", "xid", "overrides"), {777: "rma"}, "GPUXidError", 'xid=~"777"'),
     (("temperature", "gpu_margin_celsius"), 7, GPU_NEAR, "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
     (("temperature", "hbm_margin_celsius"), 3, HBM_NEAR, "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
-    (("alerts", "nvlink", "crc_per_second_critical"), 50, "GPUNVLinkErrors", "[5m]) >= 50)"),
-    (("alerts", "nvlink", "storm_window"), "2m", "GPUNVLinkErrors", "[2m]) >= 100)"),
+    (("alerts", "nvlink", "crc_per_second_critical"), 50, NVLINK_STORM, "[5m]) >= 50)"),
+    (("alerts", "nvlink", "storm_window"), "2m", NVLINK_STORM, "[2m]) >= 100)"),
     (("alerts", "nvlink", "window"), "2h", "GPUNVLinkErrors", "offset 2h) >= 7200)"),  # 3,600 an hour, for 2h
     (("alerts", "nvlink", "crc_per_hour_warning"), 1800, "GPUNVLinkErrors", "offset 1h) >= 1800)"),
     (("alerts", "nvlink", "replay_per_hour_warning"), 30, "GPUNVLinkErrors", "offset 1h) >= 30)"),

@@ -90,3 +90,18 @@ def test_the_memory_alerts_read_the_growth_recorded_once(settings: Settings) -> 
         assert f"min_over_time({ratio}" not in expr and reads(expr)[growing] == 1, expr
     assert reads(dict(rules)[growing])[ratio] == 3
     assert [name for name, _ in rules].index(growing) > [name for name, _ in rules].index(ratio)
+
+
+def test_the_nvlink_counters_are_read_for_the_critical_conditions_once_by_their_recordings(settings: Settings) -> None:
+    """The critical rules and the warning's exclusion read the recorded links; only the warning's own rise
+    reads the counters: each twice (now and a window ago), the per-link series once more (the totals give way)."""
+    rules = every_rule(settings)
+    alerts = [expr for name, expr in rules if name == "GPUNVLinkErrors"]
+    counters = [{m: n for m, n in reads(expr).items() if "nvlink_errors" in m or "NVLINK" in m} for expr in alerts]
+    critical = [c for c, expr in zip(counters, alerts, strict=True) if " offset " not in expr]
+    wear = next(c for c, expr in zip(counters, alerts, strict=True) if " offset " in expr)
+    assert len(critical) == 2 and critical == [{}, {}]
+    assert wear == {'gpudash_nvlink_errors_total{error=~"crc_flit|crc_data"}': 2,
+                    'gpudash_nvlink_errors_total{error=~"replay"}': 2, "gpudash_nvlink_errors_total": 1,
+                    **{f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL": 2
+                       for kind in ("CRC_FLIT", "CRC_DATA", "REPLAY")}}
