@@ -17,6 +17,7 @@ FB_RATIO = "cluster_instance_gpu:gpu_fb_used:ratio"
 FB_GROWING = "cluster_instance_gpu:gpu_fb_used:growing"
 NVLINK_RECOVERED = "cluster_instance_gpu_link:gpu_nvlink_recovery_errors:latched"
 NVLINK_STORM = "cluster_instance_gpu_link:gpu_nvlink_crc_errors_per_second:storm"
+BUSY_AT_IDLE_POWER = "cluster_instance_gpu:gpu_utilization:busy_at_idle_power"
 
 
 def memory_growing(q: PromQL) -> str:
@@ -35,6 +36,24 @@ def memory_growing(q: PromQL) -> str:
     oldest = f"min_over_time({r}[{third}] offset {two_thirds})"
     # each third read once: `newest > (middle > oldest)` keeps newest where both comparisons hold
     return f"{newest}\n  > ({middle} > {oldest})"
+
+
+def busy_at_idle_power(q: PromQL) -> str:
+    """The GPUs busy by utilization (at or above alerts.job_hung.util_above_percent) at near-idle power: under
+    power_below_ratio of the power limit, or under power_below_watts where the GPU publishes no limit. Every
+    label of the utilization series kept, its value the utilization: the hang signature's first half, which
+    both spinning recordings complete."""
+    h = q.thresholds.alerts.job_hung
+    on = f"on (cluster, instance, {q.gpu})"
+    busy = f"{q.metric('gpu_util')} >= {h.util_above_percent:g}"
+    drawn = q.gpu_once("power")
+    if q.has("power_limit"):
+        limit = q.gpu_once("power_limit")
+        idle_power = (f"{drawn} / {on} {limit} < {h.power_below_ratio:g}\n  or\n  {drawn} < {h.power_below_watts:g}"
+                      f"\n  unless {on}\n  {limit}")
+    else:
+        idle_power = f"{drawn} < {h.power_below_watts:g}"
+    return f"{busy}\nand {on}\n(\n  {idle_power}\n)"
 
 
 def nvlink_recovered(q: PromQL) -> str:
@@ -59,6 +78,12 @@ ALERT_STATES: tuple[Recording, ...] = (
               "Per GPU whose lowest framebuffer used ratio rose across each third of "
               "alerts.memory_pressure.growth_window: the lowest over the newest third (only such GPUs, every "
               "label of the ratio kept). GPUMemoryPressure and GPUMemoryLeakPredicted read it.", filtered=True),
+    # read by the spinning recordings (recordings.FLEET_LISTS), which GPUJobHung, GPUJobStalled and
+    # GPUAllocatedIdle read
+    Recording(BUSY_AT_IDLE_POWER, ("gpu_util", "power"), busy_at_idle_power,
+              "Per GPU at or above alerts.job_hung.util_above_percent utilization with power under the job_hung "
+              "levels: its utilization (only such GPUs, every label of the utilization series kept).",
+              filtered=True),
     # GPUNVLinkErrors' critical conditions: its critical rules read them, and its warning gives way to them
     Recording(NVLINK_RECOVERED, (nvlink.LINKS, *nvlink.GPU_KINDS["recovery"]), nvlink_recovered,
               "Per NVLink link (per GPU from dcgm-exporter's totals) whose recovery counter is above 0: the "

@@ -105,3 +105,17 @@ def test_the_nvlink_counters_are_read_for_the_critical_conditions_once_by_their_
                     'gpudash_nvlink_errors_total{error=~"replay"}': 2, "gpudash_nvlink_errors_total": 1,
                     **{f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL": 2
                        for kind in ("CRC_FLIT", "CRC_DATA", "REPLAY")}}
+
+
+def test_the_spinning_recordings_read_utilization_and_power_once_between_them(settings: Settings) -> None:
+    """Busy at near-idle power is recorded once; the profiled and unprofiled recordings complete it."""
+    rules = every_rule(settings)
+    names = [name for name, _ in rules]
+    shared = "cluster_instance_gpu:gpu_utilization:busy_at_idle_power"
+    dense = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"}
+    for kind in ("profiled", "unprofiled"):
+        spinning = f"cluster_instance_gpu:gpu_spinning:{kind}"
+        read = reads(dict(rules)[spinning])
+        assert read[shared] == 1 and not dense & set(read), read
+        assert names.index(shared) < names.index(spinning)
+    assert reads(dict(rules)[shared])["DCGM_FI_DEV_GPU_UTIL"] == 1
