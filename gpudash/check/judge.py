@@ -10,7 +10,8 @@ A query that returns series is fine. An empty one is looked into, selector by se
 - everything it reads exists: *needs history* when it looks back with `offset` and has data without it,
   or when its series are younger than its range window (a counter that appeared seconds ago) or than its
   subquery's step (a subquery samples at multiples of its step);
-  *nothing matches* when it filters with a comparison (a list of GPUs with XID errors is rightly empty);
+  *nothing matches* when it filters with a comparison, or reads a recorded list (a list of GPUs with XID errors
+  is rightly empty);
   *not firing* when it reads Prometheus' own ALERTS series and no such alert is active;
   *not firing* for an alert; otherwise a failure (a join on labels that do not line up, for instance);
 - it reads the site's job label (gpudash.yaml `jobs.label`) or a job-level recording, and no GPU series
@@ -47,6 +48,7 @@ from gpudash.promql.recordings import JOB_RECORDINGS, RECORDING_BY_NAME
 from gpudash.promql.scanner import (
     Selector,
     filters,
+    metric_names,
     offsets,
     selectors,
     subquery_steps,
@@ -198,7 +200,7 @@ class Checker:
             return Result(query, 0, Status.NEEDS_HISTORY, young)
         if query.kind == ALERT:
             return Result(query, 0, Status.NOT_FIRING)
-        if filters(expr):
+        if filters(expr) or _reads_a_list(expr):
             return Result(query, 0, Status.NOTHING_MATCHES, "every series it reads exists; none passes its filter")
         return Result(query, 0, Status.EMPTY, "returns nothing although every series it reads exists "
                                               "(labels that do not line up in a join?)")
@@ -300,6 +302,11 @@ class Checker:
 
     def _names(self, signals: list[Signal]) -> list[str]:
         return [self.profile.ref(s.key).name if self.profile.has(s.key) else s.dcgm_name for s in signals]
+
+
+def _reads_a_list(expr: str) -> bool:
+    """Whether it reads a recorded list (a filtered recording): holding only what passes a test, it filters too."""
+    return any(name in RECORDING_BY_NAME and RECORDING_BY_NAME[name].filtered for name in metric_names(expr))
 
 
 # From least to most serious: a query with several missing selectors takes the most serious reason.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpudash.catalog import BY_DCGM_NAME, BY_KEY, CLOCK_EVENT_REASONS, THERMAL_OR_BRAKE_REASONS, Profile, Signal
+from gpudash.promql.alert_states import ALERT_STATES, BUSY_AT_IDLE_POWER
 from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
 from gpudash.promql.ledger_recordings import LEDGER_RECORDINGS
 from gpudash.promql.query import BAND_WIDTH, BANDS, THROTTLE_REASONS, PromQL, Recording, Scope, any_bit_set
@@ -149,23 +150,16 @@ def _xid_new(q: PromQL) -> str:
 
 
 def _spinning(q: PromQL, profiled: bool) -> str:
-    """The GPUs that show a hang's signature at this evaluation (alerts.job_hung): busy by utilization, power
-    near idle, and, `profiled`, tensor and DRAM activity idle (GPUs that publish them); not `profiled`, power
-    alone (GPUs that publish no tensor activity). Every label of the utilization series is kept (the job, its
-    pod, the card), its value is the utilization. GPUJobHung, GPUJobStalled and GPUAllocatedIdle ask whether a
-    GPU was here at every evaluation of their windows: one instant read of each signal per evaluation, where
-    each of them read every sample of its window of every GPU."""
+    """The GPUs that show a hang's signature at this evaluation (alerts.job_hung): busy by utilization at
+    near-idle power (`alert_states.busy_at_idle_power`, recorded first: utilization, power and its limit read
+    once for both), and, `profiled`, tensor and DRAM activity idle (GPUs that publish them); not `profiled`,
+    power alone (GPUs that publish no tensor activity). Every label of the utilization series is kept (the job,
+    its pod, the card), its value is the utilization. GPUJobHung, GPUJobStalled and GPUAllocatedIdle ask
+    whether a GPU was here at every evaluation of their windows: one instant read of each signal per
+    evaluation, where each of them read every sample of its window of every GPU."""
     h = q.thresholds.alerts.job_hung
     on = f"on (cluster, instance, {q.gpu})"
-    busy = f"{q.metric('gpu_util')} >= {h.util_above_percent:g}"
-    drawn = q.gpu_once("power")
-    if q.has("power_limit"):
-        limit = q.gpu_once("power_limit")
-        idle_power = (f"{drawn} / {on} {limit} < {h.power_below_ratio:g}\n  or\n  {drawn} < {h.power_below_watts:g}"
-                      f"\n  unless {on}\n  {limit}")
-    else:
-        idle_power = f"{drawn} < {h.power_below_watts:g}"
-    spins = f"{busy}\nand {on}\n(\n  {idle_power}\n)"
+    spins = q.recorded_series(BUSY_AT_IDLE_POWER)
     if not q.has("tensor_active", "dram_active"):
         return spins
     if not profiled:
@@ -320,6 +314,7 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance:gpu_power_watts:sum", ("power",),
               lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
     *JOB_RECORDINGS,
+    *ALERT_STATES,  # the states several alerts test, before any recording that reads them
     *FLEET_LISTS,
     *RESET_RECORDINGS,  # after the XID-event recording they read
     *LEDGER_RECORDINGS,

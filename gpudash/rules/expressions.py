@@ -11,9 +11,10 @@ node_exporter's names are not GPU signals, so the catalog has no row for them; t
 
 from __future__ import annotations
 
-from gpudash.config.durations import Duration, duration_text
+from gpudash.config.durations import Duration
 from gpudash.config.site import Site
 from gpudash.escape import promql_matcher
+from gpudash.promql.alert_states import FB_GROWING
 from gpudash.promql.query import NODE_UNAME, PromQL
 
 NODE_LOAD1 = "node_load1"
@@ -50,22 +51,10 @@ class AlertExpressions:
     def fb_ratio(self) -> str:
         return self.q.fb_used_ratio()
 
+    @property
     def memory_growing(self) -> str:
-        """Memory rose across each third of the growth window, judged by the lowest reading in each third.
-
-        The lowest point is the floor a training job's allocator saw-tooth keeps returning to, so the
-        saw-tooth itself does not count as growth, while a leak lifts the floor third after third. A model
-        that loads in one step and then stays flat never counts: one step can lift only one of the two
-        comparisons at a time.
-        """
-        third = duration_text(self.a.memory_pressure.growth_window.seconds // 3)
-        two_thirds = duration_text(2 * (self.a.memory_pressure.growth_window.seconds // 3))
-        r = self.fb_ratio
-        newest = f"min_over_time({r}[{third}])"
-        middle = f"min_over_time({r}[{third}] offset {third})"
-        oldest = f"min_over_time({r}[{third}] offset {two_thirds})"
-        # each third read once: `newest > (middle > oldest)` keeps newest where both comparisons hold
-        return f"{newest}\n  > ({middle} > {oldest})"
+        """The GPUs whose memory grew across the growth window (`alert_states.memory_growing`), recorded once."""
+        return self.q.recorded_series(FB_GROWING)
 
     # -- alerts ------------------------------------------------------------------------------------------
 
@@ -106,7 +95,7 @@ class AlertExpressions:
         """Over the level and growing, per GPU and per job on it (`job`: the labels that name the job)."""
         if not self.has("fb_used", "fb_free"):
             return None
-        return self.q.per_gpu(f"\n  {self.fb_ratio} > {level:g}\n  and\n  {self.memory_growing()}\n", *job)
+        return self.q.per_gpu(f"\n  {self.fb_ratio} > {level:g}\n  and\n  {self.memory_growing}\n", *job)
 
     def memory_leak(self, job: tuple[str, ...] = ()) -> str | None:
         if not self.has("fb_used", "fb_free"):
@@ -115,7 +104,7 @@ class AlertExpressions:
         # capped at 1: the value shown is "where memory is heading", and nothing exceeds all of it
         projected = f"clamp_max(predict_linear({self.fb_ratio}[{leak.window}], {leak.horizon.seconds}), 1)"
         return self.q.per_gpu(
-            f"\n  {projected} >= {self.t.memory.critical:g}\n  and\n  {self.memory_growing()}\n", *job
+            f"\n  {projected} >= {self.t.memory.critical:g}\n  and\n  {self.memory_growing}\n", *job
         )
 
     def job_stalled(self, job: tuple[str, ...] = ()) -> str | None:

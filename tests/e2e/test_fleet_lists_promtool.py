@@ -18,15 +18,17 @@ from test_rules_promtool import ROOT, run, tool
 from gpudash.catalog import DCGM
 from gpudash.config.durations import parse_duration
 from gpudash.config.loading import load_settings
+from gpudash.promql.alert_states import BUSY_AT_IDLE_POWER
 from gpudash.promql.for_settings import promql_for, recording_rules
 from gpudash.promql.query import PromQL
 from gpudash.promql.recordings import FLEET_LISTS
 
 INTERVAL = parse_duration("1m")
-# the lists, the job GPU-seconds, and the memory ratio the memory-pressure list reads (recorded before it)
+# the lists, the job GPU-seconds, and the memory ratio the memory-pressure list reads and the GPUs busy at
+# near-idle power the spinning lists read (each recorded before them)
 WANTED = {rec.record for rec in FLEET_LISTS} | {"cluster_job:gpu_held_seconds:interval",
                                                   "cluster_job:gpu_idle_seconds:interval",
-                                                  "cluster_instance_gpu:gpu_fb_used:ratio"}
+                                                  "cluster_instance_gpu:gpu_fb_used:ratio", BUSY_AT_IDLE_POWER}
 
 
 def run_case(tmp_path: Path, inputs: list[dict[str, str]], exprs: list[dict[str, Any]]) -> None:

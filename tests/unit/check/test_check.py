@@ -239,6 +239,21 @@ def test_no_active_alert_is_not_firing_and_a_missing_gpu_series_still_fails() ->
     assert both.status is Status.EMPTY
 
 
+def test_an_empty_answer_from_a_recorded_list_is_nothing_matching_and_from_a_join_a_failure() -> None:
+    from gpudash.check.judge import Checker
+    from gpudash.check.prometheus_api import PrometheusClient, TimeRange
+
+    busy, tensor = "cluster_instance_gpu:gpu_utilization:busy_at_idle_power", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+    checker = Checker(cast(PrometheusClient, _Answers(busy, tensor, "cluster:gpu_count:count")), site_promql(),
+                      TimeRange(0, 60, 15))
+    # the list holds only the GPUs that pass its test: what it leaves after `unless` is a filtered answer too
+    listed = checker.run(CheckQuery("rules", "spinning", RECORDING,
+                                    f"{busy}\nunless on (cluster, instance, gpu)\n{tensor}"))
+    assert listed.status is Status.NOTHING_MATCHES, listed
+    joined = checker.run(CheckQuery("rules", "x", PANEL, f"cluster:gpu_count:count * on (cluster) {tensor}"))
+    assert joined.status is Status.EMPTY
+
+
 def test_the_fabric_series_are_optional_on_a_node_without_an_rdma_port() -> None:
     from gpudash.check.judge import Checker
     from gpudash.check.prometheus_api import PrometheusClient, TimeRange

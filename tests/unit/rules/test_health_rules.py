@@ -83,7 +83,11 @@ def test_health_rules_use_each_gpus_own_limits_and_never_count_a_gpu_twice(setti
         in temperature[("hbm", "critical")]
     nvlink = [r["expr"] for r in rules if r["alert"] == "GPUNVLinkErrors"]
     assert len(nvlink) == 3
-    for expr in nvlink:  # the DCGM totals give way to the per-link series wherever a GPU has both
+    # the warning, and the recorded critical conditions: the DCGM totals give way to the per-link series wherever
+    # a GPU has both
+    critical = [recorded[f"cluster_instance_gpu_link:gpu_nvlink_{name}"]
+                for name in ("recovery_errors:latched", "crc_errors_per_second:storm")]
+    for expr in [e for e in nvlink if " offset " in e] + critical:
         assert ("unless on (cluster, instance, gpu)\nmax by (cluster, instance, gpu) "
                 "(gpudash_nvlink_errors_total)\n)") in expr
 

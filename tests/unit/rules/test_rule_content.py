@@ -95,10 +95,12 @@ def test_hung_job_is_judged_per_job_with_profiling_or_on_power_alone(settings: S
         # every evaluation of the 10m window but the newest (39 of 40 at 15 s) found the GPU spinning
         assert f"count_over_time(cluster_instance_gpu:gpu_spinning:{kind}[10m]) >= 39" in rule["expr"]
         assert "DCGM_FI_DEV_POWER_USAGE" not in rule["expr"]  # the recording reads the signals, once each
-        recorded = _recorded(files, f"cluster_instance_gpu:gpu_spinning:{kind}")
-        assert "DCGM_FI_DEV_GPU_UTIL >= 80" in recorded
-        # power against the limit where published, else against the watts level
-        assert "(DCGM_FI_DEV_ENFORCED_POWER_LIMIT) < 0.25" in recorded and "(DCGM_FI_DEV_POWER_USAGE) < 175" in recorded
+        # both complete the GPUs busy at near-idle power, recorded first
+        assert _recorded(files, f"cluster_instance_gpu:gpu_spinning:{kind}").startswith(f"{BUSY_AT_IDLE_POWER}\n")
+    busy = _recorded(files, BUSY_AT_IDLE_POWER)
+    assert "DCGM_FI_DEV_GPU_UTIL >= 80" in busy
+    # power against the limit where published, else against the watts level
+    assert "(DCGM_FI_DEV_ENFORCED_POWER_LIMIT) < 0.25" in busy and "(DCGM_FI_DEV_POWER_USAGE) < 175" in busy
     spins_profiled = _recorded(files, "cluster_instance_gpu:gpu_spinning:profiled")
     spins_unprofiled = _recorded(files, "cluster_instance_gpu:gpu_spinning:unprofiled")
     assert "DCGM_FI_PROF_DRAM_ACTIVE) < 0.05" in spins_profiled and "DCGM_FI_PROF_DRAM_ACTIVE" not in spins_unprofiled
@@ -147,6 +149,8 @@ def test_memory_ratio_uses_used_plus_free(settings: Settings) -> None:
 # GPUHighTemperature reads these: the temperature medians, windows and margins are in them
 GPU_NEAR = "cluster_instance_gpu:gpu_temperature_celsius:near_limit"
 HBM_NEAR = "cluster_instance_gpu:gpu_memory_temperature_celsius:near_limit"
+NVLINK_STORM = "cluster_instance_gpu_link:gpu_nvlink_crc_errors_per_second:storm"
+BUSY_AT_IDLE_POWER = "cluster_instance_gpu:gpu_utilization:busy_at_idle_power"
 
 
 @pytest.mark.parametrize(("path", "value", "alert", "expected"), [
@@ -159,8 +163,8 @@ HBM_NEAR = "cluster_instance_gpu:gpu_memory_temperature_celsius:near_limit"
     (("alerts", "xid", "overrides"), {777: "rma"}, "GPUXidError", 'xid=~"777"'),
     (("temperature", "gpu_margin_celsius"), 7, GPU_NEAR, "(DCGM_FI_DEV_GPU_MAX_OP_TEMP) - 7)"),
     (("temperature", "hbm_margin_celsius"), 3, HBM_NEAR, "(DCGM_FI_DEV_MEM_MAX_OP_TEMP) - 3)"),
-    (("alerts", "nvlink", "crc_per_second_critical"), 50, "GPUNVLinkErrors", "[5m]) >= 50)"),
-    (("alerts", "nvlink", "storm_window"), "2m", "GPUNVLinkErrors", "[2m]) >= 100)"),
+    (("alerts", "nvlink", "crc_per_second_critical"), 50, NVLINK_STORM, "[5m]) >= 50)"),
+    (("alerts", "nvlink", "storm_window"), "2m", NVLINK_STORM, "[2m]) >= 100)"),
     (("alerts", "nvlink", "window"), "2h", "GPUNVLinkErrors", "offset 2h) >= 7200)"),  # 3,600 an hour, for 2h
     (("alerts", "nvlink", "crc_per_hour_warning"), 1800, "GPUNVLinkErrors", "offset 1h) >= 1800)"),
     (("alerts", "nvlink", "replay_per_hour_warning"), 30, "GPUNVLinkErrors", "offset 1h) >= 30)"),
@@ -235,7 +239,8 @@ def test_nvidia_smi_profile_leaves_out_what_it_cannot_evaluate(tmp_path: Path) -
     # no profiling in that profile: the hang is judged on utilization and power (against the limit) alone
     (hung,) = [r for r in rules_of(files) if r["alert"] == "GPUJobHung"]
     assert "cluster_instance_gpu:gpu_spinning:unprofiled[10m]" in hung["expr"]
-    spins = _recorded(files, "cluster_instance_gpu:gpu_spinning:unprofiled")
+    assert _recorded(files, "cluster_instance_gpu:gpu_spinning:unprofiled") == BUSY_AT_IDLE_POWER
+    spins = _recorded(files, BUSY_AT_IDLE_POWER)
     assert "nvidia_smi_power_draw_watts" in spins and "nvidia_smi_enforced_power_limit_watts" in spins
     assert "publish no tensor or DRAM activity" in hung["annotations"]["description"]
     text = files[ALERTS_FILE] + files[RECORDING_FILE]
@@ -305,7 +310,9 @@ def test_cluster_recordings_count_a_gpu_once_whatever_jobs_share_it() -> None:
 
     job_level = {r.record for r in JOB_RECORDINGS} | {"cluster_instance_gpu:gpu_fb_used:ratio", JOB_GPUS}
     for rec, expr in recording_rules(load_settings(ROOT / "thresholds.yaml")):
-        reads_signals = re.search(r"\b(?:DCGM_|gpudash_)", expr)  # not only recorded series, merged already
+        # not only recorded series, merged already; a signal read for its presence alone needs no merging
+        values = re.sub(r"unless on \([\w, ]*\)\s*(?:DCGM_|gpudash_)\w+", "", expr)
+        reads_signals = re.search(r"\b(?:DCGM_|gpudash_)", values)
         if rec.record not in job_level and reads_signals:  # per cluster or node: every GPU signal merged first
             merged = re.findall(r"max by \(cluster, instance, gpu[\w, ]*\) \((?:\w+\()?(?:DCGM_|gpudash_)", expr)
             assert merged, (rec.record, expr)

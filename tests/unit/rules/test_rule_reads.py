@@ -103,3 +103,42 @@ def test_a_jobs_gpu_seconds_read_the_job_counts_recorded_before_them(settings: S
                          ("cluster_job:gpu_idle_seconds:interval", "cluster_job:gpu_idle:count")):
         assert set(metric_names(rules[name])) == {reads_}, (name, rules[name])
         assert list(rules).index(reads_) < list(rules).index(name)
+def test_the_memory_alerts_read_the_growth_recorded_once(settings: Settings) -> None:
+    """The three thirds of the growth window are read once per evaluation, by the recording, not by each alert."""
+    ratio, growing = "cluster_instance_gpu:gpu_fb_used:ratio", "cluster_instance_gpu:gpu_fb_used:growing"
+    rules = every_rule(settings)
+    memory = [expr for name, expr in rules if name in ("GPUMemoryPressure", "GPUMemoryLeakPredicted")]
+    assert len(memory) == 3
+    for expr in memory:
+        assert f"min_over_time({ratio}" not in expr and reads(expr)[growing] == 1, expr
+    assert reads(dict(rules)[growing])[ratio] == 3
+    assert [name for name, _ in rules].index(growing) > [name for name, _ in rules].index(ratio)
+
+
+def test_the_nvlink_counters_are_read_for_the_critical_conditions_once_by_their_recordings(settings: Settings) -> None:
+    """The critical rules and the warning's exclusion read the recorded links; only the warning's own rise
+    reads the counters: each twice (now and a window ago), the per-link series once more (the totals give way)."""
+    rules = every_rule(settings)
+    alerts = [expr for name, expr in rules if name == "GPUNVLinkErrors"]
+    counters = [{m: n for m, n in reads(expr).items() if "nvlink_errors" in m or "NVLINK" in m} for expr in alerts]
+    critical = [c for c, expr in zip(counters, alerts, strict=True) if " offset " not in expr]
+    wear = next(c for c, expr in zip(counters, alerts, strict=True) if " offset " in expr)
+    assert len(critical) == 2 and critical == [{}, {}]
+    assert wear == {'gpudash_nvlink_errors_total{error=~"crc_flit|crc_data"}': 2,
+                    'gpudash_nvlink_errors_total{error=~"replay"}': 2, "gpudash_nvlink_errors_total": 1,
+                    **{f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL": 2
+                       for kind in ("CRC_FLIT", "CRC_DATA", "REPLAY")}}
+
+
+def test_the_spinning_recordings_read_utilization_and_power_once_between_them(settings: Settings) -> None:
+    """Busy at near-idle power is recorded once; the profiled and unprofiled recordings complete it."""
+    rules = every_rule(settings)
+    names = [name for name, _ in rules]
+    shared = "cluster_instance_gpu:gpu_utilization:busy_at_idle_power"
+    dense = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"}
+    for kind in ("profiled", "unprofiled"):
+        spinning = f"cluster_instance_gpu:gpu_spinning:{kind}"
+        read = reads(dict(rules)[spinning])
+        assert read[shared] == 1 and not dense & set(read), read
+        assert names.index(shared) < names.index(spinning)
+    assert reads(dict(rules)[shared])["DCGM_FI_DEV_GPU_UTIL"] == 1
