@@ -185,7 +185,7 @@ def wait_for_data(demo: DemoStack, timeout: float = DATA_TIMEOUT_S, echo: Any = 
     In order: the exporter scraped; every field it reads has a value in Prometheus (rates such as PCIe
     throughput and GPM tensor activity need two reads of the exporter's slow loop, 10 s apart by default);
     on a simulated node, its live fault firing; two samples of every counter the exporter publishes; every
-    recording rule whose inputs exist evaluated (but the hourly ones); on a simulated node, the live fault's
+    recording rule whose inputs exist evaluated (except the hourly ones); on a simulated node, the live fault's
     page delivered.
     A condition that does not hold by `timeout` is said and left to the check to name, so the demo never
     hangs and never hides which queries have no data.
