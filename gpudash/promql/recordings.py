@@ -103,8 +103,11 @@ def _thermal_reason_set(q: PromQL) -> str:
         forms.append(f"{q.per_gpu(q.metric('clock_event_active', (THROTTLE_REASONS,)))} > 0")
     if q.has("clock_event_reasons"):
         bits = {name: bit for bit, name in CLOCK_EVENT_REASONS}
-        mask = q.profile.ref("clock_event_reasons").name
-        test = any_bit_set(mask, [bits[name] for name in THERMAL_OR_BRAKE_REASONS])
+        wanted = [bits[name] for name in THERMAL_OR_BRAKE_REASONS]
+        # a mask under the lowest wanted bit holds none of them: kept out first, the bit arithmetic then runs on
+        # the few GPUs clocked down for a reason, not on every GPU's mask
+        mask = f"({q.profile.ref('clock_event_reasons').name} >= {min(wanted)})"
+        test = any_bit_set(mask, wanted)
         forms.append(f"{q.per_gpu(test)} > 0")
     return f"({' or '.join(forms)}) * 0 + 1"
 

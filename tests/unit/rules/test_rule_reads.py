@@ -142,3 +142,10 @@ def test_the_spinning_recordings_read_utilization_and_power_once_between_them(se
         assert read[shared] == 1 and not dense & set(read), read
         assert names.index(shared) < names.index(spinning)
     assert reads(dict(rules)[shared])["DCGM_FI_DEV_GPU_UTIL"] == 1
+
+
+def test_the_clock_event_mask_is_cut_to_the_gpus_that_can_hold_a_thermal_bit_before_its_bits_are_computed(
+        settings: Settings) -> None:
+    expr = dict(every_rule(settings))["cluster_instance_gpu:gpu_thermal_reason:set"]
+    (arithmetic,) = re.findall(r"floor\(\((DCGM_FI_DEV_CLOCKS_EVENT_REASONS >= (\d+))\) / (\d+)\)", expr)
+    assert arithmetic[1] == arithmetic[2]  # the lowest wanted bit: a mask under it holds none of the wanted bits
