@@ -27,6 +27,7 @@ from gpudash.check.queries import VARIABLE, built_dashboards, dashboard_groups, 
 from gpudash.config.loading import load_settings
 from gpudash.infiniband import NIC_INFO
 from gpudash.promql.alert_states import ALERT_STATES
+from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
 from gpudash.promql.ledger_recordings import LEDGER_RECORDINGS
 from gpudash.promql.recordings import FLEET_LISTS, signals_in
 from gpudash.promql.resets import RESET_RECORDINGS
@@ -135,9 +136,10 @@ def test_recording_rules_of_both_profiles_evaluate(prometheus: PrometheusProcess
         # job-level ones (these exporters attribute no GPU to a job: no hpc_job label), and the fleet's recorded
         # lists, which hold only the GPUs passing their test: none here (or, comparing with 15 minutes ago,
         # none yet in this young Prometheus), the states the alerts share (likewise), the resets recorded by UUID,
-        # which exist only when a GPU needs one, and the health ledger's hourly points, which exist only where a
-        # counter rose or a GPU stopped reporting
-        lists = {rec.record for rec in (*FLEET_LISTS, *ALERT_STATES, *RESET_RECORDINGS, *LEDGER_RECORDINGS)}
+        # which exist only when a GPU needs one, the health ledger's hourly points, which exist only where a
+        # counter rose or a GPU stopped reporting, and the fabric's, which exist only where a node has RDMA ports
+        lists = {rec.record for rec in (*FLEET_LISTS, *ALERT_STATES, *RESET_RECORDINGS, *LEDGER_RECORDINGS,
+                                        *FABRIC_RECORDINGS)}
         assert [f"{r.query.item}: {r.status.value} {r.detail}" for r in rows if r.status is not Status.OK
                 and not (r.status is Status.OPTIONAL and _reads_optional(r.query.expr, metric_profile))
                 and r.status is not Status.NO_JOBS
