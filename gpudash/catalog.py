@@ -278,6 +278,11 @@ class Profile:
     metrics: dict[str, MetricRef]
     description: str
 
+    @property
+    def card_labels(self) -> tuple[str, ...]:
+        """The labels that name the card: its UUID, and its node's host name where the exporter sets one."""
+        return (self.uuid_label, *((self.hostname_label,) if self.hostname_label else ()))
+
     def has(self, key: str) -> bool:
         return key in self.metrics
 

@@ -34,8 +34,7 @@ class Source:
 
 def card_labels(q: PromQL) -> tuple[str, ...]:
     """The labels that name the card: its UUID, and its node's host name where the exporter sets one."""
-    p = q.profile
-    return tuple(dict.fromkeys((p.uuid_label, *((p.hostname_label,) if p.hostname_label else ()))))
+    return q.profile.card_labels
 
 
 def gpu_labels(q: PromQL) -> str:

@@ -127,7 +127,7 @@ def _near_limit(key: str) -> Callable[[PromQL], str]:
     limit_key, sensor, _ = TEMPERATURE_SENSORS[key]
 
     def build(q: PromQL) -> str:
-        card = (q.profile.uuid_label, *((q.profile.hostname_label,) if q.profile.hostname_label else ()))
+        card = q.profile.card_labels
         median = q.per_gpu(q.over_time("quantile", key, q.thresholds.alerts.temperature.window, "0.5"), *card)
         fixed = f"{median} > {getattr(q.thresholds.temperature, sensor).warning:g}"
         if not q.has(limit_key):

@@ -37,9 +37,7 @@ XID_SEEN_LOOKBACK = "15m"
 
 def card(q: PromQL) -> str:
     """The labels a reset is recorded by: where the GPU was, its UUID and its node's host name."""
-    p = q.profile
-    return ", ".join(dict.fromkeys(("cluster", "instance", q.gpu, p.uuid_label,
-                                    *((p.hostname_label,) if p.hostname_label else ()))))
+    return ", ".join(dict.fromkeys(("cluster", "instance", q.gpu, *q.profile.card_labels)))
 
 
 def reset_codes(q: PromQL) -> list[int]:

@@ -112,7 +112,7 @@ def target_labels(settings: Settings, roles: Iterable[str]) -> tuple[str, ...]:
     names: list[str] = []
     for role in roles:
         if role == "card":
-            names += [profile.uuid_label, *((profile.hostname_label,) if profile.hostname_label else ())]
+            names += profile.card_labels
         elif role == "job":
             owner = settings.site.alerting.job_owners.label  # Alertmanager routes the page to the owner by it
             names += [settings.site.job_label, *KUBERNETES_JOB_LABELS, *((owner,) if owner else ())]
