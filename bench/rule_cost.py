@@ -273,6 +273,18 @@ def core_share(costs: Sequence[Cost]) -> float:
     return sum(c.seconds / c.rule.interval_s for c in costs)
 
 
+def runs_out_near(costs: Sequence[Cost], gpus: int) -> dict[str, int]:
+    """Per group, the fleet size at which one evaluation of it would take its whole interval, scaling its cost at
+    `gpus` linearly with the fleet (its rules read every GPU's series). Prometheus evaluates groups side by side
+    and a group's rules one after another: past that size the group misses evaluations, whatever the cores."""
+    out = {}
+    for group in dict.fromkeys(c.rule.group for c in costs):
+        mine = [c for c in costs if c.rule.group == group]
+        took = sum(c.seconds for c in mine)
+        out[group] = int(mine[0].rule.interval_s / took * gpus) if took > 0 else 0
+    return out
+
+
 def _every(seconds: int) -> str:
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
@@ -311,17 +323,22 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
 
     picks = ["now", "before"] if baseline else ["now"]
     heads = [f"{g:,} GPUs{'' if p == 'now' else ', before'} (ms)" for g in sizes for p in picks]
+    near = {p: runs_out_near(column(largest, p), largest) for p in picks}
     rows = []
     for group in dict.fromkeys(c.rule.group for c in [*costs, *before]):
         cells = [_ms(sum(c.seconds for c in column(g, p) if c.rule.group == group)) for g in sizes for p in picks]
         counts = " / ".join(str(sum(1 for c in column(largest, p) if c.rule.group == group)) for p in picks)
         every = " / ".join(dict.fromkeys(_every(c.rule.interval_s) for p in picks for c in column(largest, p)
                                          if c.rule.group == group))
-        rows.append([group, counts, every, *cells])
+        out_of = " / ".join(f"{near[p][group]:,}" if near[p].get(group) else "-" for p in picks)
+        rows.append([group, counts, every, *cells, out_of])
     totals = {(g, p): sum(c.seconds for c in column(g, p)) for g in sizes for p in picks}
     rows.append(["**every rule**", " / ".join(str(len(column(largest, p))) for p in picks), "",
-                 *[f"**{_ms(totals[g, p])}**" for g in sizes for p in picks]])
-    out += _table(["group", "rules" + (" (now / before)" if baseline else ""), "every", *heads], rows)
+                 *[f"**{_ms(totals[g, p])}**" for g in sizes for p in picks],
+                 " / ".join(f"**{min(v for v in near[p].values() if v):,}**" if any(near[p].values()) else "-"
+                            for p in picks)])
+    out += _table(["group", "rules" + (" (now / before)" if baseline else ""), "every", *heads,
+                   "GPUs at which it takes its whole interval" + (" (now / before)" if baseline else "")], rows)
     total = totals[largest, "now"]
     trip = sum(c.round_trip for c in costs)
     share = core_share(costs)
@@ -329,7 +346,15 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
                 + (f" (before: {totals[largest, 'before']:.2f} s)" if baseline else "")
                 + f". Each group at its own interval, the rules take {share * interval:.2f} s of every {interval} s: "
                 f"{share:.1%} of one core" + (f" (before: {core_share(before):.1%})." if baseline else ".")
-            + f" As API queries, with the HTTP round trip and the JSON answers, the same rules took {trip:.2f} s.", "",
+            + f" As API queries, with the HTTP round trip and the JSON answers, the same rules took {trip:.2f} s.",
+            "",
+            "Prometheus evaluates rule groups side by side, and the rules of one group one after another: a group "
+            "whose evaluation takes longer than its interval misses evaluations, however many cores the server "
+            "has. The last column scales each group's cost linearly with the fleet (each rule reads every GPU's "
+            f"series) to the size at which it would take its whole interval: the first group to get there does "
+            f"near {min(v for v in near['now'].values() if v):,} GPUs"
+            + (f" (before: {min(v for v in near['before'].values() if v):,})." if baseline else ".")
+            + " Past that size, a larger rule interval or a Prometheus per cluster keeps it in step.", "",
             *_floor_lines(floor, largest),
             f"Every rule, dearest first at {largest:,} GPUs:", ""]
     by_rule = {(g, p): {c.rule.name: c for c in column(g, p)} for g in sizes for p in picks}
@@ -379,8 +404,10 @@ def print_costs(gpus: int, measured: Measured, top: int = 10) -> None:
           f"{core_share(costs):.1%} of a core at the groups' intervals, "
           f"round trips {sum(c.round_trip for c in costs) * 1000:.0f} ms "
           f"(load {load[0]:.2f} -> {load[1]:.2f})")
+    near = runs_out_near(costs, gpus)
     for group in dict.fromkeys(c.rule.group for c in costs):
-        print(f"    {group}: {sum(c.seconds for c in costs if c.rule.group == group) * 1000:.0f} ms")
+        print(f"    {group}: {sum(c.seconds for c in costs if c.rule.group == group) * 1000:.0f} ms, takes its whole "
+              f"interval near {near[group]:,} GPUs")
     if floor:
         print(f"    floor: one read of each of {len(floor)} signals {sum(c.seconds for c in floor) * 1000:.0f} ms")
     for c in sorted(costs, key=lambda c: -c.seconds)[:top]:

@@ -15,15 +15,20 @@ from gpudash.doctor.expect import Expectations, ExpectedRule
 from gpudash.doctor.findings import Finding, Link, count, fail, hint, listed, ok
 from gpudash.doctor.observed import PrometheusView
 from gpudash.doctor.scrape_targets import reload_hint
+from gpudash.promql.query import HEALTH_STATES, JOB_STATES
 from gpudash.redaction import snippet
-from gpudash.rules.recording import LEDGER_GROUP_NAME
+from gpudash.rules.recording import GROUP_NAME, GROUP_NAMES, LEDGER_GROUP_NAME
 
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
 PENDING_SHOWN = 5  # pending alerts listed one per line; the rest are counted
 # Why a group's interval matters, where the generated file sets one.
 _BUILT_FOR = {LEDGER_GROUP_NAME: "each of its recordings is the hour before its evaluation: at another interval "
-                                 "the health ledger counts hours twice or misses them"}
-_BUILT_FOR_DEFAULT = "its GPU-seconds and XID-event recordings are built for that interval"
+                                 "the health ledger counts hours twice or misses them",
+              GROUP_NAME: "its GPU-seconds recordings are built for that interval",
+              GROUP_NAMES[JOB_STATES]: "the hang alerts count its recordings' points over their windows at that "
+                                       "interval",
+              GROUP_NAMES[HEALTH_STATES]: "its XID-event and reset recordings are built for that interval"}
+_BUILT_FOR_DEFAULT = "the alerts and dashboards read its recordings at that interval"
 
 
 def loaded_expressions(expect: Expectations) -> Callable[[Sequence[Mapping[str, Any]]], list[str]]:

@@ -11,7 +11,7 @@ from functools import partial
 
 from gpudash.config.durations import duration_text
 from gpudash.promql import nvlink_sources as nvlink
-from gpudash.promql.query import PromQL, Recording
+from gpudash.promql.query import HEALTH_STATES, JOB_STATES, PromQL, Recording
 
 FB_RATIO = "cluster_instance_gpu:gpu_fb_used:ratio"
 FB_GROWING = "cluster_instance_gpu:gpu_fb_used:growing"
@@ -77,19 +77,22 @@ ALERT_STATES: tuple[Recording, ...] = (
     Recording(FB_GROWING, ("fb_used", "fb_free"), memory_growing,
               "Per GPU whose lowest framebuffer used ratio rose across each third of "
               "alerts.memory_pressure.growth_window: the lowest over the newest third (only such GPUs, every "
-              "label of the ratio kept). GPUMemoryPressure and GPUMemoryLeakPredicted read it.", filtered=True),
+              "label of the ratio kept). GPUMemoryPressure and GPUMemoryLeakPredicted read it.", filtered=True,
+              group=JOB_STATES),
     # read by the spinning recordings (recordings.FLEET_LISTS), which GPUJobHung, GPUJobStalled and
     # GPUAllocatedIdle read
     Recording(BUSY_AT_IDLE_POWER, ("gpu_util", "power"), busy_at_idle_power,
               "Per GPU at or above alerts.job_hung.util_above_percent utilization with power under the job_hung "
               "levels: its utilization (only such GPUs, every label of the utilization series kept).",
-              filtered=True),
+              filtered=True, group=JOB_STATES),
     # GPUNVLinkErrors' critical conditions: its critical rules read them, and its warning gives way to them
     Recording(NVLINK_RECOVERED, (nvlink.LINKS, *nvlink.GPU_KINDS["recovery"]), nvlink_recovered,
               "Per NVLink link (per GPU from dcgm-exporter's totals) whose recovery counter is above 0: the "
-              "count (only such links, with the card's UUID and host name).", filtered=True, any_need=True),
+              "count (only such links, with the card's UUID and host name).", filtered=True, any_need=True,
+              group=HEALTH_STATES),
     Recording(NVLINK_STORM, (nvlink.LINKS, *nvlink.GPU_KINDS["crc"]), nvlink_storm,
               "Per NVLink link (per GPU from dcgm-exporter's totals) with CRC errors of one kind at or above "
               "alerts.nvlink.crc_per_second_critical over alerts.nvlink.storm_window: the rate (only such "
-              "links, with the card's UUID and host name).", filtered=True, any_need=True),
+              "links, with the card's UUID and host name).", filtered=True, any_need=True,
+              group=HEALTH_STATES),
 )

@@ -12,7 +12,7 @@ recording rule records, with its own scope (`recorded=False`, used to measure wh
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpudash.catalog import HPC_JOB_LABEL, THERMAL_OR_BRAKE_REASONS, Profile
 from gpudash.config.durations import Duration, parse_duration
@@ -42,6 +42,14 @@ NO_SCOPE = Scope()
 RULE_INTERVAL = parse_duration("15s")
 # The interval of the hourly recordings' own group: each records the hour before its evaluation.
 HOURLY = parse_duration("1h")
+# The rule groups the recordings evaluated every rule interval are split into (`Recording.group`). Prometheus
+# evaluates the groups side by side and the rules of one group one after another, so each group's evaluation,
+# not their sum, must fit in the interval: at 8,192 GPUs a single group of them took about half of it. A
+# recording reads only recordings of its own group listed before it (the same evaluation's answer).
+AGGREGATES = "aggregates"  # per cluster, node and job: what the fleet and job dashboards draw
+JOB_STATES = "job-states"  # per GPU: memory growth and the hang signature, which the job alerts read
+HEALTH_STATES = "health-states"  # per GPU: XID events, resets, temperature, clocks, NVLink, reporting
+FABRIC = "fabric"  # per port, node, GPU and job: InfiniBand / RoCE
 
 
 def dashboard_scope(profile: Profile, level: str) -> Scope:
@@ -72,10 +80,15 @@ class Recording:
     # Evaluated once an hour, in a group of its own (`HOURLY`), not every rule interval: what it records is the
     # hour before each evaluation (the health ledger's rises), so its evaluations tile the time.
     hourly: bool = False
+    # Which of the rule-interval groups it is evaluated in (AGGREGATES, JOB_STATES, HEALTH_STATES, FABRIC).
+    group: str = AGGREGATES
 
     def possible(self, q: PromQL) -> bool:
         """Whether this profile has what the rule reads."""
         return any(q.has(k) for k in self.needs) if self.any_need else q.has(*self.needs)
+
+    def in_group(self, group: str) -> Recording:
+        return replace(self, group=group)
 
     def interval(self, rule_interval: Duration) -> Duration:
         """How often Prometheus evaluates it, where the other recording rules run every `rule_interval`."""

@@ -13,7 +13,18 @@ from gpudash.catalog import BY_DCGM_NAME, BY_KEY, CLOCK_EVENT_REASONS, THERMAL_O
 from gpudash.promql.alert_states import ALERT_STATES, BUSY_AT_IDLE_POWER
 from gpudash.promql.fabric_recordings import FABRIC_RECORDINGS
 from gpudash.promql.ledger_recordings import LEDGER_RECORDINGS
-from gpudash.promql.query import BAND_WIDTH, BANDS, THROTTLE_REASONS, PromQL, Recording, Scope, any_bit_set
+from gpudash.promql.query import (
+    BAND_WIDTH,
+    BANDS,
+    FABRIC,
+    HEALTH_STATES,
+    JOB_STATES,
+    THROTTLE_REASONS,
+    PromQL,
+    Recording,
+    Scope,
+    any_bit_set,
+)
 from gpudash.promql.resets import RESET_RECORDINGS, XID_SEEN_LOOKBACK
 from gpudash.promql.scanner import metric_names
 
@@ -175,43 +186,45 @@ FLEET_LISTS: tuple[Recording, ...] = (
     Recording("cluster_instance_gpu:gpu_fb_hours_to_full:growing", ("fb_used", "fb_free"), _fb_hours_to_full,
               "Per GPU over memory.warning_ratio whose framebuffer grew over "
               "alerts.memory_pressure.growth_window: hours until full at that growth (only such GPUs).",
-              filtered=True),
+              filtered=True, group=JOB_STATES),
     Recording("cluster_instance_gpu:gpu_sm_clock_to_max:throttled", ("sm_clock", "sm_clock_max", "gpu_util"),
               _sm_clock_throttled,
               "Per busy GPU whose SM clock is under 1 - clocks.throttle_drop_ratio of its max: SM clock / max "
-              "(only such GPUs).", filtered=True),
+              "(only such GPUs).", filtered=True, group=HEALTH_STATES),
     Recording("cluster_instance_gpu:gpu_throttle_reasons:count", ("clock_event_active", "clock_events_count"),
               _throttle_reasons_set,
               "Per GPU with a thermal or power-brake clock event reason set now (bundled exporter) or counted in "
-              "dcgm-exporter's window: how many (only such GPUs).", filtered=True, any_need=True),
+              "dcgm-exporter's window: how many (only such GPUs).", filtered=True, any_need=True, group=HEALTH_STATES),
     Recording("cluster_instance_gpu:gpu_thermal_reason:set", ("clock_event_active", "clock_event_reasons"),
               _thermal_reason_set,
               "Per GPU with a thermal or power-brake clock event reason set now (the bundled exporter's gauge or "
-              "the bits of the clock-event mask): 1 (only such GPUs).", filtered=True, any_need=True),
+              "the bits of the clock-event mask): 1 (only such GPUs).", filtered=True, any_need=True,
+              group=HEALTH_STATES),
     *(Recording(record, (key,), _near_limit(key),
                 f"Per GPU whose median {sensor.upper()} temperature over alerts.temperature.window is within "
                 f"temperature.{sensor}_margin_celsius of its max operating temperature, or above "
                 f"temperature.{sensor}_warning_celsius where it publishes none: the median (only such GPUs).",
-                filtered=True)
+                filtered=True, group=HEALTH_STATES)
       for key, (_, sensor, record) in TEMPERATURE_SENSORS.items()),
     Recording("cluster_instance_gpu:gpu_reporting:stopped", ("fb_used",),
               lambda q: q.silent_gpus("fb_used", q.thresholds.alerts.exporter_down.lookback),
               "Per GPU that reported within alerts.exporter_down.lookback and reports nothing now: 1 (only such "
-              "GPUs).", filtered=True),
+              "GPUs).", filtered=True, group=HEALTH_STATES),
     Recording("cluster_instance_gpu:gpu_spinning:profiled", ("gpu_util", "power", "tensor_active", "dram_active"),
               lambda q: _spinning(q, profiled=True),
               "Per GPU that spins now, judged on its profiling: utilization at or above "
               "alerts.job_hung.util_above_percent with tensor activity, DRAM activity and power under the job_hung "
-              "levels; its utilization (only such GPUs, every label of the utilization series kept).", filtered=True),
+              "levels; its utilization (only such GPUs, every label of the utilization series kept).", filtered=True,
+              group=JOB_STATES),
     Recording("cluster_instance_gpu:gpu_spinning:unprofiled", ("gpu_util", "power"),
               lambda q: _spinning(q, profiled=False),
               "Per GPU that publishes no tensor activity and spins now, judged on power alone: utilization at or "
               "above alerts.job_hung.util_above_percent with power under the job_hung levels; its utilization "
-              "(only such GPUs, every label of the utilization series kept).", filtered=True),
+              "(only such GPUs, every label of the utilization series kept).", filtered=True, group=JOB_STATES),
     Recording("cluster_instance_gpu_xid:gpu_xid_errors:new", ("xid_last",), _xid_new,
               "Per GPU and XID code (xid): 1 at each evaluation where the last-XID gauge shows a code it did not "
               "show one rule interval before (a new XID event); sum_over_time counts the events of a range.",
-              filtered=True),
+              filtered=True, group=HEALTH_STATES),
 )
 
 
@@ -261,7 +274,7 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
 
 RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance_gpu:gpu_fb_used:ratio", ("fb_used", "fb_free"),
-              lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU."),
+              lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU.", group=JOB_STATES),
     Recording("cluster:gpu_count:count", ("gpu_util",),
               lambda q: f"count {_by('cluster')} ({q.gpu_once('gpu_util')})", "GPUs reporting, per cluster."),
     Recording("cluster_instance:gpu_count:count", ("gpu_util",),
@@ -318,9 +331,9 @@ RECORDINGS: tuple[Recording, ...] = (
     *JOB_RECORDINGS,
     *ALERT_STATES,  # the states several alerts test, before any recording that reads them
     *FLEET_LISTS,
-    *RESET_RECORDINGS,  # after the XID-event recording they read
-    *LEDGER_RECORDINGS,
-    *FABRIC_RECORDINGS,
+    *(r.in_group(HEALTH_STATES) for r in RESET_RECORDINGS),  # after the XID-event recording they read
+    *(r if r.hourly else r.in_group(HEALTH_STATES) for r in LEDGER_RECORDINGS),
+    *(r.in_group(FABRIC) for r in FABRIC_RECORDINGS),
 )
 
 RECORDING_BY_NAME: dict[str, Recording] = {r.record: r for r in RECORDINGS}

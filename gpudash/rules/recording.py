@@ -1,8 +1,11 @@
 """The recording rule file, rendered from the registry in gpudash.promql.recordings that the dashboards read too.
 
-Two groups: every rule at the site's scrape interval, then the hourly ones (`Recording.hourly`, the health
-ledger's rises) in a group of their own evaluated once an hour, so they are not read again at every rule
-interval only to write a point once an hour.
+The rules evaluated at the site's scrape interval come in four groups (`Recording.group`): the cluster, node and
+job aggregates the dashboards draw, the per-GPU states the job alerts read, the per-GPU health states, and the
+fabric's. Prometheus evaluates groups side by side, so what must fit in the interval is each group's evaluation,
+not the sum of them. The hourly ones (`Recording.hourly`, the health ledger's rises) come last, in a group of
+their own evaluated once an hour, so they are not read again at every rule interval only to write a point once
+an hour.
 """
 
 from __future__ import annotations
@@ -13,11 +16,16 @@ from gpudash.config.durations import Duration
 from gpudash.config.loading import Settings
 from gpudash.escape import yaml_scalar
 from gpudash.promql.for_settings import recording_rules
-from gpudash.promql.query import HOURLY, Recording
+from gpudash.promql.query import AGGREGATES, FABRIC, HEALTH_STATES, HOURLY, JOB_STATES, Recording
 from gpudash.yamltext import dump
 
 GROUP_NAME = "gpudash-gpu-recording"
 LEDGER_GROUP_NAME = "gpudash-gpu-ledger"
+# Each rule-interval group's name, in the file's order.
+GROUP_NAMES = {AGGREGATES: GROUP_NAME, JOB_STATES: "gpudash-gpu-job-states",
+               HEALTH_STATES: "gpudash-gpu-health-states", FABRIC: "gpudash-fabric-recording"}
+# Every group the recording file may hold, in its order: the rule-interval groups, then the hourly one.
+ALL_GROUP_NAMES = (*GROUP_NAMES.values(), LEDGER_GROUP_NAME)
 
 
 @dataclass(frozen=True)
@@ -30,8 +38,10 @@ class RecordingGroup:
 def recording_groups(settings: Settings) -> list[RecordingGroup]:
     """The rule file's groups, each with its rules and their expressions; a group with no rule is left out."""
     rules = recording_rules(settings)
-    groups = [RecordingGroup(GROUP_NAME, settings.site.scrape_interval, tuple(r for r in rules if not r[0].hourly)),
-              RecordingGroup(LEDGER_GROUP_NAME, HOURLY, tuple(r for r in rules if r[0].hourly))]
+    every = settings.site.scrape_interval
+    groups = [RecordingGroup(name, every, tuple(r for r in rules if not r[0].hourly and r[0].group == part))
+              for part, name in GROUP_NAMES.items()]
+    groups.append(RecordingGroup(LEDGER_GROUP_NAME, HOURLY, tuple(r for r in rules if r[0].hourly)))
     return [group for group in groups if group.rules]
 
 

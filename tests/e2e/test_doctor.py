@@ -166,7 +166,8 @@ def test_no_rule_files_loaded(stack: Stack, servers: Servers) -> None:
     assert ran.code == 1
     assert lines(ran, "FAIL", "rules") == [
         "FAIL  rules     rule groups: none of gpudash's rule groups is loaded (gpudash-gpu-alerts, "
-        "gpudash-gpu-recording, gpudash-gpu-ledger); it has no rules at all; why: prometheus.yml has no "
+        "gpudash-gpu-recording, gpudash-gpu-job-states, gpudash-gpu-health-states and 2 more); it has no rules at "
+        "all; why: prometheus.yml has no "
         "rule_files naming the generated files, or they are not on its host; fix: copy "
         "generated/prometheus/{gpu-alerts.rules.yml, gpu-recording.rules.yml} beside prometheus.yml, add "
         f"rule_files: [gpu-alerts.rules.yml, gpu-recording.rules.yml], then curl -X POST {prom.url}/-/reload "

@@ -147,30 +147,38 @@ def loaded_groups(expect: Expectations, change: Any = None, **group: Any) -> tup
 
 def test_rules_loaded_as_generated(expect: Expectations) -> None:
     found = rule_findings(view(rule_groups=loaded_groups(expect)), expect)
-    assert [f.verdict for f in found] == [Verdict.OK, Verdict.OK, Verdict.OK]
+    assert [f.verdict for f in found] == [Verdict.OK] * 6
     alerts = sum(1 for rule in expect.rules if rule.kind == "alert")
     hourly = sum(1 for rule in expect.rules if rule.group == "gpudash-gpu-ledger")
     assert found[0].what == f"{alerts} rules loaded as generated, evaluated in 10 ms every 15 s"
-    assert found[2].what == f"{hourly} rules loaded as generated, evaluated in 10 ms every 3600 s"
+    assert [f.subject for f in found[1:]] == ["gpudash-gpu-recording", "gpudash-gpu-job-states",
+                                              "gpudash-gpu-health-states", "gpudash-fabric-recording",
+                                              "gpudash-gpu-ledger"]
+    assert found[-1].what == f"{hourly} rules loaded as generated, evaluated in 10 ms every 3600 s"
 
 
 def test_a_group_not_evaluated_yet_says_so(expect: Expectations) -> None:
     groups = loaded_groups(expect)
-    groups[2].update(lastEvaluation="0001-01-01T00:00:00Z", evaluationTime=0)  # as /api/v1/rules says before it
+    groups[-1].update(lastEvaluation="0001-01-01T00:00:00Z", evaluationTime=0)  # as /api/v1/rules says before it
     found = rule_findings(view(rule_groups=groups), expect)
     assert not failed(found)
     hourly = sum(1 for rule in expect.rules if rule.group == "gpudash-gpu-ledger")
-    assert found[2].what == (f"{hourly} rules loaded as generated, evaluated every 3600 s: not yet since "
+    assert found[-1].what == (f"{hourly} rules loaded as generated, evaluated every 3600 s: not yet since "
                              "Prometheus started")
 
 
 def test_a_recording_group_loaded_at_another_interval_fails(expect: Expectations) -> None:
     # the alerts' group takes Prometheus's own
-    assert expect.group_intervals == {"gpudash-gpu-recording": 15, "gpudash-gpu-ledger": 3600}
+    assert expect.group_intervals == {"gpudash-gpu-recording": 15, "gpudash-gpu-job-states": 15,
+                                      "gpudash-gpu-health-states": 15, "gpudash-fabric-recording": 15,
+                                      "gpudash-gpu-ledger": 3600}
     found = rule_findings(view(rule_groups=loaded_groups(expect, interval=60)), expect)
-    recording, ledger = failed(found)
+    recording, jobs, health, fabric, ledger = failed(found)
     assert recording.subject == "gpudash-gpu-recording"
     assert recording.what.startswith("evaluated every 60 s, not every 15 s as generated: its GPU-seconds")
+    assert jobs.what.endswith("the hang alerts count its recordings' points over their windows at that interval")
+    assert health.what.endswith("its XID-event and reset recordings are built for that interval")
+    assert fabric.what.endswith("the alerts and dashboards read its recordings at that interval")
     assert ledger.subject == "gpudash-gpu-ledger"
     assert ledger.what.startswith("evaluated every 60 s, not every 3600 s as generated: each of its recordings is "
                                   "the hour before")
@@ -179,7 +187,7 @@ def test_a_recording_group_loaded_at_another_interval_fails(expect: Expectations
 def test_no_rules_loaded(expect: Expectations) -> None:
     (finding,) = rule_findings(view(), expect)
     assert finding.what == ("none of gpudash's rule groups is loaded (gpudash-gpu-alerts, gpudash-gpu-recording, "
-                            "gpudash-gpu-ledger); it has no rules at all")
+                            "gpudash-gpu-job-states, gpudash-gpu-health-states and 2 more); it has no rules at all")
     assert "rule_files: [gpu-alerts.rules.yml, gpu-recording.rules.yml]" in finding.fix
 
 

@@ -20,6 +20,7 @@ from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alert_table import alert_names
 from gpudash.rules.generated_files import render_all
+from gpudash.rules.recording import GROUP_NAMES
 
 JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle", "GPUJobHung", "GPUFabricStragglerCongestion")
 # Alerts about one GPU that name the job on it too: what to restart, whose memory it is.
@@ -131,8 +132,9 @@ def test_no_metric_name_is_typed_in_the_rules_package() -> None:
 def test_recording_rules_come_from_the_shared_registry_and_alerts_use_them(settings: Settings) -> None:
     files = render_all(settings)
     recorded = [r["record"] for r in rules_of(files, RECORDING_FILE)]
-    # the hourly ones in a group of their own, after the rest
-    assert recorded == [r.record for r in RECORDINGS if not r.hourly] + [r.record for r in RECORDINGS if r.hourly]
+    # the rule-interval groups in their order, each in the registry's order; the hourly ones after the rest
+    assert recorded == [r.record for part in GROUP_NAMES for r in RECORDINGS if r.group == part and not r.hourly] + [
+        r.record for r in RECORDINGS if r.hourly]
     for name in recorded:
         assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z_]+", name), name
     memory = alerts_named(files, "GPUMemoryPressure") + alerts_named(files, "GPUMemoryLeakPredicted")

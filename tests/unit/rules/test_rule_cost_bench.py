@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.rule_cost import LOOKBACK_S, Cost, Rule, lines, passes, reach_s, read_back, rules_at
+from bench.rule_cost import LOOKBACK_S, Cost, Rule, lines, passes, reach_s, read_back, rules_at, runs_out_near
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 
 
@@ -51,6 +51,20 @@ def test_the_share_of_a_core_counts_each_rule_at_its_own_groups_interval() -> No
     # 1.5 s every 15 s and 36 s every hour: 10% and 1% of one core
     assert "takes 37.50 s. Each group at its own interval, the rules take 1.65 s of every 15 s: 11.0% of one core" \
         in summary
+
+
+def test_each_group_runs_out_of_its_interval_at_its_own_size() -> None:
+    """Groups are evaluated side by side: each group's own cost against its own interval, not the sum."""
+    aggregates = Rule("gpudash-gpu-recording", "a", "x", True, 15)
+    states = Rule("gpudash-gpu-states", "b", "y", True, 15)
+    hourly = Rule("gpudash-gpu-ledger", "c", "z", True, 3600)
+    costs = [Cost(aggregates, 2.0, 1), Cost(aggregates, 1.0, 1), Cost(states, 5.0, 1), Cost(hourly, 36.0, 1)]
+    assert runs_out_near(costs, 8192) == {"gpudash-gpu-recording": 40960, "gpudash-gpu-states": 24576,
+                                          "gpudash-gpu-ledger": 819200}
+    out = lines({8192: (costs, {"history_s": 3600}, (0.1, 0.2), [], [])}, "a machine", 3, "cmd")
+    (total,) = [line for line in out if line.startswith("| **every rule**")]
+    assert total.endswith("| **24,576** |")  # the first group to run out
+    assert any("the first group to get there does near 24,576 GPUs." in line for line in out)
 
 
 def test_the_fleet_report_counts_the_hourly_recordings_once_an_hour() -> None:
