@@ -166,7 +166,7 @@ def test_no_rule_files_loaded(stack: Stack, servers: Servers) -> None:
     assert ran.code == 1
     assert lines(ran, "FAIL", "rules") == [
         "FAIL  rules     rule groups: none of gpudash's rule groups is loaded (gpudash-gpu-alerts, "
-        "gpudash-gpu-recording, gpudash-gpu-job-states, gpudash-gpu-health-states and 2 more); it has no rules at "
+        "gpudash-gpu-health-alerts, gpudash-gpu-recording, gpudash-gpu-job-states and 3 more); it has no rules at "
         "all; why: prometheus.yml has no "
         "rule_files naming the generated files, or they are not on its host; fix: copy "
         "generated/prometheus/{gpu-alerts.rules.yml, gpu-recording.rules.yml} beside prometheus.yml, add "
@@ -183,7 +183,7 @@ def test_rules_from_an_older_thresholds_file(stack: Stack, servers: Servers) -> 
     assert alerts.startswith("FAIL  rules     gpudash-gpu-alerts: differs from `gpudash rules` in 5 rules: "
                              "GPUHighTemperature (none, gpu, warning): for 10m loaded, 3m generated"), alerts
     assert "why: Prometheus holds rule files rendered from another thresholds.yaml" in alerts
-    assert recording.startswith("FAIL  rules     gpudash-gpu-recording: differs from `gpudash rules` in 1 rule: "
+    assert recording.startswith("FAIL  rules     gpudash-gpu-health-states: differs from `gpudash rules` in 1 rule: "
                                 "cluster_instance_gpu:gpu_temperature_celsius:near_limit: expr `max by (cluster, "
                                 "instance, gpu, UUID, hostname) (quantile_over_time(0.5, DCGM_FI_DEV_GPU_TEMP[2m]))"
                                 ), recording

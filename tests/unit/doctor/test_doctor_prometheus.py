@@ -147,13 +147,13 @@ def loaded_groups(expect: Expectations, change: Any = None, **group: Any) -> tup
 
 def test_rules_loaded_as_generated(expect: Expectations) -> None:
     found = rule_findings(view(rule_groups=loaded_groups(expect)), expect)
-    assert [f.verdict for f in found] == [Verdict.OK] * 6
+    assert [f.verdict for f in found] == [Verdict.OK] * 7
     alerts = sum(1 for rule in expect.rules if rule.kind == "alert")
     hourly = sum(1 for rule in expect.rules if rule.group == "gpudash-gpu-ledger")
-    assert found[0].what == f"{alerts} rules loaded as generated, evaluated in 10 ms every 15 s"
-    assert [f.subject for f in found[1:]] == ["gpudash-gpu-recording", "gpudash-gpu-job-states",
-                                              "gpudash-gpu-health-states", "gpudash-fabric-recording",
-                                              "gpudash-gpu-ledger"]
+    assert sum(int(f.what.split()[0]) for f in found[:2]) == alerts
+    assert [f.subject for f in found] == ["gpudash-gpu-alerts", "gpudash-gpu-health-alerts", "gpudash-gpu-recording",
+                                          "gpudash-gpu-job-states", "gpudash-gpu-health-states",
+                                          "gpudash-fabric-recording", "gpudash-gpu-ledger"]
     assert found[-1].what == f"{hourly} rules loaded as generated, evaluated in 10 ms every 3600 s"
 
 
@@ -186,8 +186,8 @@ def test_a_recording_group_loaded_at_another_interval_fails(expect: Expectations
 
 def test_no_rules_loaded(expect: Expectations) -> None:
     (finding,) = rule_findings(view(), expect)
-    assert finding.what == ("none of gpudash's rule groups is loaded (gpudash-gpu-alerts, gpudash-gpu-recording, "
-                            "gpudash-gpu-job-states, gpudash-gpu-health-states and 2 more); it has no rules at all")
+    assert finding.what == ("none of gpudash's rule groups is loaded (gpudash-gpu-alerts, gpudash-gpu-health-alerts, "
+                            "gpudash-gpu-recording, gpudash-gpu-job-states and 3 more); it has no rules at all")
     assert "rule_files: [gpu-alerts.rules.yml, gpu-recording.rules.yml]" in finding.fix
 
 
@@ -199,7 +199,7 @@ def test_rules_from_other_thresholds_name_the_expression_and_for(expect: Expecta
             entry["query"] = entry["query"].replace("count", "sum", 1)
 
     found = failed(rule_findings(view(rule_groups=loaded_groups(expect, older)), expect))
-    assert [f.subject for f in found] == ["gpudash-gpu-alerts", "gpudash-gpu-recording"]
+    assert [f.subject for f in found] == ["gpudash-gpu-health-alerts", "gpudash-gpu-recording"]
     assert "GPUXidError (reboot_node, critical): for 1m loaded, 0s generated" in found[0].what
     assert found[1].what.startswith("differs from `gpudash rules` in 1 rule: cluster:gpu_count:count: expr `sum")
 

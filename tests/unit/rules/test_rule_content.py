@@ -19,7 +19,10 @@ from gpudash.health.xid import ACTIONS
 from gpudash.promql.recordings import RECORDINGS
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.alert_table import alert_names
+from gpudash.rules.alerts import alert_rules
+from gpudash.rules.fabric_alerts import FABRIC_ALERTS
 from gpudash.rules.generated_files import render_all
+from gpudash.rules.health_alerts import HEALTH_ALERTS
 from gpudash.rules.recording import GROUP_NAMES
 
 JOB_ALERTS = ("GPUJobStraggler", "GPUAllocatedIdle", "GPUJobHung", "GPUFabricStragglerCongestion")
@@ -335,3 +338,16 @@ def test_the_reset_recording_counts_the_codes_the_sites_xid_table_calls_a_reset(
     assert {"48", "79", "119"} <= table and not {"13", "43", "63"} & table  # reset_gpu / reboot_node only
     site = codes(load_settings(thresholds_copy((("alerts", "xid", "overrides"), {13: "reset_gpu", 48: "none"}))))
     assert site == (table | {"13"}) - {"48"}
+
+
+def test_the_gpu_alerts_come_in_two_groups_evaluated_side_by_side(settings: Settings) -> None:
+    files = render_all(settings)
+    groups = yaml.safe_load(files[ALERTS_FILE])["groups"]
+    assert [g["name"] for g in groups] == ["gpudash-gpu-alerts", "gpudash-gpu-health-alerts"]
+    first, health = ({r["alert"] for r in g["rules"]} for g in groups)
+    table = {spec.name for spec in (*HEALTH_ALERTS, *FABRIC_ALERTS)}
+    assert health <= table and not first & table
+    assert {"GPUXidError", "GPUNVLinkErrors", "GPURepeatOffender", "GPUFabricPortDown"} <= health
+    assert {"GPUHighTemperature", "GPUJobHung", "GPUExporterDown", "GPUAllocatedIdle"} <= first
+    # every rule once, in the table's order
+    assert [r["alert"] for g in groups for r in g["rules"]] == [r.alert for r in alert_rules(settings)]
