@@ -51,8 +51,8 @@ def _from_job_median(q: PromQL, key: str, record: str) -> str:
     """One signal per GPU of a job minus the job's median of it (recorded), both averaged over the window.
 
     Reading the recorded median keeps this cheap (a subquery of the median cost about three times as
-    much at a 1,024-GPU job); the price is that a backfill (promtool tsdb create-blocks-from rules) must
-    write the job medians before this rule, in a second pass.
+    much at a 1,024-GPU job). A backfill, which evaluates each rule against the raw history alone, inlines the
+    medians (gpudash.promql.inline) or writes them in an earlier pass.
     """
     w = q.thresholds.alerts.job_straggler.window
     return (f"  {q.in_job_over_time('avg', key, w)}\n  - on ({q.job}) group_left ()\n"
