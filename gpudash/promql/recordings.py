@@ -239,19 +239,20 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
               "A job's GPUs under alerts.allocated_idle.util_below_percent utilization (held idle)."),
     # GPU-seconds per evaluation: sum_over_time of these over any range is the GPU-seconds of that range, exact to
     # one evaluation whatever the group's interval, and reads one sample per evaluation (a subquery of the GPU
-    # count would look every series up again at every step).
+    # count would look every series up again at every step). These three read the job counts recorded just before
+    # them in the same evaluation, not every GPU's series again.
     Recording("cluster_job:gpu_held_seconds:interval", ("gpu_util",),
-              lambda q: f"count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}) * {q.rule_interval.seconds:g}",
+              lambda q: f"{q.recorded_series('cluster_job:gpu_count:count')} * {q.rule_interval.seconds:g}",
               "GPU-seconds a job held over one rule interval (its GPU count x the interval): GPU-hours over a range "
               "are sum_over_time / 3600."),
     # Its own evaluation time: min_over_time / max_over_time of it over a range are a job's first and last
     # evaluation in that range, for a job that lasted one evaluation too (a subquery's step can miss it).
     Recording("cluster_job:gpu_held:timestamp", ("gpu_util",),
-              lambda q: f"timestamp(count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}))",
+              lambda q: f"timestamp({q.recorded_series('cluster_job:gpu_count:count')})",
               "The rule evaluation's time (s since the epoch), per job holding GPUs at it: a job's first and last "
               "evaluation in a range are min_over_time and max_over_time of it."),
     Recording("cluster_job:gpu_idle_seconds:interval", ("gpu_util",),
-              lambda q: f"{_job_idle(q)} * {q.rule_interval.seconds:g}",
+              lambda q: f"{q.recorded_series('cluster_job:gpu_idle:count')} * {q.rule_interval.seconds:g}",
               "GPU-seconds a job held idle over one rule interval (cluster_job:gpu_idle:count x the interval)."),
     # Per GPU of a job, after the job medians it reads: GPUJobStraggler's value, and the job's odd GPUs out.
     Recording("cluster_instance_gpu_job:gpu_activity_departure:points", ("gpu_util",), _job_departure,

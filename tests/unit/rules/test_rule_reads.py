@@ -96,7 +96,6 @@ def test_the_fabric_finds_each_gpus_host_ports_and_job_once_per_evaluation(setti
     assert sum(reads(rules[JOB_GPUS]).values()) == 2 and GPU_PORTS in reads(rules[JOB_GPUS])
 
 
-
 def test_the_nvlink_counters_are_read_for_the_critical_conditions_once_by_their_recordings(settings: Settings) -> None:
     """The critical rules and the warning's exclusion read the recorded links; only the warning's own rise
     reads the counters: each twice (now and a window ago), the per-link series once more (the totals give way)."""
@@ -131,3 +130,24 @@ def test_the_clock_event_mask_is_cut_to_the_gpus_that_can_hold_a_thermal_bit_bef
     expr = dict(every_rule(settings))["cluster_instance_gpu:gpu_thermal_reason:set"]
     (arithmetic,) = re.findall(r"floor\(\((DCGM_FI_DEV_CLOCKS_EVENT_REASONS >= (\d+))\) / (\d+)\)", expr)
     assert arithmetic[1] == arithmetic[2]  # the lowest wanted bit: a mask under it holds none of the wanted bits
+
+
+def test_a_jobs_gpu_seconds_read_the_job_counts_recorded_before_them(settings: Settings) -> None:
+    rules = dict(every_rule(settings))
+    for name, reads_ in (("cluster_job:gpu_held_seconds:interval", "cluster_job:gpu_count:count"),
+                         ("cluster_job:gpu_held:timestamp", "cluster_job:gpu_count:count"),
+                         ("cluster_job:gpu_idle_seconds:interval", "cluster_job:gpu_idle:count")):
+        assert set(metric_names(rules[name])) == {reads_}, (name, rules[name])
+        assert list(rules).index(reads_) < list(rules).index(name)
+
+
+def test_the_memory_alerts_read_the_growth_recorded_once(settings: Settings) -> None:
+    """The three thirds of the growth window are read once per evaluation, by the recording, not by each alert."""
+    ratio, growing = "cluster_instance_gpu:gpu_fb_used:ratio", "cluster_instance_gpu:gpu_fb_used:growing"
+    rules = every_rule(settings)
+    memory = [expr for name, expr in rules if name in ("GPUMemoryPressure", "GPUMemoryLeakPredicted")]
+    assert len(memory) == 3
+    for expr in memory:
+        assert f"min_over_time({ratio}" not in expr and reads(expr)[growing] == 1, expr
+    assert reads(dict(rules)[growing])[ratio] == 3
+    assert [name for name, _ in rules].index(growing) > [name for name, _ in rules].index(ratio)
