@@ -263,11 +263,16 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
 RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance_gpu:gpu_fb_used:ratio", ("fb_used", "fb_free"),
               lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU."),
-    Recording("cluster:gpu_count:count", ("gpu_util",),
-              lambda q: f"count {_by('cluster')} ({q.gpu_once('gpu_util')})", "GPUs reporting, per cluster."),
+    # Per node first: the per-cluster count and power add up the nodes' recorded just before them (each GPU's
+    # series once per node), not every GPU's series again.
     Recording("cluster_instance:gpu_count:count", ("gpu_util",),
               lambda q: f"count {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
               "GPUs reporting, per node (the health dashboard's GPUs reporting over its range, on any node chosen)."),
+    Recording("cluster_instance:gpu_power_watts:sum", ("power",),
+              lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
+    Recording("cluster:gpu_count:count", ("gpu_util",),
+              lambda q: f"sum {_by('cluster')} ({q.earlier('cluster_instance:gpu_count:count')})",
+              "GPUs reporting, per cluster."),
     Recording("cluster:gpu_utilization:sum", ("gpu_util",),
               lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_util')})",
               "Sum of GPU utilization (%), per cluster; divide by the count for the mean."),
@@ -283,7 +288,8 @@ RECORDINGS: tuple[Recording, ...] = (
               lambda q: f"sum {_by('cluster')} ({q.gpu_once('fb_used')} + {q.gpu_once('fb_free')})",
               "Framebuffer used + free (MiB), per cluster."),
     Recording("cluster:gpu_power_watts:sum", ("power",),
-              lambda q: f"sum {_by('cluster')} ({q.gpu_once('power')})", "Power draw (W), per cluster."),
+              lambda q: f"sum {_by('cluster')} ({q.earlier('cluster_instance:gpu_power_watts:sum')})",
+              "Power draw (W), per cluster."),
     Recording("cluster:gpu_temperature_celsius:max", ("gpu_temp",),
               lambda q: f"max {_by('cluster')} ({q.gpu_once('gpu_temp')})", "Hottest GPU (C), per cluster."),
     Recording("cluster:gpu_sm_clock_mhz:avg", ("sm_clock",),
@@ -314,8 +320,6 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance:gpu_utilization:avg", ("gpu_util",),
               lambda q: f"avg {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
               "Mean GPU utilization (%), per node."),
-    Recording("cluster_instance:gpu_power_watts:sum", ("power",),
-              lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
     *JOB_RECORDINGS,
     *ALERT_STATES,  # the states several alerts test, before any recording that reads them
     *FLEET_LISTS,
