@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +19,7 @@ from gpudash.catalog import DCGM, JOB_INFO, PROMETHEUS_ALERTS
 from gpudash.check.prometheus_api import PrometheusClient, TimeRange
 from gpudash.escape import label_value
 from gpudash.health.xid import XID_TABLE
+from gpudash.promql.inline import inline
 from gpudash.report.collect import chunks
 from gpudash.stack.history import OpenMetricsHistory, SeededPrometheus
 
@@ -202,13 +203,17 @@ def _blocks(folder: Path) -> list[Path]:
 
 @contextmanager
 def backfilled(text: str, rules: Sequence[tuple[str, str]], start: int, end: int, interval_s: int, work: Path,
-               prometheus_args: Sequence[str] = ()) -> Iterator[SeededPrometheus]:
+               prometheus_args: Sequence[str] = (), recordings: Mapping[str, str] | None = None
+               ) -> Iterator[SeededPrometheus]:
     """A Prometheus holding the OpenMetrics text and the recording rules (record, expression) over [start, end].
 
     A first Prometheus holding the raw blocks evaluates each rule with a range query at the rule interval, as the
     rules manager would have at each evaluation, and the answers become blocks of their own (promtool's rule
-    backfill, on Prometheus 2.42 here, wrote no block for the same rules and range).
+    backfill, on Prometheus 2.42 here, wrote no block for the same rules and range). That Prometheus holds no
+    recorded series, so each one a rule reads is inlined: those of `recordings` (record -> expression, by default
+    the rules themselves).
     """
+    known = dict(rules) if recordings is None else recordings
     (work / "history.om").write_text(text, encoding="utf-8")
     _promtool("openmetrics", "--quiet", str(work / "history.om"), str(work / "raw"))
     raw = _blocks(work / "raw")
@@ -216,8 +221,9 @@ def backfilled(text: str, rules: Sequence[tuple[str, str]], start: int, end: int
     with SeededPrometheus("global: {}\n", blocks=raw, extra_args=prometheus_args) as past:
         client = PrometheusClient(past.url, timeout=600)
         for record, expr in rules:
+            query = inline(expr, known, interval_s)
             for lo, hi in chunks(start, end, interval_s, 1440):  # a day at 1 minute: answers well under 32 MiB
-                for series in client.range(expr, TimeRange(float(hi), hi - lo, interval_s)):
+                for series in client.range(query, TimeRange(float(hi), hi - lo, interval_s)):
                     labels = ",".join(f'{k}="{label_value(v)}"' for k, v in sorted(series["metric"].items())
                                       if k != "__name__")
                     for ts, value in series["values"]:

@@ -99,7 +99,8 @@ def main() -> int:
         site.write_text(f"scrape:\n  interval: {args.rule_interval}s\n  timeout: 10s\njobs:\n  team: account\n")
         settings = load_settings(ROOT / "thresholds.yaml", site)
         read = (GPU_COUNT, UTILIZATION_SUM, TENSOR, SM, HELD, IDLE)
-        rules = [(r.record, e) for r, e in recording_rules(settings) if r.record in read]
+        every = {r.record: e for r, e in recording_rules(settings)}
+        rules = [(record, e) for record, e in every.items() if record in read]
         began = time.monotonic()
         fleet = random_fleet(args.gpus, args.days, args.sample)
         base = (int(time.time()) - int(args.days * 86400) - 2 * 86400) // 3600 * 3600
@@ -108,7 +109,8 @@ def main() -> int:
         generated = time.monotonic() - began
         lookback = (f"--query.lookback-delta={args.sample - 1}s",)
         began = time.monotonic()
-        with backfilled(text, rules, base, end + 2 * args.sample, args.rule_interval, work, lookback) as prometheus:
+        with backfilled(text, rules, base, end + 2 * args.sample, args.rule_interval, work, lookback,
+                        recordings=every) as prometheus:
             del text
             backfill = time.monotonic() - began
             client = PrometheusClient(prometheus.url, timeout=600)

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 from gpudash.backtest.engine import DEFAULT_CHUNK_STEPS, Incident, RangeQueries, Stats, replay
 from gpudash.backtest.notify import estimate
-from gpudash.backtest.rule_set import AlertSpec, RuleSet, reads_recorded
+from gpudash.backtest.rule_set import AlertSpec, RuleSet
 from gpudash.backtest.summary import Summary, summarize
 from gpudash.catalog import profile
 from gpudash.check.prometheus_api import PrometheusClient, QueryError, TimeRange
 from gpudash.config.durations import duration_text
 from gpudash.errors import RemoteError, UsageError
+from gpudash.promql.inline import reads_recorded
 from gpudash.rules.expressions import PRESENCE_SIGNAL
 
 RECORDING_MODES = ("auto", "inline", "recorded")

@@ -98,7 +98,7 @@ class Recording:
 class PromQL:
     def __init__(self, profile: Profile, thresholds: Thresholds, recordings: Mapping[str, Recording],
                  scope: Scope = NO_SCOPE, recorded: bool = True, job_label: str = HPC_JOB_LABEL,
-                 rule_interval: Duration = RULE_INTERVAL) -> None:
+                 rule_interval: Duration = RULE_INTERVAL, rule_file: bool = False) -> None:
         self.profile = profile
         self.thresholds = thresholds
         self.recordings = recordings  # by recorded name: what `use` reads or inlines
@@ -107,10 +107,12 @@ class PromQL:
         self.job_label = job_label  # the site's label that names a job (gpudash.yaml jobs.label)
         # How often the recording rules are evaluated (their group's interval: the site's scrape interval).
         self.rule_interval = rule_interval
+        # Building the recording rule file (recorded=False there too): `earlier` reads the recorded series.
+        self.rule_file = rule_file
 
     def with_scope(self, scope: Scope) -> PromQL:
         return PromQL(self.profile, self.thresholds, self.recordings, scope, self.recorded, self.job_label,
-                      self.rule_interval)
+                      self.rule_interval, self.rule_file)
 
     def per_gpu(self, expr: str, *keep: str) -> str:
         """One series per GPU, whatever job or pod labels come and go on it.
@@ -155,6 +157,14 @@ class PromQL:
     def recorded_series(self, record: str) -> str:
         """A recorded series, always the recorded one: for a recording that reads one its group writes first."""
         return f"{self.recordings[record].record}{self.scope.selector()}"
+
+    def earlier(self, record: str) -> str:
+        """A recording its group evaluates before the one being built: the recorded series in the rule file and
+        where dashboards read recorded series, its expression where they run without recording rules."""
+        rec = self.recordings[record]
+        if self.rule_file or self.recorded:
+            return f"{rec.record}{self.scope.selector()}"
+        return rec.build(self)
 
     def recorded_over_time(self, func: str, record: str, window: Duration | str, at: str = "") -> str:
         """`func_over_time` of a recorded series: always the recorded one (a range needs a selector); `at`

@@ -62,8 +62,8 @@ def _from_job_median(q: PromQL, key: str, record: str) -> str:
     """One signal per GPU of a job minus the job's median of it (recorded), both averaged over the window.
 
     Reading the recorded median keeps this cheap (a subquery of the median cost about three times as
-    much at a 1,024-GPU job); the price is that a backfill (promtool tsdb create-blocks-from rules) must
-    write the job medians before this rule, in a second pass.
+    much at a 1,024-GPU job). A backfill, which evaluates each rule against the raw history alone, inlines the
+    medians (gpudash.promql.inline) or writes them in an earlier pass.
     """
     w = q.thresholds.alerts.job_straggler.window
     return (f"  {q.in_job_over_time('avg', key, w)}\n  - on ({q.job}) group_left ()\n"
@@ -252,19 +252,20 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
               "A job's GPUs under alerts.allocated_idle.util_below_percent utilization (held idle)."),
     # GPU-seconds per evaluation: sum_over_time of these over any range is the GPU-seconds of that range, exact to
     # one evaluation whatever the group's interval, and reads one sample per evaluation (a subquery of the GPU
-    # count would look every series up again at every step).
+    # count would look every series up again at every step). These three read the job counts recorded just before
+    # them in the same evaluation, not every GPU's series again.
     Recording("cluster_job:gpu_held_seconds:interval", ("gpu_util",),
-              lambda q: f"count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}) * {q.rule_interval.seconds:g}",
+              lambda q: f"{q.recorded_series('cluster_job:gpu_count:count')} * {q.rule_interval.seconds:g}",
               "GPU-seconds a job held over one rule interval (its GPU count x the interval): GPU-hours over a range "
               "are sum_over_time / 3600."),
     # Its own evaluation time: min_over_time / max_over_time of it over a range are a job's first and last
     # evaluation in that range, for a job that lasted one evaluation too (a subquery's step can miss it).
     Recording("cluster_job:gpu_held:timestamp", ("gpu_util",),
-              lambda q: f"timestamp(count {_by('cluster', q.job_label)} ({q.in_job('gpu_util')}))",
+              lambda q: f"timestamp({q.recorded_series('cluster_job:gpu_count:count')})",
               "The rule evaluation's time (s since the epoch), per job holding GPUs at it: a job's first and last "
               "evaluation in a range are min_over_time and max_over_time of it."),
     Recording("cluster_job:gpu_idle_seconds:interval", ("gpu_util",),
-              lambda q: f"{_job_idle(q)} * {q.rule_interval.seconds:g}",
+              lambda q: f"{q.recorded_series('cluster_job:gpu_idle:count')} * {q.rule_interval.seconds:g}",
               "GPU-seconds a job held idle over one rule interval (cluster_job:gpu_idle:count x the interval)."),
     # Per GPU of a job, after the job medians it reads: GPUJobStraggler's value, and the job's odd GPUs out.
     Recording("cluster_instance_gpu_job:gpu_activity_departure:points", ("gpu_util",), _job_departure,
@@ -275,11 +276,16 @@ JOB_RECORDINGS: tuple[Recording, ...] = (
 RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance_gpu:gpu_fb_used:ratio", ("fb_used", "fb_free"),
               lambda q: q.fb_used_ratio_raw(), "Framebuffer used / (used + free), per GPU.", group=JOB_STATES),
-    Recording("cluster:gpu_count:count", ("gpu_util",),
-              lambda q: f"count {_by('cluster')} ({q.gpu_once('gpu_util')})", "GPUs reporting, per cluster."),
+    # Per node first: the per-cluster count and power add up the nodes' recorded just before them (each GPU's
+    # series once per node), not every GPU's series again.
     Recording("cluster_instance:gpu_count:count", ("gpu_util",),
               lambda q: f"count {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
               "GPUs reporting, per node (the health dashboard's GPUs reporting over its range, on any node chosen)."),
+    Recording("cluster_instance:gpu_power_watts:sum", ("power",),
+              lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
+    Recording("cluster:gpu_count:count", ("gpu_util",),
+              lambda q: f"sum {_by('cluster')} ({q.earlier('cluster_instance:gpu_count:count')})",
+              "GPUs reporting, per cluster."),
     Recording("cluster:gpu_utilization:sum", ("gpu_util",),
               lambda q: f"sum {_by('cluster')} ({q.gpu_once('gpu_util')})",
               "Sum of GPU utilization (%), per cluster; divide by the count for the mean."),
@@ -295,7 +301,8 @@ RECORDINGS: tuple[Recording, ...] = (
               lambda q: f"sum {_by('cluster')} ({q.gpu_once('fb_used')} + {q.gpu_once('fb_free')})",
               "Framebuffer used + free (MiB), per cluster."),
     Recording("cluster:gpu_power_watts:sum", ("power",),
-              lambda q: f"sum {_by('cluster')} ({q.gpu_once('power')})", "Power draw (W), per cluster."),
+              lambda q: f"sum {_by('cluster')} ({q.earlier('cluster_instance:gpu_power_watts:sum')})",
+              "Power draw (W), per cluster."),
     Recording("cluster:gpu_temperature_celsius:max", ("gpu_temp",),
               lambda q: f"max {_by('cluster')} ({q.gpu_once('gpu_temp')})", "Hottest GPU (C), per cluster."),
     Recording("cluster:gpu_sm_clock_mhz:avg", ("sm_clock",),
@@ -326,8 +333,6 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording("cluster_instance:gpu_utilization:avg", ("gpu_util",),
               lambda q: f"avg {_by('cluster', 'instance')} ({q.gpu_once('gpu_util')})",
               "Mean GPU utilization (%), per node."),
-    Recording("cluster_instance:gpu_power_watts:sum", ("power",),
-              lambda q: f"sum {_by('cluster', 'instance')} ({q.gpu_once('power')})", "Power draw (W), per node."),
     *JOB_RECORDINGS,
     *ALERT_STATES,  # the states several alerts test, before any recording that reads them
     *FLEET_LISTS,

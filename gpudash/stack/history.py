@@ -5,7 +5,8 @@ an hour back, so a Prometheus started a minute ago has little to show. This rend
 own /metrics output for a simulated node at past moments (the simulation is a pure function of time), turns
 it into blocks with `promtool tsdb create-blocks-from openmetrics`, evaluates the recording rules over each
 span of that past with `promtool tsdb create-blocks-from rules` against a Prometheus holding only those
-blocks (and, when asked, derives more series from that Prometheus: the alerts' state, gpudash.stack.alert_history),
+blocks (so each recorded series a rule reads is inlined first, gpudash.promql.inline: nothing recorded it there;
+and, when asked, derives more series from that Prometheus: the alerts' state, gpudash.stack.alert_history),
 and gives a Prometheus that starts with all of them in its data directory. Only for simulated fleets: real
 GPUs have a past of their own.
 """
@@ -20,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpudash.config.durations import parse_duration
 from gpudash.errors import RemoteError
 from gpudash.escape import label_value
 from gpudash.exporter.attribution import Attributor
@@ -27,6 +29,7 @@ from gpudash.exporter.collectors import all_signals
 from gpudash.exporter.poller import Poller
 from gpudash.exporter.sim.fleet import Fleet, fleet_from_specs
 from gpudash.exporter.sim.simulated import SimulatedSource
+from gpudash.promql.inline import inlined_rule_file
 from gpudash.stack.process import PrometheusProcess
 
 DAY = 86400
@@ -147,14 +150,16 @@ def history_blocks(openmetrics: str, recording_rules: str, spans: Sequence[Span]
         root = Path(tmp)
         (root / "history.om").write_text(openmetrics, encoding="utf-8")
         _promtool("openmetrics", str(root / "history.om"), str(root / "raw"))
-        (root / "recording.rules.yml").write_text(recording_rules, encoding="utf-8")
         raw = _blocks(root / "raw")
         derived = OpenMetricsHistory()
         with SeededPrometheus("global: {}\n", blocks=raw) as past:
             for n, span in enumerate(spans):
+                rule_file = root / f"recording-{n}.rules.yml"
+                rule_file.write_text(inlined_rule_file(recording_rules, parse_duration(span.eval_interval).seconds),
+                                     encoding="utf-8")
                 _promtool("rules", f"--url={past.url}", f"--start={int(span.start)}", f"--end={int(span.end)}",
                           f"--eval-interval={span.eval_interval}", f"--output-dir={root / f'recorded-{n}'}",
-                          str(root / "recording.rules.yml"))
+                          str(rule_file))
             if derive is not None:
                 derived = derive(past.url)
         if derived:

@@ -24,10 +24,11 @@ from gpudash.promql.query import PromQL
 from gpudash.promql.recordings import FLEET_LISTS
 
 INTERVAL = parse_duration("1m")
-# the lists, the job GPU-seconds, and the memory ratio the memory-pressure list reads and the GPUs busy at
-# near-idle power the spinning lists read (each recorded before them)
+# the lists, the job GPU-seconds and the job counts they read, and the memory ratio the memory-pressure list reads
+# and the GPUs busy at near-idle power the spinning lists read (each recorded before them)
 WANTED = {rec.record for rec in FLEET_LISTS} | {"cluster_job:gpu_held_seconds:interval",
                                                   "cluster_job:gpu_idle_seconds:interval",
+                                                  "cluster_job:gpu_count:count", "cluster_job:gpu_idle:count",
                                                   "cluster_instance_gpu:gpu_fb_used:ratio", BUSY_AT_IDLE_POWER}
 
 

@@ -56,11 +56,12 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     site = work / "gpudash.yaml"
     site.write_text("scrape:\n  interval: 60s\n  timeout: 10s\njobs:\n  label: hpc_job\n  team: account\n")
     settings = load_settings(ROOT / "thresholds.yaml", site)
-    rules = [(r.record, e) for r, e in recording_rules(settings) if r.record in READ]
+    every = {r.record: e for r, e in recording_rules(settings)}
+    rules = [(record, e) for record, e in every.items() if record in READ]
     base = (int(time.time()) - 3 * 86400) // 3600 * 3600
     end = base + FLEET.samples * SAMPLE_S
     with backfilled(openmetrics(FLEET, base), rules, base, end + 5 * SAMPLE_S, SAMPLE_S, work,
-                    LOOKBACK) as prometheus:
+                    LOOKBACK, recordings=every) as prometheus:
         yield prometheus.url, site, base, end
 
 

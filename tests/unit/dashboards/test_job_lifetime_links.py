@@ -99,4 +99,7 @@ def test_the_preview_shows_neither_lifetime_column_nor_a_job_the_table_does_not_
 def test_the_recording_is_its_own_evaluation_time_per_job() -> None:
     settings = load_settings(ROOT / "thresholds.yaml")
     (expr,) = [expr for rec, expr in recording_rules(settings) if rec.record == LIFETIME]
-    assert expr.startswith("timestamp(count by (cluster, hpc_job) (")
+    # the evaluation's time of each job's GPU count, recorded just before it in the same evaluation
+    assert expr == "timestamp(cluster_job:gpu_count:count)"
+    (count,) = [expr for rec, expr in recording_rules(settings) if rec.record == "cluster_job:gpu_count:count"]
+    assert count.startswith("count by (cluster, hpc_job) (")

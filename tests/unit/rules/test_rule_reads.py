@@ -13,7 +13,9 @@ import yaml
 from gpudash.config.loading import Settings
 from gpudash.infiniband import NIC_INFO
 from gpudash.promql.fabric_recordings import GPU_PORTS, JOB_GPUS
-from gpudash.promql.query import any_bit_set
+from gpudash.promql.for_settings import promql_for
+from gpudash.promql.inline import reads_recorded
+from gpudash.promql.query import Scope, any_bit_set
 from gpudash.promql.scanner import metric_names
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
 from gpudash.rules.generated_files import render_all
@@ -96,7 +98,6 @@ def test_the_fabric_finds_each_gpus_host_ports_and_job_once_per_evaluation(setti
     assert sum(reads(rules[JOB_GPUS]).values()) == 2 and GPU_PORTS in reads(rules[JOB_GPUS])
 
 
-
 def test_the_nvlink_counters_are_read_for_the_critical_conditions_once_by_their_recordings(settings: Settings) -> None:
     """The critical rules and the warning's exclusion read the recorded links; only the warning's own rise
     reads the counters: each twice (now and a window ago), the per-link series once more (the totals give way)."""
@@ -131,3 +132,58 @@ def test_the_clock_event_mask_is_cut_to_the_gpus_that_can_hold_a_thermal_bit_bef
     expr = dict(every_rule(settings))["cluster_instance_gpu:gpu_thermal_reason:set"]
     (arithmetic,) = re.findall(r"floor\(\((DCGM_FI_DEV_CLOCKS_EVENT_REASONS >= (\d+))\) / (\d+)\)", expr)
     assert arithmetic[1] == arithmetic[2]  # the lowest wanted bit: a mask under it holds none of the wanted bits
+
+
+def test_a_jobs_gpu_seconds_read_the_job_counts_recorded_before_them(settings: Settings) -> None:
+    rules = dict(every_rule(settings))
+    for name, reads_ in (("cluster_job:gpu_held_seconds:interval", "cluster_job:gpu_count:count"),
+                         ("cluster_job:gpu_held:timestamp", "cluster_job:gpu_count:count"),
+                         ("cluster_job:gpu_idle_seconds:interval", "cluster_job:gpu_idle:count")):
+        assert set(metric_names(rules[name])) == {reads_}, (name, rules[name])
+        assert list(rules).index(reads_) < list(rules).index(name)
+
+
+def test_the_memory_alerts_read_the_growth_recorded_once(settings: Settings) -> None:
+    """The three thirds of the growth window are read once per evaluation, by the recording, not by each alert."""
+    ratio, growing = "cluster_instance_gpu:gpu_fb_used:ratio", "cluster_instance_gpu:gpu_fb_used:growing"
+    rules = every_rule(settings)
+    memory = [expr for name, expr in rules if name in ("GPUMemoryPressure", "GPUMemoryLeakPredicted")]
+    assert len(memory) == 3
+    for expr in memory:
+        assert f"min_over_time({ratio}" not in expr and reads(expr)[growing] == 1, expr
+    assert reads(dict(rules)[growing])[ratio] == 3
+    assert [name for name, _ in rules].index(growing) > [name for name, _ in rules].index(ratio)
+
+
+@pytest.mark.parametrize(("name", "per_node", "how", "key"),
+                         [("cluster:gpu_count:count", "cluster_instance:gpu_count:count", "count", "gpu_util"),
+                          ("cluster:gpu_power_watts:sum", "cluster_instance:gpu_power_watts:sum", "sum", "power")])
+def test_a_clusters_gpu_count_and_power_add_up_its_nodes_recorded_before_them(
+        settings: Settings, name: str, per_node: str, how: str, key: str) -> None:
+    rules = dict(every_rule(settings))
+    assert rules[name] == f"sum by (cluster) ({per_node})"
+    assert list(rules).index(per_node) < list(rules).index(name)
+    # exact: the node's is each GPU's series once, unfiltered, counted or summed per node; a sum of those per
+    # cluster is the same count or sum per cluster
+    assert rules[per_node] == f"{how} by (cluster, instance) ({promql_for(settings).gpu_once(key)})"
+
+
+def test_without_recording_rules_a_dashboard_reads_the_nodes_expression_not_their_recorded_series(
+        settings: Settings) -> None:
+    scope = Scope((("cluster", "=~", "$cluster"),))
+    raw = promql_for(settings, scope, recorded=False).use("cluster:gpu_count:count")
+    assert raw.startswith("sum by (cluster) (count by (cluster, instance) (max by (cluster, instance, gpu) (")
+    assert ":" not in "".join(metric_names(raw)) and '{cluster=~"$cluster"}' in raw
+    assert promql_for(settings, scope).use("cluster:gpu_count:count") == 'cluster:gpu_count:count{cluster=~"$cluster"}'
+
+
+def test_a_recording_reads_only_recordings_its_group_evaluates_before_it(settings: Settings) -> None:
+    """What a live Prometheus gives: within one evaluation of a group, a rule sees what the rules before it wrote."""
+    later = []
+    for group in yaml.safe_load(render_all(settings)[RECORDING_FILE])["groups"]:
+        written: set[str] = set()
+        every = {rule["record"]: rule["expr"] for rule in group["rules"]}
+        for rule in group["rules"]:
+            later += [(rule["record"], read) for read in reads_recorded(rule["expr"], every) if read not in written]
+            written.add(rule["record"])
+    assert later == []
