@@ -326,7 +326,8 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
     near = {p: runs_out_near(column(largest, p), largest) for p in picks}
     rows = []
     for group in dict.fromkeys(c.rule.group for c in [*costs, *before]):
-        cells = [_ms(sum(c.seconds for c in column(g, p) if c.rule.group == group)) for g in sizes for p in picks]
+        cells = [_ms(sum(c.seconds for c in column(g, p) if c.rule.group == group))
+                 if any(c.rule.group == group for c in column(g, p)) else "-" for g in sizes for p in picks]
         counts = " / ".join(str(sum(1 for c in column(largest, p) if c.rule.group == group)) for p in picks)
         every = " / ".join(dict.fromkeys(_every(c.rule.interval_s) for p in picks for c in column(largest, p)
                                          if c.rule.group == group))

@@ -65,6 +65,13 @@ def test_each_group_runs_out_of_its_interval_at_its_own_size() -> None:
     (total,) = [line for line in out if line.startswith("| **every rule**")]
     assert total.endswith("| **24,576** |")  # the first group to run out
     assert any("the first group to get there does near 24,576 GPUs." in line for line in out)
+    # a group the rules before did not have reads "-" in their columns, not a cost of 0
+    before = [Cost(Rule("gpudash-gpu-recording", "a", "x", True, 15), 6.0, 1)]
+    out = lines({8192: (costs, {"history_s": 3600}, (0.1, 0.2), before, [])}, "a machine", 3, "cmd", "abc")
+    (row,) = [line for line in out if line.startswith("| gpudash-gpu-states |")]
+    assert row == "| gpudash-gpu-states | 1 / 0 | 15 s | 5,000 | - | 24,576 / - |"
+    (row,) = [line for line in out if line.startswith("| gpudash-gpu-recording |")]
+    assert row == "| gpudash-gpu-recording | 2 / 1 | 15 s | 3,000 | 6,000 | 40,960 / 20,480 |"
 
 
 def test_the_fleet_report_counts_the_hourly_recordings_once_an_hour() -> None:
