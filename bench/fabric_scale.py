@@ -262,7 +262,7 @@ def run(settings: Settings, cache: Path, out: Path, workers: int, seed: int, rep
           + ", ".join(f"{k} {v:.0f} s" for k, v in built.seconds.items()))
     opens, loads = measure(data, built, dashboards(settings), repeat, quiet)
     path = out / "fleet-scale.md"
-    rule_cost.write_section(path, section(built, opens, loads, repeat, "python bench/fleet_scale.py --fabric-section"),
-                            SECTION)
+    lines = section(built, opens, loads, repeat, "python bench/fleet_scale.py --fabric-section")
+    fleet_report.write_section(path, lines, SECTION)
     print(f"wrote the fabric section of {path}")
     return 0

@@ -224,8 +224,13 @@ def write_job_section(path: Path, results: Results, jobs: Mapping[int, tuple[str
                   f"{r.variables_s:.3f} s", ""]
     lines += _table(["panel", "s", "series"], [[p.title, f"{p.seconds:.3f}", f"{p.series:,}"] for p in r.panels])
     lines.append("")
-    text = path.read_text() if path.exists() else ""
-    before, found, after = text.partition(JOB_SECTION)
-    rest = after[after.find("\n## ") + 1:] if found and "\n## " in after else ""
-    path.write_text(before.rstrip() + "\n\n" + "\n".join(lines) + ("\n" + rest if rest else ""))
+    write_section(path, lines, JOB_SECTION)
 
+
+def write_section(path: Path, section: list[str], heading: str) -> None:
+    """Write (or replace) the section under `heading` of fleet-scale.md; the rest of the file is kept."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text() if path.exists() else ""
+    before, found, after = text.partition(heading)
+    rest = after[after.find("\n## ") + 1:] if found and "\n## " in after else ""
+    path.write_text(before.rstrip() + "\n\n" + "\n".join(section) + ("\n" + rest if rest else ""))

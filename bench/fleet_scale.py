@@ -251,7 +251,8 @@ def rules_only(sizes: list[int], settings: Settings, args: argparse.Namespace) -
     command = f"python bench/fleet_scale.py --sizes {','.join(str(g) for g in sizes)} --rule-cost" + (
         f" --rule-baseline {args.rule_baseline}" if args.rule_baseline else "")
     path = args.out / "fleet-scale.md"
-    rule_cost.write_section(path, rule_cost.lines(results, machine, args.repeat, command, args.rule_baseline))
+    fleet_report.write_section(path, rule_cost.lines(results, machine, args.repeat, command, args.rule_baseline),
+                               rule_cost.SECTION)
     print(f"wrote the rule-cost section of {path}")
     return 0
 

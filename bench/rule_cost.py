@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from bench import fleet_tsdb, grafana_load
+from bench import fleet_report, fleet_tsdb, grafana_load
 from bench import fleetgen as fg
 from gpudash.catalog import DCGM
 from gpudash.config.durations import parse_duration
@@ -248,6 +248,19 @@ def floor_reads(url: str, all_rules: Sequence[Rule]) -> list[Rule]:
     return [Rule("floor", name, f"count({name})", True, interval) for name in names]
 
 
+def alert_signals(all_rules: Sequence[Rule]) -> set[str]:
+    """The signals the alerting rules read, directly or through the recordings they read, at any depth."""
+    exprs = {r.name: r.expr for r in all_rules if r.recording}
+    seen: set[str] = set()
+    todo = [n for r in all_rules if not r.recording for n in metric_names(r.expr)]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += metric_names(exprs.get(name, ""))
+    return seen - set(exprs)
+
+
 def run(gpus: int, settings: Settings, cache: Path, end: int, workers: int, seed: int, repeat: int,
         settle: Callable[[], float], baseline: str | None = None) -> Measured:
     """Build (or reuse) the size's TSDB and time every rule once `settle` returns (it waits for a quieter
@@ -338,7 +351,7 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
                  *[f"**{_ms(totals[g, p])}**" for g in sizes for p in picks],
                  " / ".join(f"**{min(v for v in near[p].values() if v):,}**" if any(near[p].values()) else "-"
                             for p in picks)])
-    out += _table(["group", "rules" + (" (now / before)" if baseline else ""), "every", *heads,
+    out += fleet_report._table(["group", "rules" + (" (now / before)" if baseline else ""), "every", *heads,
                    "GPUs at which it takes its whole interval" + (" (now / before)" if baseline else "")], rows)
     total = totals[largest, "now"]
     trip = sum(c.round_trip for c in costs)
@@ -356,7 +369,7 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
             f"near {min(v for v in near['now'].values() if v):,} GPUs"
             + (f" (before: {min(v for v in near['before'].values() if v):,})." if baseline else ".")
             + " Past that size, a larger rule interval or a Prometheus per cluster keeps it in step.", "",
-            *_floor_lines(floor, largest),
+            *_floor_lines(floor, largest, alert_signals([c.rule for c in costs])),
             f"Every rule, dearest first at {largest:,} GPUs:", ""]
     by_rule = {(g, p): {c.rule.name: c for c in column(g, p)} for g in sizes for p in picks}
     rows = [[c.rule.name, c.rule.group.removeprefix("gpudash-gpu-"),
@@ -366,7 +379,7 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
               *[_ms(by_rule[g, p][c.rule.name].seconds) if c.rule.name in by_rule[g, p] else "-"
                 for g in sizes for p in picks], f"{c.series:,}"]
              for c in before if c.rule.name not in by_rule[largest, "now"]]
-    out += _table(["rule", "group", *heads, f"series at {largest:,}"], rows)
+    out += fleet_report._table(["rule", "group", *heads, f"series at {largest:,}"], rows)
     further = saved.get("further") or []
     if further:
         out += ["", f"{len(further)} expressions read further back than {DENSE_CAP_S // 3600} h: over the sparse "  # type: ignore[arg-type]
@@ -374,27 +387,17 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
     return [*out, ""]
 
 
-def _floor_lines(floor: Sequence[Cost], gpus: int) -> list[str]:
+def _floor_lines(floor: Sequence[Cost], gpus: int, alerts_read: set[str]) -> list[str]:
     if not floor:
         return []
     total = sum(c.seconds for c in floor)
+    mine = [c for c in floor if c.rule.name in alerts_read]
     return [f"The floor: one instant read (`count(...)`) of each of the {len(floor)} signals the rules read took "
             f"{total:.2f} s at {gpus:,} GPUs in the same run ({total / len(floor) * 1000:.0f} ms each on average): "
-            "a rule set that reads each of them once per evaluation pays at least that.", ""]
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return out + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-
-
-def write_section(path: Path, section: list[str], heading: str = SECTION) -> None:
-    """Write (or replace) the section under `heading` of fleet-scale.md; the rest of the file is kept."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text() if path.exists() else ""
-    before, found, after = text.partition(heading)
-    rest = after[after.find("\n## ") + 1:] if found and "\n## " in after else ""
-    path.write_text(before.rstrip() + "\n\n" + "\n".join(section) + ("\n" + rest if rest else ""))
+            "a rule set that reads each of them once per evaluation pays at least that. Of these, the "
+            f"{len(mine)} signals the alerting rules read, directly or through the recordings they read, took "
+            f"{sum(c.seconds for c in mine):.2f} s: the alerts alone, with no dashboard aggregate, cost at least "
+            "that.", ""]
 
 
 def print_costs(gpus: int, measured: Measured, top: int = 10) -> None:

@@ -13,7 +13,7 @@ from support.paths import ROOT
 from bench import fabric_scale
 from bench import fabricgen as fb
 from bench import fleetgen as fg
-from bench.rule_cost import write_section
+from bench.fleet_report import write_section
 from gpudash import infiniband as ib
 from gpudash.config.loading import load_settings
 from gpudash.rules.alerts import alert_rules

@@ -80,3 +80,21 @@ def test_the_fleet_report_counts_the_hourly_recordings_once_an_hour() -> None:
     costs = {"cluster:gpu_count:count": 0.15, "cluster_instance_gpu_uuid:gpu_ecc_dbe_vol:hourly_increase": 3.6}
     (row,) = [line for line in rule_lines({1024: costs}) if line.startswith("| 1,024")]
     assert row.split(" | ")[4] == "1.1%"  # 0.15 s every 15 s and 3.6 s every hour
+
+
+def test_the_alerts_floor_counts_the_signals_the_alerts_read_through_recordings() -> None:
+    from bench.rule_cost import alert_signals
+
+    chained = [Rule("g", "r:b", "max(DCGM_FI_DEV_GPU_TEMP)", True, 15),
+               Rule("g", "r:a", "r:b > on() group_left avg(DCGM_FI_DEV_POWER_USAGE)", True, 15),
+               Rule("g", "r:dashboard_only", "sum(DCGM_FI_PROF_PCIE_TX_BYTES)", True, 15),
+               Rule("a", "Hot (severity=warning)", "r:a > 1 and DCGM_FI_DEV_XID_ERRORS > 0", False, 15)]
+    assert alert_signals(chained) == {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS"}
+    floor = [Cost(Rule("floor", name, f"count({name})", True, 15), seconds, 1) for name, seconds in
+             [("DCGM_FI_DEV_GPU_TEMP", 0.07), ("DCGM_FI_DEV_POWER_USAGE", 0.08), ("DCGM_FI_DEV_XID_ERRORS", 0.05),
+              ("DCGM_FI_PROF_PCIE_TX_BYTES", 0.5)]]
+    costs = [Cost(rule, 0.1, 1) for rule in chained]
+    out = lines({8192: (costs, {"history_s": 3600}, (0.1, 0.2), [], floor)}, "a machine", 3, "cmd")
+    (line,) = [line for line in out if line.startswith("The floor:")]
+    assert "each of the 4 signals the rules read took 0.70 s" in line
+    assert "the 3 signals the alerting rules read, directly or through the recordings they read, took 0.20 s" in line
