@@ -25,7 +25,7 @@ STALE_SWEEP_S = 60.0
 NO_NVML = ("the exporter found no GPU: the NVIDIA driver is not loaded here, or the container has no GPUs "
            "(NVIDIA Container Toolkit, `docker run --gpus all`)")
 # Series that exist only once something happened (an XID, a process on the GPU): absent is not missing.
-ON_EVENT = frozenset({"xid_total", "process_fb_used"})
+ON_EVENT = frozenset({"xid_total", "xid_last_time", "process_fb_used"})
 # PER_LINK_KEYS: published only with --nvlink-per-link; rules and panels read the per-GPU totals without them.
 NVML_FIX = "run `nvidia-smi` on the node; fix the driver or the container's GPU access, then restart the exporter"
 

@@ -21,7 +21,8 @@ def line(finding: Finding) -> str:
 def summary(findings: Sequence[Finding]) -> str:
     verdicts = Counter(f.verdict for f in findings)
     broken = list(dict.fromkeys(f.link.value for f in findings if f.failed))
-    head = f"doctor: {verdicts[Verdict.OK]} ok, {verdicts[Verdict.HINT]} hints, {verdicts[Verdict.FAIL]} failed"
+    hints = f"{verdicts[Verdict.HINT]} hint{'' if verdicts[Verdict.HINT] == 1 else 's'}"
+    head = f"doctor: {verdicts[Verdict.OK]} ok, {hints}, {verdicts[Verdict.FAIL]} failed"
     return f"{head} ({', '.join(broken)})" if broken else f"{head}: every link checked holds"
 
 

@@ -24,8 +24,9 @@ def test_one_line_per_finding_with_why_and_fix() -> None:
 
 def test_summary_names_the_broken_links() -> None:
     findings = [ok(Link.EXPORTER, "a", "x"), hint(Link.LABELS, "b", "y"), fail(Link.RULES, "c", "z")]
-    assert summary(findings) == "doctor: 1 ok, 1 hints, 1 failed (rules)"
-    assert summary(findings[:2]) == "doctor: 1 ok, 1 hints, 0 failed: every link checked holds"
+    assert summary(findings) == "doctor: 1 ok, 1 hint, 1 failed (rules)"
+    assert summary(findings[:2]) == "doctor: 1 ok, 1 hint, 0 failed: every link checked holds"
+    assert summary([findings[1], findings[1]]) == "doctor: 0 ok, 2 hints, 0 failed: every link checked holds"
     data = json.loads(as_json(findings))
     assert data["ok"] is False
     assert data["findings"][2] == {"link": "rules", "verdict": "FAIL", "subject": "c", "what": "z", "why": "",

@@ -176,3 +176,11 @@ def test_per_link_nvlink_series_are_not_missing_by_default(expect: Expectations)
     assert "nvlink_link_errors" in expect.used_by
     text = exposition(expect, drop=("gpudash_nvlink_errors_total", "gpudash_nvlink_link_up"))
     assert exporter_findings(page(text), expect)[-1].what.startswith("every field the dashboards and rules read")
+
+
+def test_the_last_xid_time_of_an_exporter_that_saw_no_xid_is_not_missing(expect: Expectations) -> None:
+    # the bundled exporter writes the time of the last XID only once a GPU had one, like the XID counters
+    assert "xid_last_time" in expect.used_by
+    text = exposition(expect, drop=("gpudash_xid_last_timestamp_seconds",))
+    assert [f.what for f in exporter_findings(page(text), expect)][-1].startswith(
+        "every field the dashboards and rules read")
