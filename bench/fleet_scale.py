@@ -43,7 +43,6 @@ import argparse
 import json
 import os
 import pickle
-import platform
 import shutil
 import sys
 import time
@@ -247,7 +246,7 @@ def rules_only(sizes: list[int], settings: Settings, args: argparse.Namespace) -
         results[gpus] = rule_cost.run(gpus, settings, args.cache, end, args.workers, args.seed, args.repeat,
                                        lambda: wait_for_quiet(args.quiet_load), args.rule_baseline)
         rule_cost.print_costs(gpus, results[gpus])
-    machine = f"{platform.machine()}, {fleet_report.cpu_count()} cores, {fleet_report.memory_gb():.0f} GB RAM"
+    machine = fleet_report.machine()
     command = f"python bench/fleet_scale.py --sizes {','.join(str(g) for g in sizes)} --rule-cost" + (
         f" --rule-baseline {args.rule_baseline}" if args.rule_baseline else "")
     path = args.out / "fleet-scale.md"
@@ -314,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{k} {v:.0f} s" for k, v in built.seconds.items()))
         extra[gpus] = measure(data, built, boards, args.repeat, data.parent / "prometheus.log", args.quiet_load)
         results[gpus] = (built, extra[gpus].opens)
-    machine = f"{platform.machine()}, {fleet_report.cpu_count()} cores, {fleet_report.memory_gb():.0f} GB RAM"
+    machine = fleet_report.machine()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.jobs_section:
         fleet_report.write_job_section(args.out / "fleet-scale.md", results, {g: m.job for g, m in extra.items()},

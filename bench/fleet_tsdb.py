@@ -39,8 +39,26 @@ from gpudash.rules.recording import GROUP_NAME, LEDGER_GROUP_NAME
 
 BLOCK_S = 2 * fg.HOUR
 LINES_PER_FILE = 5_000_000  # ~1.5 GB of OpenMetrics text per piece
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+# $PROMETHEUS times the queries on another Prometheus than the one on PATH (the TSDB is built by promtool as before)
+PROMETHEUS = os.environ.get("PROMETHEUS") or shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+
+def prometheus_version() -> str:
+    """The Prometheus that answers the benches' queries, as its --version names it ("Prometheus 2.42.0+ds")."""
+    try:
+        done = subprocess.run([PROMETHEUS, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return version_named("")
+    return version_named(done.stdout or done.stderr)
+
+
+def version_named(printed: str) -> str:
+    """"Prometheus 3.5.3+ds1" from what `prometheus --version` printed ("prometheus, version 3.5.3+ds1 (...)")."""
+    words = printed.split()
+    if len(words) > 2 and words[1] == "version":
+        return f"Prometheus {words[2].rstrip(',')}"
+    return "Prometheus (its version unknown)"
 
 
 def promtool(*args: str) -> None:

@@ -98,3 +98,12 @@ def test_the_alerts_floor_counts_the_signals_the_alerts_read_through_recordings(
     (line,) = [line for line in out if line.startswith("The floor:")]
     assert "each of the 4 signals the rules read took 0.70 s" in line
     assert "the 3 signals the alerting rules read, directly or through the recordings they read, took 0.20 s" in line
+
+
+
+def test_the_report_names_the_prometheus_that_answered() -> None:
+    from bench.fleet_tsdb import version_named
+
+    printed = "prometheus, version 3.5.3+ds1 (branch: debian/sid, revision: 3.5.3+ds1-6)\n  build user: x\n"
+    assert version_named(printed) == "Prometheus 3.5.3+ds1"
+    assert version_named("") == "Prometheus (its version unknown)"
