@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from support.rounded import rounded
 from test_panel_queries_promtool import labels, promtool_case
 from test_rules_promtool import ROOT
 
@@ -38,8 +39,8 @@ def test_energy_in_range_keeps_what_was_drawn_while_power_was_not_recorded(tmp_p
         {"series": 'cluster:gpu_power_watts:sum{cluster="a"}', "values": "2000x10 _x9 2000x10"},
     ]
     # 2 GPUs x 1 kW x 0.5 h
-    promtool_case(tmp_path, inputs, [{"expr": energy, "eval_time": "30m", "exp_samples": [{"labels": "{}",
-                                                                                           "value": 1.0}]}])
+    promtool_case(tmp_path, inputs, [rounded({"expr": energy, "eval_time": "30m",
+                                              "exp_samples": [{"labels": "{}", "value": 1.0}]})])
 
 
 def test_the_last_xid_is_drawn_at_the_step_it_appeared_only(tmp_path: Path) -> None:

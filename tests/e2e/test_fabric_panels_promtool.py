@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from support.rounded import rounded
 from test_rules_promtool import ROOT, run, tool
 
 from gpudash.check.queries import interpolate, load_dashboards
@@ -84,7 +85,7 @@ def test_each_port_lands_on_its_gpus_and_counts_once_for_their_node(tmp_path: Pa
         {"expr": job_congestion, "eval_time": "9m", "exp_samples": [{"labels": labels(instance=GPU_NODE),
                                                                        "value": 0.5}]},
     ]
-    promtool_case(tmp_path, port_inputs(), cases, [str(ROOT / "generated" / RECORDING_FILE)])
+    promtool_case(tmp_path, port_inputs(), [rounded(c) for c in cases], [str(ROOT / "generated" / RECORDING_FILE)])
 
 
 def test_a_straggler_rows_port_congestion_sits_on_its_row_and_a_gpu_without_a_port_keeps_its_row(
