@@ -236,13 +236,13 @@ def section(built: Built, opens: Mapping[str, grafana_load.OpenResult], loads: l
         worst = max(r.panels, key=lambda p: p.series)
         rows.append([name, f"{r.seconds:.3f}", f"{r.variables_s:.3f}", f"{slowest.seconds:.3f} ({slowest.title})",
                      f"{worst.series:,} ({worst.title})", f"{sum(p.series for p in r.panels):,}", str(len(r.panels))])
-    lines += fleet_report._table(["dashboard", "open (s)", "variables (s)", "slowest panel (s)",
-                                  "most series in a panel", "series", "panels"], rows)
+    lines += fleet_report.table(["dashboard", "open (s)", "variables (s)", "slowest panel (s)",
+                                 "most series in a panel", "series", "panels"], rows)
     lines += ["", "Every panel (s / series):", ""]
     names = list(opens)
     panels = [[p.title, *[f"{opens[n].panels[i].seconds:.3f} / {opens[n].panels[i].series:,}" for n in names]]
               for i, p in enumerate(opens[names[0]].panels)]
-    lines += fleet_report._table(["panel", *names], panels)
+    lines += fleet_report.table(["panel", *names], panels)
     lines += ["", f"The data: {built.samples / 1e6:,.0f}M samples, {built.series:,} series in the largest block, "
                   f"blocks {fleet_report._layout(built.blocks)}; built in "
                   + ", ".join(f"{k} {v:.0f} s" for k, v in built.seconds.items())

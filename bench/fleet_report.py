@@ -49,7 +49,7 @@ def summary_rows(results: Results) -> list[list[str]]:
     return rows
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
     return out
@@ -82,7 +82,7 @@ def rule_lines(rules: Mapping[int, Mapping[str, float]], interval_s: int = 15) -
         dearest = max(costs, key=lambda k: costs[k])
         rows.append([f"{gpus:,}", str(len(costs)), f"{total * 1000:.0f}", f"{listed * 1000:.0f}",
                      f"{share:.1%}", f"{dearest} ({costs[dearest] * 1000:.0f} ms)"])
-    lines += _table(["GPUs", "rules", "one evaluation (ms)", "of which the lists (ms)", "of one core",
+    lines += table(["GPUs", "rules", "one evaluation (ms)", "of which the lists (ms)", "of one core",
                      "dearest rule"], rows)
     return lines
 
@@ -108,24 +108,24 @@ def write_markdown(path: Path, results: Results, keys: list[str], machine: str, 
     ]
     header = ["GPUs", "dashboard", "open (s)", "slowest panel (s)", "sum of panels (s)", "most series in a panel",
               "series", "panels"]
-    lines += _table(header, summary_rows(results))
+    lines += table(header, summary_rows(results))
     lines += ["", "## Top-k panels: instant, as the fleet dashboard sends them, against a range query", "",
               "topk over a range picks its k at every step, so a range query returns every series that was ever in "
               "the top k; the fleet dashboard's per-GPU and per-node lists are instant queries for that reason.", ""]
     titles = [t for t, _, _ in topk[largest]]
-    lines += _table(["panel", *[f"{g:,} GPUs: instant / range" for g in sorted(topk)]],
+    lines += table(["panel", *[f"{g:,} GPUs: instant / range" for g in sorted(topk)]],
                     [[t, *[next(f"{i} / {r}" for tt, i, r in topk[g] if tt == t) for g in sorted(topk)]]
                      for t in titles])
     lines += ["", f"## Every panel at {largest:,} GPUs", ""]
     _, boards = results[largest]
     for name, r in boards.items():
         lines += [f"**{name}**: open {r.seconds:.3f} s, variables {r.variables_s:.3f} s", ""]
-        lines += _table(["panel", "s", "series"],
+        lines += table(["panel", "s", "series"],
                         [[p.title, f"{p.seconds:.3f}", f"{p.series:,}"] for p in (*r.panels, *r.annotations)])
         lines.append("")
     lines += rule_lines(rules or {})
     lines += ["", "## The data", ""]
-    lines += _table(["GPUs", "clusters", "samples", "series (largest block)", "blocks after compaction",
+    lines += table(["GPUs", "clusters", "samples", "series (largest block)", "blocks after compaction",
                      "building it (s, summed over the runs that did)", "OpenMetrics written (GB)"],
                     [[f"{g:,}", str(fleetgen.cluster_count(g)), f"{b.samples / 1e6:,.0f}M", f"{b.series:,}",
                       _layout(b.blocks), ", ".join(f"{k} {v:.0f}" for k, v in b.seconds.items()),
@@ -224,12 +224,12 @@ def write_job_section(path: Path, results: Results, jobs: Mapping[int, tuple[str
             opened = f"{name} ({size:,} GPUs)" if title == job else ""
             rows.append([f"{gpus:,}", title, opened, f"{r.seconds:.3f}", f"{slowest.seconds:.3f} ({slowest.title})",
                          f"{worst.series:,} ({worst.title})", str(len(r.panels))])
-    lines += _table(["GPUs", "dashboard", "job opened", "open (s)", "slowest panel (s)", "most series in a panel",
+    lines += table(["GPUs", "dashboard", "job opened", "open (s)", "slowest panel (s)", "most series in a panel",
                      "panels"], rows)
     r = results[largest][1][job]
     lines += ["", f"**{job}** at {largest:,} GPUs, every panel: open {r.seconds:.3f} s, variables "
                   f"{r.variables_s:.3f} s", ""]
-    lines += _table(["panel", "s", "series"], [[p.title, f"{p.seconds:.3f}", f"{p.series:,}"] for p in r.panels])
+    lines += table(["panel", "s", "series"], [[p.title, f"{p.seconds:.3f}", f"{p.series:,}"] for p in r.panels])
     lines.append("")
     write_section(path, lines, JOB_SECTION)
 

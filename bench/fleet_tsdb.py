@@ -39,7 +39,7 @@ from gpudash.rules.recording import GROUP_NAME, LEDGER_GROUP_NAME
 
 BLOCK_S = 2 * fg.HOUR
 LINES_PER_FILE = 5_000_000  # ~1.5 GB of OpenMetrics text per piece
-# $PROMETHEUS times the queries on another Prometheus than the one on PATH (the TSDB is built by promtool as before)
+# $PROMETHEUS times the queries on another Prometheus than the one on PATH (the promtool on PATH builds the TSDB)
 PROMETHEUS = os.environ.get("PROMETHEUS") or shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 

@@ -351,8 +351,9 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
                  *[f"**{_ms(totals[g, p])}**" for g in sizes for p in picks],
                  " / ".join(f"**{min(v for v in near[p].values() if v):,}**" if any(near[p].values()) else "-"
                             for p in picks)])
-    out += fleet_report._table(["group", "rules" + (" (now / before)" if baseline else ""), "every", *heads,
-                   "GPUs at which it takes its whole interval" + (" (now / before)" if baseline else "")], rows)
+    out += fleet_report.table(["group", "rules" + (" (now / before)" if baseline else ""), "every", *heads,
+                               "GPUs at which it takes its whole interval" + (" (now / before)" if baseline else "")],
+                              rows)
     total = totals[largest, "now"]
     trip = sum(c.round_trip for c in costs)
     share = core_share(costs)
@@ -379,7 +380,7 @@ def lines(results: Mapping[int, Measured], machine: str, repeat: int, command: s
               *[_ms(by_rule[g, p][c.rule.name].seconds) if c.rule.name in by_rule[g, p] else "-"
                 for g in sizes for p in picks], f"{c.series:,}"]
              for c in before if c.rule.name not in by_rule[largest, "now"]]
-    out += fleet_report._table(["rule", "group", *heads, f"series at {largest:,}"], rows)
+    out += fleet_report.table(["rule", "group", *heads, f"series at {largest:,}"], rows)
     further = saved.get("further") or []
     if further:
         out += ["", f"{len(further)} expressions read further back than {DENSE_CAP_S // 3600} h: over the sparse "  # type: ignore[arg-type]
