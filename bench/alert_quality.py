@@ -34,9 +34,7 @@ from gpudash.catalog import HPC_JOB_LABEL, profile
 from gpudash.config.loading import load_settings
 from gpudash.exporter.sim.fleet import H200
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
-from gpudash.rules.alerts import GROUP_NAMES as ALERTS_GROUPS
-from gpudash.rules.generated_files import render_all
-from gpudash.rules.recording import ALL_GROUP_NAMES as RECORDING_GROUPS
+from gpudash.rules.generated_files import GROUP_EVAL_ORDER, render_all
 
 BY = "alertname, severity, instance, gpu"
 FIRING = 'ALERTS{alertstate="firing"}'
@@ -174,7 +172,7 @@ def evaluate(scenarios: list[Scenario], flavour: str, thresholds: Path | None, w
         (rules_dir / rel).write_text(files[rel])
     (rules_dir / "naive.rules.yml").write_text(naive_rules())
     ours = [str(rules_dir / RECORDING_FILE), str(rules_dir / ALERTS_FILE)]
-    sets = [("gpudash", ours, [*RECORDING_GROUPS, *ALERTS_GROUPS])]
+    sets = [("gpudash", ours, list(GROUP_EVAL_ORDER))]
     if naive:
         sets.append(("naive", [str(rules_dir / "naive.rules.yml")], [NAIVE_GROUP]))
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # each file runs while the next one is written

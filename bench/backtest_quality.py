@@ -41,9 +41,7 @@ from gpudash.backtest.rule_set import rule_set
 from gpudash.check.prometheus_api import PrometheusClient
 from gpudash.config.loading import Settings, load_settings
 from gpudash.repository import ALERTS_FILE, RECORDING_FILE
-from gpudash.rules.alerts import GROUP_NAMES as ALERTS_GROUPS
-from gpudash.rules.generated_files import render_all
-from gpudash.rules.recording import ALL_GROUP_NAMES as RECORDING_GROUPS
+from gpudash.rules.generated_files import GROUP_EVAL_ORDER, render_all
 from gpudash.stack.history import SeededPrometheus
 
 Firing = set[tuple[Labels, int]]  # (alert labels, seconds from the scenario's start) of each firing evaluation
@@ -81,7 +79,7 @@ def reference_firing(scenario: Scenario, series: dict[str, list[float | None]], 
     test = {
         "rule_files": [str(work / RECORDING_FILE), str(work / ALERTS_FILE)],
         "evaluation_interval": f"{STEP}s",
-        "group_eval_order": [*RECORDING_GROUPS, *ALERTS_GROUPS],
+        "group_eval_order": list(GROUP_EVAL_ORDER),
         "tests": [{
             "interval": f"{STEP}s",
             "input_series": [{"series": s, "values": expand(list(v))} for s, v in sorted(series.items())],

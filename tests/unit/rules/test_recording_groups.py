@@ -17,8 +17,8 @@ from gpudash.promql.for_settings import promql_for
 from gpudash.promql.ledger_recordings import COUNTERS, FLAGS, STOPPED, record_name
 from gpudash.promql.recordings import RECORDINGS
 from gpudash.promql.scanner import metric_names
-from gpudash.repository import GENERATED_DIR, RECORDING_FILE
-from gpudash.rules.generated_files import render_all
+from gpudash.repository import ALERTS_FILE, GENERATED_DIR, RECORDING_FILE
+from gpudash.rules.generated_files import GROUP_EVAL_ORDER, render_all
 from gpudash.rules.recording import ALL_GROUP_NAMES, GROUP_NAMES, LEDGER_GROUP_NAME
 
 HOURLY_RECORDS = [record_name(key) for key in (*COUNTERS, *FLAGS)]
@@ -108,3 +108,9 @@ def test_the_bench_backfills_the_ledger_rules_hourly(tmp_path: Path) -> None:
         "gpudash-gpu-ledger": ("3600s", [HOURLY_RECORDS[0]])}
     rules_file(tmp_path / "r.yml", rules[:1], 15)
     assert list(groups((tmp_path / "r.yml").read_text())) == ["gpudash-gpu-recording"]
+
+
+def test_the_evaluation_order_is_the_groups_of_both_files_recordings_first(settings: Settings) -> None:
+    """What promtool cases give as group_eval_order: every recording group before any alert group."""
+    files = render_all(settings)
+    assert list(GROUP_EVAL_ORDER) == [*groups(files[RECORDING_FILE]), *groups(files[ALERTS_FILE])]
